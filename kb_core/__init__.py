@@ -1,0 +1,31 @@
+"""kb_core: the knowledge-base library behind the console and the agents' `lookup_knowledge` tool.
+
+It never imports streamlit. Heavy dependencies (torch, FlagEmbedding, pymilvus) load lazily.
+"""
+
+from kb_core.errors import KnowledgeBaseError, SettingsError
+from kb_core.frontmatter import Frontmatter, FrontmatterError, has_frontmatter, parse_frontmatter
+from kb_core.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match
+from kb_core.lookup import HybridLookup, L1Hit, L1Searcher, LookupResult, LookupTrace, Primary, Supplement
+from kb_core.settings import Settings, load_settings
+
+__all__ = [
+    "Frontmatter",
+    "FrontmatterError",
+    "HybridLookup",
+    "KnowledgeBaseError",
+    "KnowledgeEntry",
+    "KnowledgeIndex",
+    "L0Match",
+    "L1Hit",
+    "L1Searcher",
+    "LookupResult",
+    "LookupTrace",
+    "Primary",
+    "Settings",
+    "SettingsError",
+    "Supplement",
+    "has_frontmatter",
+    "load_settings",
+    "parse_frontmatter",
+]

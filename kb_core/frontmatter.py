@@ -1,0 +1,198 @@
+"""Markdown + YAML frontmatter -> `Frontmatter` (Spec 1).
+
+Pure and tolerant: `parse_frontmatter` never raises for any `str`. Anything that is not a well-formed
+frontmatter block returns `None` and logs one WARN naming the source, so the document can still be
+uploaded and reached through L1 (Spec 1.3).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from kb_core.text import normalize_term
+
+log = logging.getLogger(__name__)
+
+MAX_BLOCK_BYTES = 64 * 1024
+KEYWORD_SEPARATORS = re.compile(r"[,，、;；]")
+_OPEN = "---"
+_CLOSE = ("---", "...")
+_KNOWN_KEYS = frozenset({"title", "keywords", "summary", "category"})
+
+
+@dataclass(frozen=True)
+class Frontmatter:
+    title: str
+    keywords: tuple[str, ...]
+    summary: str
+    category: str | None = None
+    # Every other key as loaded (e.g. the reserved `sections`, or `description`); scalars stay source text.
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form; this is what the metadata column stores (Spec 2.2)."""
+        return {
+            "title": self.title,
+            "keywords": list(self.keywords),
+            "summary": self.summary,
+            "category": self.category,
+            "extra": self.extra,
+        }
+
+
+class FrontmatterError(ValueError):
+    """Why a block is not usable frontmatter; `parse_frontmatter` turns it into a WARN and `None`."""
+
+
+@dataclass(frozen=True)
+class _Split:
+    block: str  # the YAML between the delimiters
+    body: str  # everything after the closing delimiter line
+
+
+def _split(content: str) -> _Split | None:
+    """Locate the frontmatter block. The first line must be `---`; the next `---`/`...` line closes it."""
+    text = content[1:] if content.startswith("\ufeff") else content
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip("\r\n").rstrip() != _OPEN:
+        return None
+    for i in range(1, len(lines)):
+        if lines[i].rstrip("\r\n").rstrip() in _CLOSE:
+            return _Split(block="".join(lines[1:i]), body="".join(lines[i + 1 :]))
+    raise FrontmatterError("frontmatter block is not closed (no later '---' line)")
+
+
+def has_frontmatter(content: str) -> bool:
+    """True when the content opens with a closed `---` block (whether or not its YAML is valid)."""
+    try:
+        return _split(content) is not None
+    except FrontmatterError:
+        return False
+    except Exception:  # noqa: BLE001 - never raise for any str
+        return False
+
+
+def split_body(content: str) -> str:
+    """The Markdown body with any frontmatter block removed (the chunker's input)."""
+    try:
+        split = _split(content)
+    except Exception:  # noqa: BLE001 - an unclosed block is body text
+        split = None
+    if split is None:
+        return content[1:] if content.startswith("\ufeff") else content
+    return split.body
+
+
+class _SourceTextLoader(yaml.SafeLoader):
+    """SafeLoader that keeps every scalar as its source text and refuses aliases.
+
+    No implicit resolvers: `2.0` stays "2.0", `1.10` stays "1.10", `yes` stays "yes", dates stay strings.
+    Aliases are refused outright: an alias bomb ("billion laughs") is tiny as YAML but explodes when the
+    metadata is serialised, and real frontmatter has no need for them.
+    """
+
+    yaml_implicit_resolvers: dict = {}
+
+    def compose_node(self, parent, index):  # type: ignore[override]
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise FrontmatterError(f"YAML aliases are not allowed in frontmatter (line {event.start_mark.line + 1})")
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(block: str) -> Any:
+    if len(block.encode("utf-8", "surrogatepass")) > MAX_BLOCK_BYTES:
+        raise FrontmatterError(f"frontmatter block is larger than {MAX_BLOCK_BYTES // 1024} KiB")
+    try:
+        return yaml.load(block, Loader=_SourceTextLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 2}" if mark is not None else ""  # +1 for 1-based, +1 for the '---' line
+        raise FrontmatterError(f"invalid YAML{where}: {exc.problem or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise FrontmatterError(f"invalid YAML: {exc}") from exc
+
+
+def _json_safe(value: Any) -> Any:
+    """Explicit tags (`!!binary`, `!!set`, `!!timestamp`, `!!float .nan`) load as non-JSON values; the
+    metadata column stores JSON, so those become their text."""
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    return str(value)
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _keywords(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raw = KEYWORD_SEPARATORS.split(value)
+    elif isinstance(value, list):
+        raw = [item for item in value if isinstance(item, str)]
+    else:
+        raw = []
+    seen: set[str] = set()
+    kept: list[str] = []
+    for item in raw:
+        keyword = item.strip()
+        key = normalize_term(keyword)
+        if not key or key in seen:
+            continue
+        seen.add(key)
+        kept.append(keyword)
+    return tuple(kept)
+
+
+def parse_frontmatter_strict(content: str) -> Frontmatter | None:
+    """Like `parse_frontmatter` but raises `FrontmatterError` with the reason; `None` means no block at all.
+
+    The console's upload lint uses this to show the parser's reason to the curator.
+    """
+    split = _split(content)
+    if split is None:
+        return None
+    data = _load_yaml(split.block)
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else type(data).__name__
+        raise FrontmatterError(f"frontmatter must be a YAML mapping, got {kind}")
+    summary = data.get("summary")
+    if summary is None or summary == "":
+        summary = data.get("description")
+    category = _text(data.get("category")) or None
+    extra = {str(k): _json_safe(v) for k, v in data.items() if k not in _KNOWN_KEYS}
+    return Frontmatter(
+        title=_text(data.get("title")),
+        keywords=_keywords(data.get("keywords")),
+        summary=_text(summary),
+        category=category,
+        extra=extra,
+    )
+
+
+def parse_frontmatter(content: str, *, source: str | None = None) -> Frontmatter | None:
+    """Parse the frontmatter of a Markdown document; `None` when it has none or it is unusable."""
+    where = f" in {source}" if source else ""
+    try:
+        parsed = parse_frontmatter_strict(content)
+    except FrontmatterError as exc:
+        log.warning("ignoring frontmatter%s: %s", where, exc)
+        return None
+    except Exception as exc:  # noqa: BLE001 - never raise for any str (RecursionError, reader errors, ...)
+        log.warning("ignoring frontmatter%s: %s: %s", where, type(exc).__name__, exc)
+        return None
+    if parsed is None:
+        log.warning("no frontmatter%s", where)
+    return parsed

@@ -1,0 +1,212 @@
+"""The L0 -> L1 decision and the result shape (Specs 4 and 5).
+
+Exactly one L0 hit answers at once with confidence "high" and L1 is not called (decision D1). Zero or
+several L0 hits call L1 once (`top_k=3, category=None`) and add its best chunk as the supplement.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from kb_core.keyword_index import KnowledgeIndex, L0Match
+
+log = logging.getLogger(__name__)
+
+PRIMARY_MAX_CHARS = 2000
+L1_TOP_K = 3
+
+
+@dataclass(frozen=True)
+class L1Hit:
+    content: str
+    source: str
+    score: float
+    # Which retrievers found this chunk ("dense", "bm25"), its heading path and id, when the searcher knows.
+    retrievers: tuple[str, ...] = ()
+    heading: str = ""
+    chunk_id: str | None = None
+    doc_id: int | None = None
+
+
+@runtime_checkable
+class L1Searcher(Protocol):
+    def search(self, query: str, top_k: int = 3, category: str | None = None) -> list[L1Hit]: ...
+
+
+@dataclass(frozen=True)
+class Primary:
+    content: str
+    source: str
+    confidence: str  # "high" | "low"
+    match_type: str = "exact_L0"
+    available_sections: list[str] | None = None  # reserved by the spec (MVP: always null)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "source": self.source,
+            "matchType": self.match_type,
+            "confidence": self.confidence,
+            "availableSections": self.available_sections,
+        }
+
+
+@dataclass(frozen=True)
+class Supplement:
+    content: str
+    source: str
+    match_type: str = "semantic_L1"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"content": self.content, "source": self.source, "matchType": self.match_type}
+
+
+# Why L1 did or did not run; the console's "why" panel shows these.
+L1_SKIPPED_UNIQUE = "unique L0 hit: L1 not called"
+L1_SKIPPED_BLANK = "blank query: nothing to search"
+L1_CALLED_SEVERAL = "several L0 hits: L1 called to supplement"
+L1_CALLED_NONE = "no L0 hit: L1 called"
+
+
+@dataclass(frozen=True)
+class LookupTrace:
+    """Everything about how an answer came about. Not part of the agent JSON (`to_dict`)."""
+
+    request_id: str
+    query: str
+    section_title: str | None
+    l0_matches: tuple[L0Match, ...]
+    l1_called: bool
+    l1_reason: str
+    l1_hits: tuple[L1Hit, ...] = ()
+    l1_error: str | None = None
+    stale_sources: tuple[str, ...] = ()  # L0 entries whose file could not be read
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requestId": self.request_id,
+            "query": self.query,
+            "sectionTitle": self.section_title,
+            "l0Matches": [
+                {"source": m.entry.file_path, "title": m.entry.title, "keywords": list(m.keywords)}
+                for m in self.l0_matches
+            ],
+            "l1Called": self.l1_called,
+            "l1Reason": self.l1_reason,
+            "l1Hits": [
+                {"source": h.source, "score": h.score, "retrievers": list(h.retrievers), "heading": h.heading}
+                for h in self.l1_hits
+            ],
+            "l1Error": self.l1_error,
+            "staleSources": list(self.stale_sources),
+            "timingsMs": dict(self.timings_ms),
+        }
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    found: bool
+    primary: Primary | None
+    supplement: Supplement | None
+    trace: LookupTrace
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exactly the spec's JSON (Spec 5): `found`, `primary`, `supplement`."""
+        return {
+            "found": self.found,
+            "primary": self.primary.to_dict() if self.primary else None,
+            "supplement": self.supplement.to_dict() if self.supplement else None,
+        }
+
+    @property
+    def match_types(self) -> tuple[str, ...]:
+        return tuple(p.match_type for p in (self.primary, self.supplement) if p is not None)
+
+
+def _ms(since: float) -> float:
+    return round((time.perf_counter() - since) * 1000, 3)
+
+
+class HybridLookup:
+    def __init__(self, index: KnowledgeIndex, l1: L1Searcher):
+        self._index = index
+        self._l1 = l1
+
+    def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
+        request_id = uuid.uuid4().hex[:8]
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+
+        t = time.perf_counter()
+        matches = self._index.match(query)
+        timings["l0"] = _ms(t)
+        log.debug("[%s] L0 matched %d document(s): %s", request_id, len(matches),
+                  [m.entry.file_path for m in matches])
+
+        t = time.perf_counter()
+        primary_content: str | None = None
+        stale: list[str] = []
+        # A matched entry whose file has gone (deleted by hand) cannot answer; it is reported, not served.
+        while matches:
+            primary_content = self._index.read_document(matches[0].entry.file_path, PRIMARY_MAX_CHARS)
+            if primary_content is not None:
+                break
+            stale.append(matches[0].entry.file_path)
+            matches = matches[1:]
+        timings["read"] = _ms(t)
+
+        l1_hits: list[L1Hit] = []
+        l1_error: str | None = None
+        if len(matches) == 1:
+            l1_called, reason = False, L1_SKIPPED_UNIQUE
+        elif not (isinstance(query, str) and query.strip()):
+            l1_called, reason = False, L1_SKIPPED_BLANK
+        else:
+            l1_called = True
+            reason = L1_CALLED_SEVERAL if matches else L1_CALLED_NONE
+            t = time.perf_counter()
+            try:
+                l1_hits = list(self._l1.search(query, top_k=L1_TOP_K, category=None))
+            except Exception as exc:  # noqa: BLE001 - L1 failing must still return what L0 found
+                l1_error = f"{type(exc).__name__}: {exc}"
+                log.error("[%s] L1 search failed, answering with L0 only: %s", request_id, l1_error)
+            timings["l1"] = _ms(t)
+        log.debug("[%s] %s", request_id, reason)
+
+        primary = None
+        if matches:
+            primary = Primary(
+                content=primary_content or "",
+                source=matches[0].entry.file_path,
+                confidence="high" if len(matches) == 1 else "low",
+            )
+        supplement = None
+        if l1_hits:
+            best = l1_hits[0]
+            if primary is not None:
+                best = next((h for h in l1_hits if h.source != primary.source), l1_hits[0])
+            supplement = Supplement(content=best.content, source=best.source)
+
+        timings["total"] = _ms(started)
+        trace = LookupTrace(
+            request_id=request_id,
+            query=query,
+            section_title=section_title,
+            l0_matches=tuple(matches),
+            l1_called=l1_called,
+            l1_reason=reason,
+            l1_hits=tuple(l1_hits),
+            l1_error=l1_error,
+            stale_sources=tuple(stale),
+            timings_ms=timings,
+        )
+        result = LookupResult(found=primary is not None or supplement is not None,
+                              primary=primary, supplement=supplement, trace=trace)
+        log.info("[%s] lookup %r: found=%s l0=%d l1=%s in %.1f ms", request_id, query, result.found,
+                 len(matches), "called" if l1_called else "skipped", timings["total"])
+        return result

@@ -1,0 +1,166 @@
+"""One settings object (Spec 9): constructor arguments > env `KB_*` > YAML config > defaults.
+
+The YAML file is `kb.yaml` at the application root, or the file env `KB_CONFIG` names. It uses the spec's
+keys, e.g. `knowledge: {base-path: /data/knowledge_base/}`. Relative paths resolve against the application
+root (`KB_APP_ROOT`, default the current directory). Invalid settings fail at construction and the error
+names the setting.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from kb_core.errors import SettingsError
+
+CONFIG_FILE_NAME = "kb.yaml"
+
+# YAML path -> field name. The YAML side uses the spec's dashed keys.
+_YAML_KEYS: dict[tuple[str, ...], str] = {
+    ("knowledge", "base-path"): "base_path",
+    ("database", "url"): "database_url",
+    ("milvus", "uri"): "milvus_uri",
+    ("milvus", "token"): "milvus_token",
+    ("embedding", "model"): "embedding_model",
+    ("embedding", "device"): "embedding_device",
+    ("upload", "max-bytes"): "max_upload_bytes",
+}
+_ENV_PREFIX = "KB_"
+
+
+def _app_root_from(init: dict[str, Any]) -> Path:
+    return Path(init.get("app_root") or os.environ.get("KB_APP_ROOT") or Path.cwd())
+
+
+def _config_file_from(init: dict[str, Any], root: Path) -> tuple[Path, bool]:
+    """The YAML file to read and whether the user named it (a named file must exist)."""
+    named = init.get("config_file") or os.environ.get("KB_CONFIG")
+    if named:
+        path = Path(named)
+        return (path if path.is_absolute() else root / path), True
+    return root / CONFIG_FILE_NAME, False
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], init_kwargs: dict[str, Any]):
+        super().__init__(settings_cls)
+        self._init = init_kwargs
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False  # unused: __call__ supplies everything
+
+    def __call__(self) -> dict[str, Any]:
+        root = _app_root_from(self._init)
+        path, named = _config_file_from(self._init, root)
+        if not path.is_file():
+            if named:
+                raise SettingsError(f"KB_CONFIG: config file {path} does not exist")
+            return {}
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise SettingsError(f"KB_CONFIG: cannot read config file {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise SettingsError(f"KB_CONFIG: config file {path} must hold a YAML mapping")
+        values: dict[str, Any] = {}
+        for keys, name in _YAML_KEYS.items():
+            node: Any = data
+            for key in keys:
+                node = node.get(key) if isinstance(node, dict) else None
+            if node is not None:
+                values[name] = node
+        return values
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, extra="ignore", frozen=True)
+
+    app_root: Path = Field(default_factory=Path.cwd, description="KB_APP_ROOT: relative paths resolve here")
+    config_file: Path | None = Field(default=None, description="KB_CONFIG: the YAML config file")
+    base_path: str = Field(default="knowledge_base/", description="KB_BASE_PATH / knowledge.base-path")
+    database_url: str | None = Field(default=None, description="KB_DATABASE_URL; default a SQLite file")
+    milvus_uri: str | None = Field(default=None, description="KB_MILVUS_URI; default a Milvus Lite directory")
+    milvus_token: str | None = Field(default=None, description="KB_MILVUS_TOKEN for a Milvus server")
+    embedding_model: str = Field(default="BAAI/bge-m3", description="KB_EMBEDDING_MODEL: hub id or folder")
+    embedding_device: str | None = Field(default=None, description="KB_EMBEDDING_DEVICE: cpu, cuda, ...")
+    max_upload_bytes: int = Field(default=5 * 1024 * 1024, description="KB_MAX_UPLOAD_BYTES")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        init_kwargs = dict(getattr(init_settings, "init_kwargs", {}) or {})
+        return init_settings, env_settings, _YamlSource(settings_cls, init_kwargs)
+
+    @field_validator("app_root")
+    @classmethod
+    def _app_root_is_a_directory(cls, value: Path) -> Path:
+        root = value.expanduser().absolute()
+        if not root.is_dir():
+            raise ValueError(f"KB_APP_ROOT: {root} is not a directory")
+        return root
+
+    @field_validator("base_path")
+    @classmethod
+    def _base_path_not_blank(cls, value: str) -> str:
+        if not str(value).strip():
+            raise ValueError("KB_BASE_PATH / knowledge.base-path must not be empty")
+        if "\x00" in value:
+            raise ValueError("KB_BASE_PATH / knowledge.base-path contains a NUL character")
+        return str(value).strip()
+
+    @field_validator("max_upload_bytes")
+    @classmethod
+    def _positive_upload_limit(cls, value: int) -> int:
+        if value <= 0:
+            raise ValueError("KB_MAX_UPLOAD_BYTES must be a positive number of bytes")
+        return value
+
+    @field_validator("embedding_model")
+    @classmethod
+    def _model_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("KB_EMBEDDING_MODEL must not be empty")
+        return value.strip()
+
+    # -- derived paths ---------------------------------------------------------------------------------
+    def resolve_path(self, value: str | Path) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else self.app_root / path
+
+    @property
+    def base_dir(self) -> Path:
+        """The knowledge base directory on disk."""
+        return self.resolve_path(self.base_path)
+
+    @property
+    def resolved_database_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.app_root / 'kb.sqlite3').as_posix()}"
+
+    @property
+    def resolved_milvus_uri(self) -> str:
+        if self.milvus_uri and "://" in self.milvus_uri:
+            return self.milvus_uri
+        return str(self.resolve_path(self.milvus_uri or "milvus_data"))
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build `Settings`, turning pydantic's report into a `SettingsError` that names the setting."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_ENV_PREFIX}{'.'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
+        )
+        raise SettingsError(f"invalid settings: {problems}") from exc

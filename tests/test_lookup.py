@@ -1,0 +1,178 @@
+"""Specs 4 and 5: when L1 is called, and the exact JSON an agent receives. L1 is a recording fake here;
+the real Milvus searcher is exercised by the storage tests."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from conftest import RecordingL1
+
+from kb_core import HybridLookup, KnowledgeIndex, L1Hit
+
+PAYMENT = "knowledge_base/api/payment-errors.md"
+TIMEOUT = "knowledge_base/troubleshooting/timeout.md"
+CACHE = "knowledge_base/domain/cache-optimization.md"
+
+
+@pytest.fixture
+def index(sample_root) -> KnowledgeIndex:
+    idx = KnowledgeIndex("knowledge_base/", app_root=sample_root)
+    idx.load()
+    return idx
+
+
+def hit(source: str, content: str = "chunk", score: float = 0.9) -> L1Hit:
+    return L1Hit(content=content, source=source, score=score, retrievers=("bm25",))
+
+
+# -- Spec 4 ---------------------------------------------------------------------------------------------
+def test_req_4_1_1_unique_match_is_high_confidence_and_l1_is_not_called(index):
+    l1 = RecordingL1([hit(CACHE)])
+    result = HybridLookup(index, l1).lookup("ERR_TIMEOUT")
+    assert l1.calls == []
+    assert result.primary.confidence == "high"
+    assert result.trace.l1_called is False
+
+
+def test_req_4_1_2_several_matches_are_low_confidence_and_l1_is_called_once(index):
+    l1 = RecordingL1([hit(TIMEOUT)])
+    result = HybridLookup(index, l1).lookup("超时")
+    assert l1.calls == [("超时", 3, None)]
+    assert result.primary.confidence == "low"
+
+
+def test_req_4_1_2_three_matches(index):
+    l1 = RecordingL1([hit(CACHE)])
+    # "超时" matches two sample documents, "Redis" a third
+    result = HybridLookup(index, l1).lookup("超时 Redis")
+    assert len(result.trace.l0_matches) == 3
+    assert l1.calls == [("超时 Redis", 3, None)]
+    assert result.primary.confidence == "low"
+
+
+def test_req_4_1_3_no_match_calls_l1_with_top_k_3_and_no_category(index):
+    l1 = RecordingL1([hit(CACHE)])
+    result = HybridLookup(index, l1).lookup("如何优化缓存")
+    assert l1.calls == [("如何优化缓存", 3, None)]
+    assert result.primary is None
+
+
+# -- Spec 5 ---------------------------------------------------------------------------------------------
+def test_req_5_1_unique_match_returns_l0_only(index, sample_root):
+    result = HybridLookup(index, RecordingL1([hit(CACHE)])).lookup("ERR_TIMEOUT")
+    text = (sample_root / PAYMENT).read_text(encoding="utf-8")
+    expected_content = text if len(text) <= 2000 else text[:2000] + "..."
+    assert result.to_dict() == {
+        "found": True,
+        "primary": {
+            "content": expected_content,
+            "source": PAYMENT,
+            "matchType": "exact_L0",
+            "confidence": "high",
+            "availableSections": None,
+        },
+        "supplement": None,
+    }
+
+
+def test_req_5_1_content_is_cut_at_2000_characters(index, sample_root):
+    path = sample_root / PAYMENT
+    path.write_text(path.read_text(encoding="utf-8") + "长" * 3000, encoding="utf-8")
+    content = HybridLookup(index, RecordingL1()).lookup("ERR_TIMEOUT").primary.content
+    assert len(content) == 2003 and content.endswith("...")
+
+
+def test_req_5_2_several_matches_return_first_l0_and_l1_supplement(index):
+    l1 = RecordingL1([hit(PAYMENT, "same doc chunk", 0.95), hit(TIMEOUT, "timeout chunk", 0.9)])
+    result = HybridLookup(index, l1).lookup("超时")
+    data = result.to_dict()
+    assert data["found"] is True
+    assert data["primary"]["source"] == PAYMENT
+    assert data["primary"]["matchType"] == "exact_L0"
+    assert data["primary"]["confidence"] == "low"
+    assert data["primary"]["availableSections"] is None
+    # the best hit from a *different* document than primary
+    assert data["supplement"] == {"content": "timeout chunk", "source": TIMEOUT, "matchType": "semantic_L1"}
+
+
+def test_req_5_2_supplement_falls_back_to_top_hit_when_all_share_primary(index):
+    l1 = RecordingL1([hit(PAYMENT, "a"), hit(PAYMENT, "b")])
+    result = HybridLookup(index, l1).lookup("超时")
+    assert result.supplement.content == "a" and result.supplement.source == PAYMENT
+
+
+def test_req_5_3_no_l0_match_returns_l1_only(index):
+    l1 = RecordingL1([hit(CACHE, "缓存优化片段"), hit(TIMEOUT, "x")])
+    result = HybridLookup(index, l1).lookup("如何优化性能")
+    assert result.to_dict() == {
+        "found": True,
+        "primary": None,
+        "supplement": {"content": "缓存优化片段", "source": CACHE, "matchType": "semantic_L1"},
+    }
+
+
+def test_req_5_4_nothing_found_anywhere(index):
+    l1 = RecordingL1([])
+    result = HybridLookup(index, l1).lookup("完全不存在的内容XYZ")
+    assert result.to_dict() == {"found": False, "primary": None, "supplement": None}
+    assert len(l1.calls) == 1
+
+
+# -- failure and trace -------------------------------------------------------------------------------------
+def test_l1_failure_returns_what_l0_found_and_logs_error_with_request_id(index, caplog):
+    l1 = RecordingL1(error=RuntimeError("milvus down"))
+    with caplog.at_level(logging.ERROR):
+        result = HybridLookup(index, l1).lookup("超时")
+    assert result.found is True
+    assert result.primary.source == PAYMENT and result.supplement is None
+    assert "milvus down" in result.trace.l1_error
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(result.trace.request_id in m and "milvus down" in m for m in errors)
+
+
+def test_l1_failure_with_no_l0_match_is_not_found(index):
+    result = HybridLookup(index, RecordingL1(error=TimeoutError("slow"))).lookup("如何优化缓存")
+    assert result.to_dict() == {"found": False, "primary": None, "supplement": None}
+
+
+def test_trace_explains_the_decision(index):
+    l1 = RecordingL1([hit(TIMEOUT, "t", 0.5)])
+    result = HybridLookup(index, l1).lookup("支付网关超时问题")
+    trace = result.trace
+    assert len(trace.request_id) == 8
+    assert [(m.entry.file_path, set(m.keywords)) for m in trace.l0_matches] == [
+        (PAYMENT, {"支付网关", "超时"}), (TIMEOUT, {"超时"})]
+    assert trace.l1_called and "several" in trace.l1_reason
+    assert trace.l1_hits[0].score == 0.5
+    assert {"l0", "l1", "total"} <= set(trace.timings_ms)
+    assert "trace" not in result.to_dict()
+    assert trace.to_dict()["l0Matches"][0]["source"] == PAYMENT
+
+
+def test_one_info_line_per_lookup_with_request_id(index, caplog):
+    with caplog.at_level(logging.INFO, logger="kb_core.lookup"):
+        result = HybridLookup(index, RecordingL1()).lookup("ERR_TIMEOUT")
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.name == "kb_core.lookup"]
+    assert len(infos) == 1 and result.trace.request_id in infos[0]
+
+
+def test_blank_query_finds_nothing_and_skips_l1(index):
+    l1 = RecordingL1([hit(CACHE)])
+    result = HybridLookup(index, l1).lookup("   ")
+    assert result.found is False and l1.calls == []
+
+
+def test_deleted_file_is_not_served_as_primary(index, sample_root):
+    (sample_root / PAYMENT).unlink()
+    l1 = RecordingL1([hit(CACHE)])
+    result = HybridLookup(index, l1).lookup("ERR_TIMEOUT")
+    assert result.primary is None
+    assert result.trace.stale_sources == (PAYMENT,)
+    assert result.supplement.source == CACHE  # no live L0 hit left, so L1 answered
+
+
+def test_section_title_is_accepted_and_sections_stay_null(index):
+    result = HybridLookup(index, RecordingL1()).lookup("ERR_TIMEOUT", section_title="超时排查")
+    assert result.primary.available_sections is None
+    assert result.trace.section_title == "超时排查"
