@@ -188,7 +188,7 @@ class KnowledgeIndex:
             log.info("created missing knowledge base directory %s", self._base)
         entries: list[KnowledgeEntry] = []
         scanned = skipped = failed = 0
-        for relative in self._markdown_files():
+        for relative in self.markdown_files():
             scanned += 1
             display = self.display_path(relative)
             try:
@@ -212,7 +212,7 @@ class KnowledgeIndex:
         )
         return LoadReport(scanned, len(entries), skipped, failed, seconds)
 
-    def _markdown_files(self) -> list[str]:
+    def markdown_files(self) -> list[str]:
         """Relative POSIX paths of every `.md` file under the base, sorted (the index order)."""
         found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self._base, onerror=lambda e: log.warning("cannot list %s", e)):

@@ -27,6 +27,8 @@ class L1Hit:
     score: float
     # Which retrievers found this chunk ("dense", "bm25"), its heading path and id, when the searcher knows.
     retrievers: tuple[str, ...] = ()
+    # Each retriever's own score (BM25 score, dense cosine) next to the fused `score`.
+    retriever_scores: tuple[tuple[str, float], ...] = ()
     heading: str = ""
     chunk_id: str | None = None
     doc_id: int | None = None
@@ -99,7 +101,8 @@ class LookupTrace:
             "l1Called": self.l1_called,
             "l1Reason": self.l1_reason,
             "l1Hits": [
-                {"source": h.source, "score": h.score, "retrievers": list(h.retrievers), "heading": h.heading}
+                {"source": h.source, "score": h.score, "retrievers": list(h.retrievers),
+                 "retrieverScores": dict(h.retriever_scores), "heading": h.heading, "chunkId": h.chunk_id}
                 for h in self.l1_hits
             ],
             "l1Error": self.l1_error,

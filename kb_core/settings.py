@@ -127,6 +127,14 @@ class Settings(BaseSettings):
             raise ValueError("KB_MAX_UPLOAD_BYTES must be a positive number of bytes")
         return value
 
+    @field_validator("milvus_uri")
+    @classmethod
+    def _milvus_lite_path_ends_with_db(cls, value: str | None) -> str | None:
+        if value and "://" not in value and not value.rstrip("/").endswith(".db"):
+            raise ValueError("KB_MILVUS_URI: a Milvus Lite path must end with '.db' (it is created as a directory); "
+                             "a server is reached as http://host:19530")
+        return value.rstrip("/") if value else value
+
     @field_validator("embedding_model")
     @classmethod
     def _model_not_blank(cls, value: str) -> str:
@@ -152,7 +160,7 @@ class Settings(BaseSettings):
     def resolved_milvus_uri(self) -> str:
         if self.milvus_uri and "://" in self.milvus_uri:
             return self.milvus_uri
-        return str(self.resolve_path(self.milvus_uri or "milvus_data"))
+        return str(self.resolve_path(self.milvus_uri or "kb_milvus.db"))
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -79,6 +79,6 @@ def test_invalid_yaml_config_fails_clearly(tmp_path):
 def test_embedded_defaults_live_under_the_app_root(tmp_path):
     settings = load_settings(app_root=tmp_path)
     assert settings.resolved_database_url == f"sqlite:///{tmp_path.as_posix()}/kb.sqlite3"
-    assert settings.resolved_milvus_uri == str(tmp_path / "milvus_data")
+    assert settings.resolved_milvus_uri == str(tmp_path / "kb_milvus.db")
     remote = load_settings(app_root=tmp_path, milvus_uri="http://milvus:19530")
     assert remote.resolved_milvus_uri == "http://milvus:19530"

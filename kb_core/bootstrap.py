@@ -1,0 +1,52 @@
+"""The composition root: settings -> adapters -> `KnowledgeBase`. The console and agent code call
+`open_knowledge_base()`; nothing else builds the adapters."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kb_core import text_analysis
+from kb_core.documents import DocumentService
+from kb_core.embedding import FlagEmbedder
+from kb_core.keyword_index import KnowledgeIndex
+from kb_core.knowledge_base import KnowledgeBase
+from kb_core.l1_search import VectorSearcher
+from kb_core.lookup import HybridLookup
+from kb_core.metadata_store import MetadataStore
+from kb_core.settings import Settings, load_settings
+from kb_core.vector_store import MilvusVectorStore, collection_name
+
+log = logging.getLogger(__name__)
+
+
+def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = True) -> KnowledgeBase:
+    """Open (and migrate) everything. The embedding model loads in the background; opening never waits
+    for it. `load_model=False` leaves the model unloaded until something needs a vector."""
+    started = time.perf_counter()
+    settings = settings or load_settings()
+    metadata = MetadataStore(settings.resolved_database_url)
+    metadata.migrate()
+    index = KnowledgeIndex(settings.base_path, app_root=settings.app_root)
+    index.load()
+    embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device)
+    dimension = embedder.dimension if embedder.available else None
+    vectors = MilvusVectorStore(
+        settings.resolved_milvus_uri,
+        token=settings.milvus_token,
+        collection=collection_name(settings.embedding_model if dimension else None, dimension),
+        dense_dim=dimension,
+    )
+    text_analysis.warm_up()
+    vectors.warm_up()
+    if load_model and embedder.available:
+        embedder.start_loading()
+    searcher = VectorSearcher(vectors, embedder if dimension else None)
+    documents = DocumentService(index, metadata, vectors, embedder if dimension else None,
+                                max_upload_bytes=settings.max_upload_bytes)
+    kb = KnowledgeBase(settings, index, metadata, vectors, embedder, documents, HybridLookup(index, searcher),
+                       searcher)
+    log.info("knowledge base open in %.2f s: %d L0 documents, database %s, Milvus %s (%s), model %s: %s",
+             time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
+             settings.embedding_model, embedder.state.state)
+    return kb

@@ -1,0 +1,68 @@
+"""SQLAlchemy 2 table definitions: `api_document` and `tool_call`. Alembic migrations mirror these."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+
+from sqlalchemy import BigInteger, Boolean, DateTime, Enum, Float, Index, Integer, String, Text
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# MySQL TEXT holds 64 KB; the frontmatter block alone may be 64 KiB, so MySQL gets MEDIUMTEXT.
+LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+# SQLite only auto-increments INTEGER PRIMARY KEY.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    """Naive UTC: MySQL and SQLite drop offsets, so every stored time is UTC by convention."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class DocumentStatus(str, enum.Enum):
+    PENDING = "PENDING"
+    INDEXED = "INDEXED"
+    FAILED = "FAILED"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ApiDocument(Base):
+    __tablename__ = "api_document"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    file_name: Mapped[str] = mapped_column(String(255))
+    category: Mapped[str] = mapped_column(String(64), index=True)
+    file_path: Mapped[str] = mapped_column(String(512), unique=True)
+    status: Mapped[DocumentStatus] = mapped_column(
+        Enum(DocumentStatus, native_enum=False, length=16, validate_strings=True), default=DocumentStatus.PENDING
+    )
+    # `metadata` is reserved on declarative classes; the column keeps the spec's name.
+    metadata_json: Mapped[str | None] = mapped_column("metadata", LongText, nullable=True)
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    chunk_count: Mapped[int] = mapped_column(Integer, default=0)
+    embedding_model: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+
+
+class ToolCall(Base):
+    __tablename__ = "tool_call"
+    __table_args__ = (Index("ix_tool_call_created_at", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    tool_name: Mapped[str] = mapped_column(String(64))
+    arguments: Mapped[str] = mapped_column(Text)
+    found: Mapped[bool] = mapped_column(Boolean, default=False)
+    match_types: Mapped[str] = mapped_column(String(64), default="")
+    sources: Mapped[str] = mapped_column(Text, default="[]")
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    request_id: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    caller: Mapped[str] = mapped_column(String(64), default="python")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

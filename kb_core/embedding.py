@@ -1,0 +1,270 @@
+"""Dense embeddings through FlagEmbedding, behind a small protocol.
+
+The model is resolved cheaply at construction (a local folder, or a hub id already in the local cache),
+then loaded once in a background thread: L0 and BM25 serve while it loads. When it cannot be found or
+loaded, the embedder says so (`state`) and L1 runs on full text only. It never invents vectors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from kb_core.errors import KnowledgeBaseError
+
+log = logging.getLogger(__name__)
+
+Vector = list[float]
+Progress = Callable[[int, int], None]
+
+
+class EmbeddingError(KnowledgeBaseError):
+    """The embedding model is unavailable or failed on the given texts."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def encode_queries(self, texts: Sequence[str]) -> list[Vector]: ...
+
+    def encode_documents(self, texts: Sequence[str], progress: Progress | None = None) -> list[Vector]: ...
+
+
+@dataclass(frozen=True)
+class ModelState:
+    state: str  # "loading" | "ready" | "unavailable"
+    model_id: str
+    detail: str = ""
+    load_seconds: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+
+def resolve_model_folder(model: str) -> Path | None:
+    """A local folder as given, or the cached snapshot of a hub id; `None` when neither exists here."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    if path.is_absolute() or model.startswith((".", "~")) or model.count("/") != 1:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+    except Exception:  # noqa: BLE001 - an unusable cache is the same as no cache
+        return None
+    return Path(cached).parent if isinstance(cached, str) else None
+
+
+def is_bge_m3(folder: Path, model: str) -> bool:
+    return (folder / "colbert_linear.pt").exists() or (folder / "sparse_linear.pt").exists() or (
+        "bge-m3" in model.lower()
+    )
+
+
+class _LruCache:
+    def __init__(self, size: int):
+        self._size = size
+        self._data: OrderedDict[str, Vector] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: str) -> Vector | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: str, value: Vector) -> None:
+        if self._size <= 0:
+            return
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+
+class FlagEmbedder:
+    """`BGEM3FlagModel` for BGE-M3-family folders, `FlagModel` (mean pooling) for other local models."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        device: str | None = None,
+        batch_size: int = 16,
+        max_length: int = 1024,
+        query_cache_size: int = 1024,
+        load_timeout: float = 600.0,
+    ):
+        self._model_name = model
+        self._device = device
+        self._batch_size = batch_size
+        self._max_length = max_length
+        self._load_timeout = load_timeout
+        self._cache = _LruCache(query_cache_size)
+        self._folder = resolve_model_folder(model)
+        self._dimension = self._read_dimension(self._folder) if self._folder else None
+        self._model: Any = None
+        self._bge_m3 = bool(self._folder and is_bge_m3(self._folder, model))
+        self._loaded = threading.Event()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._encode_lock = threading.Lock()
+        if self._folder is None or self._dimension is None:
+            why = (f"model '{model}' is not a local folder and is not in the Hugging Face cache"
+                   if self._folder is None else f"no usable config.json in {self._folder}")
+            self._state = ModelState("unavailable", model, f"{why}; L1 runs on full text (BM25) only")
+            self._loaded.set()
+            log.warning("embedding model unavailable: %s", self._state.detail)
+        else:
+            self._state = ModelState("loading", model, "not started")
+
+    # -- identity ------------------------------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        return self._model_name
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            raise EmbeddingError(self._state.detail)
+        return self._dimension
+
+    @property
+    def available(self) -> bool:
+        """False when the model cannot be found at all (known at construction, without loading)."""
+        return self._dimension is not None
+
+    @property
+    def state(self) -> ModelState:
+        return self._state
+
+    @property
+    def cache_stats(self) -> tuple[int, int]:
+        return self._cache.hits, self._cache.misses
+
+    @staticmethod
+    def _read_dimension(folder: Path) -> int | None:
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            return int(config["hidden_size"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    # -- loading -------------------------------------------------------------------------------------
+    def start_loading(self) -> None:
+        """Load the model in a background thread (idempotent)."""
+        with self._start_lock:
+            if self._thread is not None or self._loaded.is_set():
+                return
+            self._state = ModelState("loading", self._model_name, "loading in the background")
+            self._thread = threading.Thread(target=self._load, name="kb-embedding-load", daemon=True)
+            self._thread.start()
+
+    def wait_ready(self, timeout: float | None = None) -> ModelState:
+        self.start_loading()
+        self._loaded.wait(self._load_timeout if timeout is None else timeout)
+        return self._state
+
+    def _load(self) -> None:
+        started = time.perf_counter()
+        try:
+            device = self._device or _default_device()
+            use_fp16 = device.startswith("cuda")
+            # Everything is local by now; never let a library reach for the hub.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from FlagEmbedding import BGEM3FlagModel, FlagModel  # ~5 s: torch + transformers
+
+            if self._bge_m3:
+                model = BGEM3FlagModel(str(self._folder), use_fp16=use_fp16, devices=device,
+                                       normalize_embeddings=True)
+            else:
+                model = FlagModel(str(self._folder), use_fp16=use_fp16, devices=device, pooling_method="mean",
+                                  normalize_embeddings=True)
+            self._model = model
+            seconds = time.perf_counter() - started
+            self._state = ModelState("ready", self._model_name, f"{'BGE-M3' if self._bge_m3 else 'FlagModel'} "
+                                     f"on {device}{' fp16' if use_fp16 else ''}, dim {self._dimension}", seconds)
+            log.info("embedding model %s ready in %.1f s (%s)", self._model_name, seconds, self._state.detail)
+        except Exception as exc:  # noqa: BLE001 - any load failure degrades to BM25 only
+            self._state = ModelState("unavailable", self._model_name,
+                                     f"failed to load: {type(exc).__name__}: {exc}; L1 runs on full text only")
+            log.warning("embedding model %s could not be loaded: %s", self._model_name, exc)
+        finally:
+            self._loaded.set()
+
+    def _ready_model(self) -> Any:
+        state = self.wait_ready()
+        if not state.ready:
+            if state.state == "loading":
+                raise EmbeddingError(f"embedding model {self._model_name} is still loading")
+            raise EmbeddingError(f"embedding model {self._model_name} is unavailable: {state.detail}")
+        return self._model
+
+    # -- encoding ------------------------------------------------------------------------------------
+    def _encode(self, texts: list[str], *, query: bool) -> list[Vector]:
+        model = self._ready_model()
+        method = model.encode_queries if query else model.encode_corpus
+        kwargs: dict[str, Any] = {"batch_size": self._batch_size, "max_length": self._max_length}
+        if self._bge_m3:
+            kwargs.update(return_dense=True, return_sparse=False, return_colbert_vecs=False)
+        with self._encode_lock:  # torch already uses every core; concurrent calls only thrash
+            output = method(texts, **kwargs)
+        dense = output["dense_vecs"] if isinstance(output, dict) else output
+        vectors = [[float(x) for x in row] for row in (dense.reshape(1, -1) if dense.ndim == 1 else dense)]
+        if len(vectors) != len(texts) or any(len(v) != self._dimension for v in vectors):
+            raise EmbeddingError(f"embedding model {self._model_name} returned vectors of an unexpected shape")
+        return vectors
+
+    def encode_queries(self, texts: Sequence[str]) -> list[Vector]:
+        results: list[Vector | None] = [self._cache.get(t) for t in texts]
+        missing = [t for t, v in zip(texts, results, strict=True) if v is None]
+        if missing:
+            fresh = dict(zip(missing, self._encode(list(dict.fromkeys(missing)), query=True), strict=False))
+            for t in missing:
+                self._cache.put(t, fresh[t])
+            results = [v if v is not None else fresh[t] for t, v in zip(texts, results, strict=True)]
+        return [v for v in results if v is not None]
+
+    def encode_documents(self, texts: Sequence[str], progress: Progress | None = None) -> list[Vector]:
+        texts = list(texts)
+        if not texts:
+            return []
+        vectors: list[Vector] = []
+        step = max(self._batch_size * 4, 1)
+        for start in range(0, len(texts), step):
+            vectors.extend(self._encode(texts[start : start + step], query=False))
+            if progress is not None:
+                progress(len(vectors), len(texts))
+        return vectors
+
+
+def _default_device() -> str:
+    try:
+        import torch
+
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    except Exception:  # noqa: BLE001
+        return "cpu"

@@ -1,0 +1,330 @@
+"""Document metadata and the tool-call log in SQL (SQLite by default, MySQL/MariaDB in production).
+
+Values cross the boundary as frozen dataclasses; ORM objects never leave this module. Migrations are
+Alembic's, inside the package, and run under a lock so two processes starting at once do not race.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from kb_core.db_models import ApiDocument, DocumentStatus, ToolCall, utcnow
+from kb_core.errors import KnowledgeBaseError, SettingsError
+
+log = logging.getLogger(__name__)
+
+_MIGRATION_LOCK = "kb_core_migrate"
+
+
+class MetadataStoreError(KnowledgeBaseError):
+    """The database failed; the message says what was being done."""
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    return None if value is None else value.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    id: int
+    file_name: str
+    category: str
+    file_path: str
+    status: DocumentStatus
+    metadata_json: str | None
+    content_sha256: str
+    size_bytes: int
+    chunk_count: int
+    embedding_model: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def frontmatter(self) -> dict[str, Any] | None:
+        if not self.metadata_json:
+            return None
+        try:
+            return json.loads(self.metadata_json)
+        except ValueError:
+            return None
+
+    @classmethod
+    def of(cls, row: ApiDocument) -> DocumentRecord:
+        values = {f.name: getattr(row, f.name) for f in fields(cls)}
+        values["status"] = DocumentStatus(row.status)
+        values["created_at"] = _aware(row.created_at)
+        values["updated_at"] = _aware(row.updated_at)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class DocumentValues:
+    """What the document service writes for one document."""
+
+    file_name: str
+    category: str
+    file_path: str
+    status: DocumentStatus
+    metadata_json: str | None
+    content_sha256: str
+    size_bytes: int
+    chunk_count: int
+    embedding_model: str | None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallRecord:
+    id: int
+    tool_name: str
+    arguments: dict[str, Any]
+    found: bool
+    match_types: tuple[str, ...]
+    sources: tuple[str, ...]
+    latency_ms: float
+    request_id: str | None
+    caller: str
+    error: str | None
+    created_at: datetime
+
+
+def redact_url(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid database URL>"
+
+
+class MetadataStore:
+    def __init__(self, url: str, *, echo: bool = False):
+        try:
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            raise SettingsError(f"KB_DATABASE_URL: not a database URL: {exc}") from exc
+        self._url = parsed
+        kwargs: dict[str, Any] = {"pool_pre_ping": True, "echo": echo}
+        if parsed.get_backend_name() == "sqlite":
+            database = parsed.database or ""
+            if database and database != ":memory:":
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+        else:
+            kwargs["pool_recycle"] = 3600
+        try:
+            self._engine: Engine = create_engine(parsed, **kwargs)
+        except (ArgumentError, ImportError) as exc:
+            raise SettingsError(f"KB_DATABASE_URL: cannot use {redact_url(url)}: {exc}") from exc
+        if parsed.get_backend_name() == "sqlite":
+            event.listen(self._engine, "connect", _sqlite_pragmas)
+        self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+
+    @property
+    def url(self) -> str:
+        """The URL without its password, for status displays and logs."""
+        return self._url.render_as_string(hide_password=True)
+
+    @property
+    def backend(self) -> str:
+        return self._url.get_backend_name()
+
+    def dispose(self) -> None:
+        self._engine.dispose()
+
+    # -- migrations ----------------------------------------------------------------------------------
+    def migrate(self, revision: str = "head") -> None:
+        """Bring the schema to `revision`. Safe when several processes start at once."""
+        try:
+            with self._migration_lock() as connection:
+                cfg = AlembicConfig()
+                cfg.set_main_option("script_location", "kb_core:migrations")
+                cfg.attributes["connection"] = connection
+                command.upgrade(cfg, revision)
+                connection.commit()
+        except SQLAlchemyError as exc:
+            raise MetadataStoreError(f"cannot migrate the database at {self.url}: {exc}") from exc
+        log.info("database %s is at schema revision %s", self.url, self.current_revision())
+
+    def current_revision(self) -> str | None:
+        with self._engine.connect() as connection:
+            try:
+                return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            except SQLAlchemyError:
+                return None
+
+    @contextlib.contextmanager
+    def _migration_lock(self) -> Iterator[Connection]:
+        backend = self.backend
+        if backend == "sqlite":
+            database = self._url.database or ""
+            lock_file = None
+            if database and database != ":memory:":
+                lock_file = open(f"{database}.migrate.lock", "a+")  # noqa: SIM115 - held for the block
+                fcntl.flock(lock_file, fcntl.LOCK_EX)
+            try:
+                with self._engine.connect() as connection:
+                    yield connection
+            finally:
+                if lock_file is not None:
+                    fcntl.flock(lock_file, fcntl.LOCK_UN)
+                    lock_file.close()
+        elif backend in ("mysql", "mariadb"):
+            with self._engine.connect() as connection:
+                got = connection.execute(text("SELECT GET_LOCK(:n, 120)"), {"n": _MIGRATION_LOCK}).scalar()
+                if got != 1:
+                    raise MetadataStoreError("another process holds the migration lock for over 120 s")
+                try:
+                    yield connection
+                finally:
+                    connection.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": _MIGRATION_LOCK})
+        elif backend == "postgresql":
+            with self._engine.connect() as connection:
+                connection.execute(text("SELECT pg_advisory_lock(hashtext(:n))"), {"n": _MIGRATION_LOCK})
+                try:
+                    yield connection
+                finally:
+                    connection.execute(text("SELECT pg_advisory_unlock(hashtext(:n))"), {"n": _MIGRATION_LOCK})
+        else:
+            with self._engine.connect() as connection:
+                yield connection
+
+    # -- documents -----------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def unit_of_work(self) -> Iterator[Session]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        with self._sessions() as session, session.begin():
+            yield session
+
+    def stage_document(self, session: Session, values: DocumentValues, doc_id: int | None = None) -> int:
+        """Insert (or update `doc_id`) inside `session`'s transaction and return the id; commit is the caller's."""
+        row = session.get(ApiDocument, doc_id) if doc_id is not None else None
+        if row is None:
+            row = ApiDocument()
+            session.add(row)
+        for f in fields(DocumentValues):
+            setattr(row, f.name, getattr(values, f.name))
+        row.updated_at = utcnow()
+        session.flush()
+        return row.id
+
+    def get(self, doc_id: int) -> DocumentRecord | None:
+        with self._read() as session:
+            row = session.get(ApiDocument, doc_id)
+            return None if row is None else DocumentRecord.of(row)
+
+    def get_by_path(self, file_path: str) -> DocumentRecord | None:
+        with self._read() as session:
+            row = session.scalars(select(ApiDocument).where(ApiDocument.file_path == file_path)).first()
+            return None if row is None else DocumentRecord.of(row)
+
+    def list_documents(self) -> list[DocumentRecord]:
+        with self._read() as session:
+            rows = session.scalars(select(ApiDocument).order_by(ApiDocument.category, ApiDocument.file_name))
+            return [DocumentRecord.of(r) for r in rows]
+
+    def count_documents(self) -> int:
+        with self._read() as session:
+            return int(session.scalar(select(func.count()).select_from(ApiDocument)) or 0)
+
+    def set_status(self, doc_id: int, status: DocumentStatus, last_error: str | None) -> None:
+        with self._write("update document status") as session:
+            row = session.get(ApiDocument, doc_id)
+            if row is not None:
+                row.status = status
+                row.last_error = last_error
+                row.updated_at = utcnow()
+
+    def delete_document(self, doc_id: int) -> bool:
+        with self._write("delete the document row") as session:
+            return session.execute(delete(ApiDocument).where(ApiDocument.id == doc_id)).rowcount > 0
+
+    # -- tool calls ----------------------------------------------------------------------------------
+    def record_tool_call(
+        self,
+        *,
+        tool_name: str,
+        arguments: dict[str, Any],
+        found: bool,
+        match_types: tuple[str, ...],
+        sources: tuple[str, ...],
+        latency_ms: float,
+        request_id: str | None,
+        caller: str,
+        error: str | None = None,
+    ) -> int:
+        with self._write("record a tool call") as session:
+            row = ToolCall(
+                tool_name=tool_name,
+                arguments=json.dumps(arguments, ensure_ascii=False),
+                found=found,
+                match_types=",".join(match_types),
+                sources=json.dumps(list(sources), ensure_ascii=False),
+                latency_ms=latency_ms,
+                request_id=request_id,
+                caller=caller,
+                error=error,
+                created_at=utcnow(),
+            )
+            session.add(row)
+            session.flush()
+            return row.id
+
+    def recent_tool_calls(self, limit: int = 200) -> list[ToolCallRecord]:
+        with self._read() as session:
+            rows = session.scalars(select(ToolCall).order_by(ToolCall.id.desc()).limit(limit))
+            return [
+                ToolCallRecord(
+                    id=r.id,
+                    tool_name=r.tool_name,
+                    arguments=json.loads(r.arguments or "{}"),
+                    found=bool(r.found),
+                    match_types=tuple(t for t in (r.match_types or "").split(",") if t),
+                    sources=tuple(json.loads(r.sources or "[]")),
+                    latency_ms=r.latency_ms,
+                    request_id=r.request_id,
+                    caller=r.caller,
+                    error=r.error,
+                    created_at=_aware(r.created_at),
+                )
+                for r in rows
+            ]
+
+    # -- helpers -------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[Session]:
+        try:
+            with self._sessions() as session:
+                yield session
+        except SQLAlchemyError as exc:
+            raise MetadataStoreError(f"cannot read from the database at {self.url}: {exc}") from exc
+
+    @contextlib.contextmanager
+    def _write(self, what: str) -> Iterator[Session]:
+        try:
+            with self._sessions() as session, session.begin():
+                yield session
+        except SQLAlchemyError as exc:
+            raise MetadataStoreError(f"cannot {what} in the database at {self.url}: {exc}") from exc
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets the console read while an upload writes; a busy timeout waits for the writer instead of failing.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()

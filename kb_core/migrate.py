@@ -1,0 +1,33 @@
+"""Operator command: `python -m kb_core.migrate [REVISION]` brings the configured database to REVISION
+(default: head). `KnowledgeBase` runs the same migration automatically when it opens."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from kb_core.errors import KnowledgeBaseError
+from kb_core.metadata_store import MetadataStore
+from kb_core.settings import load_settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m kb_core.migrate", description=__doc__)
+    parser.add_argument("revision", nargs="?", default="head")
+    parser.add_argument("--current", action="store_true", help="print the current revision and exit")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        store = MetadataStore(load_settings().resolved_database_url)
+        if not args.current:
+            store.migrate(args.revision)
+        print(f"{store.url}: revision {store.current_revision()}")
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Validation of what a curator uploads: file name, category, bytes. Pure; raises `UploadRejected`."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from kb_core.errors import KnowledgeBaseError
+
+CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+MAX_NAME_BYTES = 200  # well under the 255-byte file name limit of common file systems, leaves room for temp names
+
+
+class UploadRejected(KnowledgeBaseError):
+    """The upload was refused before anything was written."""
+
+    step = "validate"
+
+
+def validate_category(category: str) -> str:
+    if not isinstance(category, str) or not CATEGORY_PATTERN.fullmatch(category):
+        raise UploadRejected(
+            f"invalid category {category!r}: use 1-64 lower-case letters, digits, '-' or '_', "
+            "starting with a letter or digit (e.g. api, domain, troubleshooting)"
+        )
+    return category
+
+
+def validate_file_name(file_name: str) -> str:
+    """The NFC-normalised plain file name, or `UploadRejected` saying what is wrong with it."""
+    if not isinstance(file_name, str) or not file_name:
+        raise UploadRejected("the file name is empty")
+    name = unicodedata.normalize("NFC", file_name)
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in name):
+        raise UploadRejected(f"the file name {file_name!r} contains control characters")
+    if "/" in name or "\\" in name:
+        raise UploadRejected(f"the file name {file_name!r} must be a plain name, without '/' or '\\'")
+    if ".." in name:
+        raise UploadRejected(f"the file name {file_name!r} must not contain '..'")
+    if name != name.strip():
+        raise UploadRejected(f"the file name {file_name!r} starts or ends with white space")
+    if name.startswith("."):
+        raise UploadRejected(f"the file name {file_name!r} starts with '.' (hidden files are not indexed)")
+    if not name.lower().endswith(".md") or len(name) <= 3:
+        raise UploadRejected(f"only Markdown files named '<name>.md' are accepted, not {file_name!r}")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise UploadRejected(f"the file name is too long ({len(name.encode('utf-8'))} bytes, at most {MAX_NAME_BYTES})")
+    return name
+
+
+def decode_markdown(data: bytes, *, max_bytes: int, file_name: str = "the file") -> str:
+    """UTF-8 text (an optional BOM dropped), or `UploadRejected` for oversized, binary or non-UTF-8 bytes."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise UploadRejected(f"{file_name}: expected bytes, got {type(data).__name__}")
+    if len(data) > max_bytes:
+        raise UploadRejected(f"{file_name} is {len(data):,} bytes; the limit is {max_bytes:,} (KB_MAX_UPLOAD_BYTES)")
+    if b"\x00" in data:
+        raise UploadRejected(f"{file_name} looks binary (it contains NUL bytes), not Markdown text")
+    try:
+        text = bytes(data).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UploadRejected(f"{file_name} is not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    if not text.strip():
+        raise UploadRejected(f"{file_name} is empty")
+    return text

@@ -1,0 +1,268 @@
+"""Chunks in Milvus through pymilvus `MilvusClient`: schema, insert, delete, BM25 and dense search.
+
+The same code runs on Milvus Lite (a local `*.db` directory, the embedded default) and on a Milvus server
+(`http://host:19530`). One collection per embedding model and dimension, so switching models never mixes
+vectors; without a model the collection holds full text only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kb_core.errors import KnowledgeBaseError
+from kb_core.text_analysis import STOP_WORDS
+
+log = logging.getLogger(__name__)
+
+_OUTPUT = ["doc_id", "source", "category", "chunk_no", "heading", "text"]
+MAX_TEXT = 65535
+FULLTEXT_PROFILE = "fulltext"
+
+
+class VectorStoreError(KnowledgeBaseError):
+    """Milvus failed; the message says what was being done."""
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    doc_id: int
+    source: str
+    category: str
+    chunk_no: int
+    heading: str
+    text: str
+    dense: list[float] | None = None
+
+    @property
+    def chunk_id(self) -> str:
+        return f"{self.doc_id}:{self.chunk_no}"
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    row: ChunkRow
+    score: float  # BM25: higher is better (Lite's negative distances are flipped); dense: cosine
+
+
+def collection_name(model_id: str | None, dimension: int | None) -> str:
+    """`kb_bge_m3_1024_1a2b3c` for a model, `kb_fulltext` without one."""
+    if not model_id or not dimension:
+        return f"kb_{FULLTEXT_PROFILE}"
+    base = re.sub(r"[^a-z0-9]+", "_", Path(model_id.rstrip("/")).name.lower()).strip("_")[:40] or "model"
+    digest = hashlib.sha1(model_id.encode("utf-8")).hexdigest()[:6]
+    return f"kb_{base}_{dimension}_{digest}"
+
+
+def is_local_uri(uri: str) -> bool:
+    return "://" not in uri
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+class MilvusVectorStore:
+    def __init__(self, uri: str, *, token: str | None = None, collection: str, dense_dim: int | None):
+        self._uri = uri
+        self._token = token
+        self._collection = collection
+        self._dense_dim = dense_dim
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def uri(self) -> str:
+        return self._uri
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    @property
+    def has_dense(self) -> bool:
+        return self._dense_dim is not None
+
+    # -- connection ----------------------------------------------------------------------------------
+    def client(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._connect()
+        return self._client
+
+    def _connect(self) -> Any:
+        from pymilvus import MilvusClient
+        from pymilvus.exceptions import MilvusException
+
+        if is_local_uri(self._uri):
+            Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            client = MilvusClient(uri=self._uri, token=self._token or "")
+        except MilvusException as exc:
+            if is_local_uri(self._uri) and _locked_by_another_process(Path(self._uri)):
+                raise VectorStoreError(
+                    f"the Milvus Lite directory {self._uri} is already open in another process (Milvus Lite "
+                    "allows one process). To share it, run `milvus-lite server --data-dir "
+                    f"{self._uri} --port 19530` (or a Milvus server) and set KB_MILVUS_URI=http://127.0.0.1:19530 "
+                    "in every process."
+                ) from exc
+            raise VectorStoreError(f"cannot open Milvus at {self._uri}: {exc}") from exc
+        self._ensure_collection(client)
+        return client
+
+    def _ensure_collection(self, client: Any) -> None:
+        from pymilvus import DataType, Function, FunctionType
+
+        name = self._collection
+        if not client.has_collection(name):
+            schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+            schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
+            schema.add_field("doc_id", DataType.INT64)
+            schema.add_field("source", DataType.VARCHAR, max_length=1024)
+            schema.add_field("category", DataType.VARCHAR, max_length=64)
+            schema.add_field("chunk_no", DataType.INT64)
+            schema.add_field("heading", DataType.VARCHAR, max_length=1024)
+            schema.add_field(
+                "text", DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True,
+                analyzer_params={"tokenizer": "jieba", "filter": [{"type": "stop", "stop_words": sorted(STOP_WORDS)}]},
+            )
+            schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+            if self._dense_dim is not None:
+                schema.add_field("dense", DataType.FLOAT_VECTOR, dim=self._dense_dim)
+            schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
+                                         input_field_names=["text"], output_field_names=["sparse"]))
+            index = client.prepare_index_params()
+            index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+            if self._dense_dim is not None:
+                index.add_index(field_name="dense", index_type="HNSW", metric_type="COSINE",
+                                params={"M": 16, "efConstruction": 200})
+            client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+            log.info("created Milvus collection %s at %s (dense dim %s)", name, self._uri, self._dense_dim)
+        client.load_collection(name)
+
+    def close(self) -> None:
+        if self._client is not None:
+            try:
+                self._client.close()
+            finally:
+                self._client = None
+
+    def warm_up(self) -> None:
+        """Open the collection and run one BM25 query, so the first user query does not pay for it."""
+        self.search_bm25("warm up", limit=1)
+
+    # -- writes --------------------------------------------------------------------------------------
+    def insert(self, rows: Sequence[ChunkRow]) -> None:
+        if not rows:
+            return
+        data = []
+        for row in rows:
+            item = {"id": row.chunk_id, "doc_id": row.doc_id, "source": row.source[:1024],
+                    "category": row.category[:64], "chunk_no": row.chunk_no, "heading": row.heading[:1024],
+                    "text": row.text[:MAX_TEXT]}
+            if self._dense_dim is not None:
+                if row.dense is None or len(row.dense) != self._dense_dim:
+                    raise VectorStoreError(f"chunk {row.chunk_id} has no {self._dense_dim}-d vector")
+                item["dense"] = row.dense
+            data.append(item)
+        try:
+            self.client().insert(self._collection, data)
+            # Lite rebuilds BM25 statistics per query until the segment is flushed (DESIGN.md).
+            self.client().flush(self._collection)
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - pymilvus raises a zoo of types
+            raise VectorStoreError(f"cannot insert {len(rows)} chunks into Milvus: {exc}") from exc
+
+    def delete_document(self, doc_id: int) -> None:
+        try:
+            self.client().delete(self._collection, filter=f"doc_id == {int(doc_id)}")
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise VectorStoreError(f"cannot delete the vectors of document {doc_id}: {exc}") from exc
+
+    # -- reads ---------------------------------------------------------------------------------------
+    def chunks_of(self, doc_id: int, *, with_vectors: bool = False) -> list[ChunkRow]:
+        fields = _OUTPUT + (["dense"] if with_vectors and self._dense_dim is not None else [])
+        try:
+            rows = self.client().query(self._collection, filter=f"doc_id == {int(doc_id)}", output_fields=fields,
+                                       consistency_level="Strong", limit=16384)
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise VectorStoreError(f"cannot read the chunks of document {doc_id}: {exc}") from exc
+        chunks = [self._row(r) for r in rows]
+        return sorted(chunks, key=lambda c: c.chunk_no)
+
+    def document_ids(self) -> set[int]:
+        try:
+            rows = self.client().query(self._collection, filter="doc_id >= 0", output_fields=["doc_id"],
+                                       consistency_level="Strong", limit=16384)
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise VectorStoreError(f"cannot list documents in Milvus: {exc}") from exc
+        return {int(r["doc_id"]) for r in rows}
+
+    def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]:
+        hits = self._search([query], "sparse", {"metric_type": "BM25"}, limit, category)
+        # Milvus Lite reports BM25 as negative distances; a server reports positive scores.
+        return [ScoredChunk(self._row(h), abs(float(h["distance"]))) for h in hits]
+
+    def search_dense(self, vector: list[float], *, limit: int, category: str | None = None) -> list[ScoredChunk]:
+        if self._dense_dim is None:
+            return []
+        params = {"metric_type": "COSINE", "params": {"ef": max(128, limit)}}
+        hits = self._search([vector], "dense", params, limit, category)
+        return [ScoredChunk(self._row(h), float(h["distance"])) for h in hits]
+
+    def _search(self, data: list[Any], field: str, params: dict, limit: int, category: str | None) -> list[Any]:
+        kwargs: dict[str, Any] = {"anns_field": field, "limit": limit, "search_params": params,
+                                  "output_fields": _OUTPUT, "consistency_level": "Strong"}
+        if category:
+            kwargs["filter"] = f'category == "{_escape(category)}"'
+        try:
+            result = self.client().search(self._collection, data=data, **kwargs)
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise VectorStoreError(f"Milvus {field} search failed: {exc}") from exc
+        return list(result[0]) if result else []
+
+    @staticmethod
+    def _row(hit: Any) -> ChunkRow:
+        entity = hit.get("entity", hit) if isinstance(hit, dict) or hasattr(hit, "get") else hit
+        if not isinstance(entity, dict) or "doc_id" not in entity:
+            entity = hit
+        dense = entity.get("dense")
+        return ChunkRow(
+            doc_id=int(entity["doc_id"]),
+            source=str(entity["source"]),
+            category=str(entity["category"]),
+            chunk_no=int(entity["chunk_no"]),
+            heading=str(entity["heading"]),
+            text=str(entity["text"]),
+            dense=[float(x) for x in dense] if dense is not None else None,
+        )
+
+
+def _locked_by_another_process(directory: Path) -> bool:
+    lock = directory / "LOCK"
+    if not lock.exists():
+        return False
+    try:
+        with open(lock, "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+    except OSError:
+        return True
