@@ -20,7 +20,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-class DocumentStatus(str, enum.Enum):
+class DocumentStatus(enum.StrEnum):
     PENDING = "PENDING"
     INDEXED = "INDEXED"
     FAILED = "FAILED"

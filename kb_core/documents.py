@@ -260,17 +260,21 @@ class DocumentService:
             with self._metadata.unit_of_work() as session:
                 doc_id = self._metadata.stage_document(session, values, existing.id if existing else None)
                 progress("indexing", 0, len(prepared.chunks))
+                # Upsert by `{doc_id}:{chunk_no}` first, then drop chunks a longer old version had: a failed
+                # write leaves the old vectors untouched. A new document has nothing to keep, so any
+                # partial write is simply deleted on the way out.
+                vectors_touched = existing is None
+                step = "write vectors"
+                self._vectors.upsert(self._rows(doc_id, file_path, category, prepared))
                 vectors_touched = True
-                if existing is not None:
-                    step = "delete old vectors"
-                    self._vectors.delete_document(doc_id)
-                step = "insert vectors"
-                self._vectors.insert(self._rows(doc_id, file_path, category, prepared))
+                if len(old_chunks) > len(prepared.chunks):
+                    step = "delete stale vectors"
+                    self._vectors.delete_chunks_from(doc_id, len(prepared.chunks))
                 step = "database commit"
             progress("indexing", len(prepared.chunks), len(prepared.chunks))
         except Exception as exc:  # noqa: BLE001 - whatever failed, undo and report the step
-            undo_problems = self._undo(doc_id if vectors_touched else None, old_chunks, write_file if file_written
-                                       else None, old_bytes)
+            undo_problems = self._undo(doc_id if vectors_touched else None, old_chunks, len(prepared.chunks),
+                                       write_file if file_written else None, old_bytes)
             message = f"{type(exc).__name__}: {exc}"
             if undo_problems:
                 message += "; and the rollback was incomplete (" + "; ".join(undo_problems) + "): run sync"
@@ -283,14 +287,17 @@ class DocumentService:
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
         return record
 
-    def _undo(self, doc_id: int | None, old_chunks: list[ChunkRow], written: Path | None,
+    def _undo(self, doc_id: int | None, old_chunks: list[ChunkRow], new_count: int, written: Path | None,
               old_bytes: bytes | None) -> list[str]:
         problems: list[str] = []
         if doc_id is not None:
             try:
-                self._vectors.delete_document(doc_id)
-                if old_chunks:
-                    self._vectors.insert(old_chunks)
+                if not old_chunks:
+                    self._vectors.delete_document(doc_id)
+                else:
+                    self._vectors.upsert(old_chunks)
+                    if new_count > len(old_chunks):
+                        self._vectors.delete_chunks_from(doc_id, len(old_chunks))
             except Exception as exc:  # noqa: BLE001
                 problems.append(f"vectors of document {doc_id}: {exc}")
         if written is not None:

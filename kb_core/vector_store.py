@@ -22,6 +22,17 @@ from kb_core.text_analysis import STOP_WORDS
 
 log = logging.getLogger(__name__)
 
+
+class _DropUnimplementedRpcNoise(logging.Filter):
+    """Milvus Lite's embedded gRPC server logs a traceback for RPCs pymilvus probes but Lite does not
+    implement (AllocTimestamp); they are harmless and would alarm every operator."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Method not implemented" not in record.getMessage()
+
+
+logging.getLogger("grpc._server").addFilter(_DropUnimplementedRpcNoise())
+
 _OUTPUT = ["doc_id", "source", "category", "chunk_no", "heading", "text"]
 MAX_TEXT = 65535
 FULLTEXT_PROFILE = "fulltext"
@@ -160,7 +171,8 @@ class MilvusVectorStore:
         self.search_bm25("warm up", limit=1)
 
     # -- writes --------------------------------------------------------------------------------------
-    def insert(self, rows: Sequence[ChunkRow]) -> None:
+    def upsert(self, rows: Sequence[ChunkRow]) -> None:
+        """Write chunks by primary key `{doc_id}:{chunk_no}`, replacing chunks with the same key."""
         if not rows:
             return
         data = []
@@ -174,13 +186,13 @@ class MilvusVectorStore:
                 item["dense"] = row.dense
             data.append(item)
         try:
-            self.client().insert(self._collection, data)
+            self.client().upsert(self._collection, data)
             # Lite rebuilds BM25 statistics per query until the segment is flushed (DESIGN.md).
             self.client().flush(self._collection)
         except KnowledgeBaseError:
             raise
         except Exception as exc:  # noqa: BLE001 - pymilvus raises a zoo of types
-            raise VectorStoreError(f"cannot insert {len(rows)} chunks into Milvus: {exc}") from exc
+            raise VectorStoreError(f"cannot write {len(rows)} chunks to Milvus: {exc}") from exc
 
     def delete_document(self, doc_id: int) -> None:
         try:
@@ -189,6 +201,15 @@ class MilvusVectorStore:
             raise
         except Exception as exc:  # noqa: BLE001
             raise VectorStoreError(f"cannot delete the vectors of document {doc_id}: {exc}") from exc
+
+    def delete_chunks_from(self, doc_id: int, first_chunk_no: int) -> None:
+        """Drop a document's chunks numbered `first_chunk_no` and up (left over from a longer version)."""
+        try:
+            self.client().delete(self._collection, filter=f"doc_id == {int(doc_id)} and chunk_no >= {int(first_chunk_no)}")
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise VectorStoreError(f"cannot delete stale chunks of document {doc_id}: {exc}") from exc
 
     # -- reads ---------------------------------------------------------------------------------------
     def chunks_of(self, doc_id: int, *, with_vectors: bool = False) -> list[ChunkRow]:

@@ -42,3 +42,120 @@ class RecordingL1:
         if self.error is not None:
             raise self.error
         return list(self.hits[:top_k])
+
+
+# -- storage fixtures ------------------------------------------------------------------------------------
+import os  # noqa: E402
+import uuid  # noqa: E402
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+MYSQL_SERVER = os.environ.get("KB_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306")
+NO_MODEL = "no-such-org/no-such-model"  # not a folder, not in the hub cache: BM25 only
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    """A random-weight BGE-M3-shaped model, built offline once per session (real FlagEmbedding loading code)."""
+    from model_factory import build_tiny_bge_m3
+
+    return build_tiny_bge_m3(tmp_path_factory.getbasetemp() / "models" / "tiny-bge-m3")
+
+
+@pytest.fixture(scope="session")
+def mysql_database():
+    """A throwaway database on the MariaDB/MySQL server, dropped after the session. Never skipped:
+    `.ci/run` starts MariaDB; set KB_TEST_MYSQL_URL to use another server."""
+    from sqlalchemy import create_engine, text
+
+    name = f"kb_test_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(f"{MYSQL_SERVER}/?charset=utf8mb4", pool_pre_ping=True)
+    try:
+        with engine.connect() as connection:
+            connection.execute(text(f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci"))
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"MariaDB/MySQL is not reachable at {MYSQL_SERVER} ({exc}); start it with "
+                    "`start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`")
+    yield f"{MYSQL_SERVER}/{name}?charset=utf8mb4"
+    with engine.connect() as connection:
+        connection.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+    engine.dispose()
+
+
+def _empty_mysql_tables(url: str) -> None:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        for table in ("tool_call", "api_document", "alembic_version"):
+            connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "mysql"])
+def db_url(request, tmp_path) -> str:
+    """Each storage test runs on SQLite and on the real MariaDB server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kb.sqlite3'}"
+    url = request.getfixturevalue("mysql_database")
+    _empty_mysql_tables(url)
+    return url
+
+
+def make_settings(root: Path, *, db_url: str | None = None, model: str = NO_MODEL, **extra):
+    from kb_core import load_settings
+
+    return load_settings(
+        app_root=root,
+        database_url=db_url or f"sqlite:///{root / 'kb.sqlite3'}",
+        milvus_uri=str(root / "kb_milvus.db"),
+        embedding_model=model,
+        **extra,
+    )
+
+
+@pytest.fixture
+def open_kb(tmp_path):
+    """Opens KnowledgeBase objects on real stores and closes them after the test."""
+    from kb_core.bootstrap import open_knowledge_base
+
+    opened = []
+
+    def _open(root: Path | None = None, **kwargs):
+        root = root or tmp_path
+        kb = open_knowledge_base(make_settings(root, **kwargs))
+        if kb.embedder.available:
+            kb.embedder.wait_ready(120)
+        opened.append(kb)
+        return kb
+
+    yield _open
+    for kb in opened:
+        kb.close()
+
+
+def assert_consistent(kb) -> None:
+    """Disk, database, Milvus and L0 agree, checked by looking at each store itself."""
+    import hashlib
+    import json as _json
+
+    rows = kb.metadata.list_documents()
+    by_path = {r.file_path: r for r in rows}
+    disk = {kb.index.display_path(rel) for rel in kb.index.markdown_files()}
+    assert disk == set(by_path), f"disk {sorted(disk)} != database {sorted(by_path)}"
+    leftovers = [p.name for p in kb.index.base_dir.rglob(".*.tmp")]
+    assert leftovers == [], f"temporary files left behind: {leftovers}"
+    for row in rows:
+        data = kb.index.resolve(row.file_path).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == row.content_sha256, f"{row.file_path} differs from its row"
+        chunks = kb.vectors.chunks_of(row.id)
+        assert len(chunks) == row.chunk_count, f"{row.file_path}: {len(chunks)} chunks in Milvus, row says {row.chunk_count}"
+        assert all(c.source == row.file_path for c in chunks)
+    assert kb.vectors.document_ids() == {r.id for r in rows}
+    l0 = {e.file_path: e for e in kb.index.entries()}
+    with_frontmatter = {r.file_path: _json.loads(r.metadata_json) for r in rows if r.metadata_json}
+    assert set(l0) == set(with_frontmatter), f"L0 {sorted(l0)} != rows with frontmatter {sorted(with_frontmatter)}"
+    for path, meta in with_frontmatter.items():
+        assert list(l0[path].keywords) == meta["keywords"]

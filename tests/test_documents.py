@@ -1,0 +1,365 @@
+"""Specs 2 and 8 end to end on real stores (SQLite and MariaDB, Milvus Lite, the tiny BGE-M3 model):
+upload, replace, delete, re-index and sync, with failures injected at every step."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from conftest import NO_MODEL, assert_consistent, doc
+from kb_core import KnowledgeBaseError
+from kb_core.db_models import DocumentStatus
+from kb_core.documents import DocumentError
+from kb_core.validation import UploadRejected
+
+PAYMENT = doc("支付网关错误码定义", ["ERR_TIMEOUT", "超时", "支付网关"], "记录了支付网关所有核心错误码的含义及排查方向",
+              "# 支付网关错误码\n\n## 1. 超时类错误\n\nERR_TIMEOUT 表示渠道在 3 秒内未响应，需要查询订单最终状态。\n")
+CACHE = doc("缓存设计与优化指南", ["Redis", "缓存穿透"], "缓存优化方案",
+            "# 缓存\n\n## 常见问题与优化\n\n缓存雪崩时给过期时间加随机值，优化缓存命中率。\n")
+
+
+@pytest.fixture
+def kb(open_kb, db_url, tiny_model):
+    return open_kb(db_url=db_url, model=str(tiny_model))
+
+
+# -- Spec 2 -----------------------------------------------------------------------------------------------
+def test_req_2_1_upload_saves_the_original_file(kb, tmp_path):
+    outcome = kb.upload("test-doc.md", PAYMENT.encode(), "api")
+    assert outcome.action == "indexed"
+    saved = tmp_path / "knowledge_base/api/test-doc.md"
+    assert saved.read_bytes() == PAYMENT.encode()
+    assert outcome.document.file_path == "knowledge_base/api/test-doc.md"
+    assert outcome.document.status == DocumentStatus.INDEXED
+    assert_consistent(kb)
+
+
+def test_req_2_2_frontmatter_is_stored_as_json_metadata(kb):
+    record = kb.upload("test-doc.md", PAYMENT.encode(), "api").document
+    meta = json.loads(record.metadata_json)
+    assert meta["title"] == "支付网关错误码定义"
+    assert meta["keywords"] == ["ERR_TIMEOUT", "超时", "支付网关"]
+    assert meta["summary"] == "记录了支付网关所有核心错误码的含义及排查方向"
+
+
+def test_req_2_2_no_or_invalid_frontmatter_gives_null_metadata_and_still_uploads(kb):
+    plain = kb.upload("plain.md", "# 普通文档\n\n这是正文内容。\n".encode(), "api")
+    broken = kb.upload("broken.md", "---\ntitle: 缺少结束标记\nkeywords: [ERR_TIMEOUT\n# 正文\n".encode(), "api")
+    assert plain.document.metadata_json is None and broken.document.metadata_json is None
+    assert any("not closed" in w for w in broken.warnings)
+    assert kb.index.exact_match("ERR_TIMEOUT") == []
+    assert_consistent(kb)
+
+
+def test_req_2_3_upload_adds_to_l0_immediately(kb):
+    kb.upload("test-doc.md", PAYMENT.encode(), "api")
+    [entry] = kb.index.exact_match("ERR_TIMEOUT")
+    assert entry.file_path == "knowledge_base/api/test-doc.md"
+    assert entry.title == "支付网关错误码定义" and entry.category == "api"
+    assert kb.lookup("ERR_TIMEOUT").primary.confidence == "high"
+
+
+# -- Spec 8 acceptance: upload -> L0 -> L1 -> delete ------------------------------------------------------------
+def test_req_8_1_upload_lookup_delete_end_to_end(kb, tmp_path):
+    record = kb.upload("payment-errors.md", PAYMENT.encode(), "api").document
+    kb.upload("cache.md", CACHE.encode(), "domain")
+    assert kb.lookup("ERR_TIMEOUT").to_dict()["primary"]["source"] == "knowledge_base/api/payment-errors.md"
+    l1 = kb.lookup("渠道未响应需要查询订单最终状态")
+    assert l1.primary is None
+    assert l1.supplement.source == "knowledge_base/api/payment-errors.md"
+    assert "bm25" in l1.trace.l1_hits[0].retrievers
+
+    outcome = kb.delete(record.id)
+    assert outcome.deleted
+    assert not (tmp_path / "knowledge_base/api/payment-errors.md").exists()
+    assert kb.index.exact_match("ERR_TIMEOUT") == []
+    after = kb.lookup("渠道未响应需要查询订单最终状态")
+    assert all(h.source != "knowledge_base/api/payment-errors.md" for h in after.trace.l1_hits)
+    assert kb.get(record.id) is None
+    assert kb.vectors.chunks_of(record.id) == []
+    assert_consistent(kb)
+
+
+def test_delete_is_idempotent(kb):
+    record = kb.upload("a.md", PAYMENT.encode(), "api").document
+    assert kb.delete(record.id).deleted
+    second = kb.delete(record.id)
+    assert not second.deleted and "does not exist" in second.message
+
+
+# -- replacement ---------------------------------------------------------------------------------------------
+def test_reupload_replaces_in_place(kb):
+    first = kb.upload("a.md", PAYMENT.encode(), "api").document
+    kb.upload("b.md", CACHE.encode(), "domain")
+    changed = PAYMENT.replace("ERR_TIMEOUT, 超时", "ERR_GATEWAY_DOWN, 超时")
+    outcome = kb.upload("a.md", changed.encode(), "api")
+    assert outcome.action == "replaced" and outcome.document.id == first.id
+    assert kb.index.exact_match("ERR_TIMEOUT") == []
+    assert [e.file_path for e in kb.index.entries()][0] == "knowledge_base/api/a.md"  # replaced in place
+    assert kb.index.exact_match("ERR_GATEWAY_DOWN")[0].file_path == "knowledge_base/api/a.md"
+    assert_consistent(kb)
+
+
+def test_byte_identical_reupload_does_nothing(kb):
+    first = kb.upload("a.md", PAYMENT.encode(), "api").document
+    again = kb.upload("a.md", PAYMENT.encode(), "api")
+    assert again.action == "unchanged"
+    assert again.document.updated_at == first.updated_at
+
+
+# -- validation: hostile names and bad bytes --------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name",
+    ["../x.md", "/etc/x.md", "a\0.md", ".md", "x" * 300 + ".md", "a/b.md", "a\\b.md", "..md", "notes.txt",
+     "run.md\n", ".hidden.md", " spaced.md", "a\u202e.md"],
+    ids=["dotdot", "absolute", "nul", "only-suffix", "300-chars", "slash", "backslash", "double-dot", "txt",
+         "newline", "hidden", "leading-space", "bidi-control"],
+)
+def test_hostile_file_names_are_refused_and_leave_nothing(kb, tmp_path, name):
+    with pytest.raises(UploadRejected):
+        kb.upload(name, PAYMENT.encode(), "api")
+    assert list((tmp_path / "knowledge_base").rglob("*")) == []
+    assert not (tmp_path / "x.md").exists()
+    assert_consistent(kb)
+
+
+@pytest.mark.parametrize("category", ["../api", "API", "", "a/b", "-x", "x" * 65, "中文"])
+def test_invalid_categories_are_refused(kb, category):
+    with pytest.raises(UploadRejected, match="category"):
+        kb.upload("a.md", PAYMENT.encode(), category)
+    assert_consistent(kb)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [("caf\xe9".encode("latin-1"), "not UTF-8"), (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+     (b"   \n", "empty"), (b"x" * (64 * 1024 + 1), "limit")],
+    ids=["latin-1", "png", "blank", "too-big"],
+)
+def test_bad_bytes_are_refused_with_a_clear_error(open_kb, tmp_path, data, reason):
+    kb = open_kb(max_upload_bytes=64 * 1024)
+    with pytest.raises(UploadRejected, match=reason):
+        kb.upload("a.md", data, "api")
+    assert_consistent(kb)
+
+
+def test_nfc_normalises_file_names(kb, tmp_path):
+    decomposed = "cafe\u0301.md"
+    record = kb.upload(decomposed, PAYMENT.encode(), "api").document
+    assert record.file_name == "caf\u00e9.md"
+    assert (tmp_path / "knowledge_base/api/caf\u00e9.md").exists()
+
+
+def test_bom_and_crlf_upload_are_fine(kb):
+    data = b"\xef\xbb\xbf" + PAYMENT.replace("\n", "\r\n").encode()
+    kb.upload("crlf.md", data, "api")
+    assert kb.index.exact_match("ERR_TIMEOUT")
+
+
+# -- failure injection ------------------------------------------------------------------------------------------
+def _boom(*_args, **_kwargs):
+    raise RuntimeError("injected failure")
+
+
+@contextlib.contextmanager
+def _commit_fails(store):
+    """A real transaction whose COMMIT fails (the database went away at the last moment)."""
+    session = store._sessions()
+    try:
+        session.begin()
+        yield session
+        session.rollback()
+        raise OperationalError("COMMIT", {}, Exception("injected: server has gone away"))
+    finally:
+        session.close()
+
+
+def inject(kb, monkeypatch, where: str) -> None:
+    if where == "embedding":
+        monkeypatch.setattr(kb.embedder, "encode_documents", _boom)
+    elif where == "milvus write":
+        monkeypatch.setattr(kb.vectors, "upsert", _boom)
+    elif where == "milvus delete":
+        monkeypatch.setattr(kb.vectors, "delete_document", _boom)
+        monkeypatch.setattr(kb.vectors, "delete_chunks_from", _boom)
+    elif where == "database commit":
+        monkeypatch.setattr(kb.metadata, "unit_of_work", lambda: _commit_fails(kb.metadata))
+    elif where == "file write":
+        import kb_core.documents as documents
+
+        monkeypatch.setattr(documents.os, "replace", _boom)
+    else:  # pragma: no cover
+        raise AssertionError(where)
+
+
+UPLOAD_FAILURES = ["embedding", "file write", "milvus write", "database commit"]
+
+
+@pytest.mark.parametrize("where", UPLOAD_FAILURES)
+def test_failed_upload_leaves_nothing_behind(kb, monkeypatch, tmp_path, where):
+    kb.upload("other.md", CACHE.encode(), "domain")
+    inject(kb, monkeypatch, where)
+    with pytest.raises(DocumentError) as info:
+        kb.upload("new.md", PAYMENT.encode(), "api")
+    assert "injected" in str(info.value)
+    assert info.value.step
+    monkeypatch.undo()
+    assert not (tmp_path / "knowledge_base/api/new.md").exists()
+    assert kb.index.exact_match("ERR_TIMEOUT") == []
+    assert [r.file_name for r in kb.documents()] == ["other.md"]
+    assert_consistent(kb)
+
+
+@pytest.mark.parametrize("where", UPLOAD_FAILURES + ["milvus delete"])
+def test_failed_replacement_restores_the_previous_version(kb, monkeypatch, tmp_path, where):
+    original = kb.upload("a.md", PAYMENT.encode(), "api").document
+    before_chunks = kb.chunks(original.id)
+    inject(kb, monkeypatch, where)
+    # shorter than the original, so the replacement also has stale chunks to delete
+    changed = PAYMENT.replace("ERR_TIMEOUT, 超时", "ERR_NEW, 超时").split("## 1.")[0]
+    with pytest.raises(DocumentError):
+        kb.upload("a.md", changed.encode(), "api")
+    monkeypatch.undo()
+    assert (tmp_path / "knowledge_base/api/a.md").read_bytes() == PAYMENT.encode()
+    assert kb.get(original.id).content_sha256 == original.content_sha256
+    assert [c.text for c in kb.chunks(original.id)] == [c.text for c in before_chunks]
+    assert kb.index.exact_match("ERR_TIMEOUT") and not kb.index.exact_match("ERR_NEW")
+    assert_consistent(kb)
+
+
+def test_error_names_the_failed_step(kb, monkeypatch):
+    inject(kb, monkeypatch, "milvus write")
+    with pytest.raises(DocumentError, match="write vectors failed: RuntimeError: injected failure"):
+        kb.upload("a.md", PAYMENT.encode(), "api")
+
+
+@pytest.mark.parametrize("where", ["milvus delete", "database commit"])
+def test_failed_delete_leaves_a_state_that_a_retry_completes(kb, monkeypatch, tmp_path, where):
+    record = kb.upload("a.md", PAYMENT.encode(), "api").document
+    if where == "database commit":
+        from kb_core.metadata_store import MetadataStoreError
+
+        def fail(_doc_id):
+            raise MetadataStoreError("injected: cannot delete the document row")
+
+        monkeypatch.setattr(kb.metadata, "delete_document", fail)
+    else:
+        inject(kb, monkeypatch, where)
+    with pytest.raises(DocumentError, match="again"):
+        kb.delete(record.id)
+    monkeypatch.undo()
+    assert kb.get(record.id) is not None  # the row survives, so a retry can find it
+    assert kb.delete(record.id).deleted
+    assert not (tmp_path / "knowledge_base/api/a.md").exists()
+    assert_consistent(kb)
+
+
+def test_failed_file_removal_is_recorded_and_retry_completes(kb, monkeypatch, tmp_path):
+    from pathlib import Path
+
+    record = kb.upload("a.md", PAYMENT.encode(), "api").document
+
+    def refuse(self, missing_ok=False):
+        raise PermissionError("injected: read-only file system")
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    with pytest.raises(DocumentError, match="delete file"):
+        kb.delete(record.id)
+    monkeypatch.undo()
+    row = kb.get(record.id)
+    assert row.status == DocumentStatus.FAILED and "deletion incomplete" in row.last_error
+    assert kb.delete(record.id).deleted
+    assert_consistent(kb)
+
+
+def test_database_outage_before_writing_refuses_cleanly(kb, monkeypatch, tmp_path):
+    from kb_core.metadata_store import MetadataStoreError
+
+    def down(_path):
+        raise MetadataStoreError("injected: cannot read from the database")
+
+    monkeypatch.setattr(kb.metadata, "get_by_path", down)
+    with pytest.raises(DocumentError, match="database"):
+        kb.upload("a.md", PAYMENT.encode(), "api")
+    monkeypatch.undo()
+    assert not (tmp_path / "knowledge_base/api/a.md").exists()
+    assert_consistent(kb)
+
+
+# -- re-index and sync ---------------------------------------------------------------------------------------
+def test_sync_brings_in_files_placed_by_hand_and_reports_missing(kb, tmp_path):
+    kept = kb.upload("kept.md", CACHE.encode(), "domain").document
+    gone = kb.upload("gone.md", PAYMENT.encode(), "api").document
+    (tmp_path / "knowledge_base/api/gone.md").unlink()
+    (tmp_path / "knowledge_base/troubleshooting").mkdir(parents=True)
+    (tmp_path / "knowledge_base/troubleshooting/by-hand.md").write_text(
+        doc("By hand", ["HANDMADE_KEYWORD"], body="# Placed with git\n\nSome text.\n"), encoding="utf-8")
+    report = kb.sync()
+    assert report.added == ("knowledge_base/troubleshooting/by-hand.md",)
+    assert report.unchanged == (kept.file_path,)
+    assert report.missing_files == (gone.file_path,)
+    assert kb.index.exact_match("HANDMADE_KEYWORD")
+    kb.delete(gone.id)
+    assert_consistent(kb)
+
+
+def test_sync_picks_up_edits_made_on_disk(kb, tmp_path):
+    record = kb.upload("a.md", PAYMENT.encode(), "api").document
+    (tmp_path / "knowledge_base/api/a.md").write_text(PAYMENT.replace("ERR_TIMEOUT", "ERR_EDITED"), encoding="utf-8")
+    report = kb.sync()
+    assert report.updated == (record.file_path,)
+    assert kb.index.exact_match("ERR_EDITED")
+    assert_consistent(kb)
+
+
+def test_reindex_after_a_model_change(open_kb, tmp_path, tiny_model, db_url):
+    first = open_kb(db_url=db_url, model=NO_MODEL)
+    record = first.upload("a.md", PAYMENT.encode(), "api").document
+    assert record.embedding_model == "fulltext"
+    first.close()
+    second = open_kb(db_url=db_url, model=str(tiny_model))
+    assert second.vectors.collection != first.vectors.collection
+    report = second.reindex_all()
+    assert report.reindexed == (record.file_path,) and report.failed == ()
+    assert second.get(record.id).embedding_model == str(tiny_model)
+    assert_consistent(second)
+
+
+def test_status_reports_each_store(kb):
+    kb.upload("a.md", PAYMENT.encode(), "api")
+    kb.upload("plain.md", "# no frontmatter\n\nbody\n".encode(), "api")
+    status = kb.status()
+    assert (status.counts.l0, status.counts.database, status.counts.milvus) == (1, 2, 2)
+    assert status.counts.consistent
+    assert status.model.state == "ready" and status.dense_search
+    assert "password" not in status.database_url
+
+
+def test_opening_reports_a_lite_directory_locked_by_another_process(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    from conftest import make_settings
+    from kb_core.bootstrap import open_knowledge_base
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from pymilvus import MilvusClient
+            MilvusClient({str(tmp_path / 'kb_milvus.db')!r})
+            print('open', flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(KnowledgeBaseError, match="another process.*milvus-lite server.*KB_MILVUS_URI"):
+            open_knowledge_base(make_settings(tmp_path))
+    finally:
+        holder.kill()
+        holder.wait()
