@@ -39,7 +39,7 @@ class VectorSearcher:
         embedder: FlagEmbedder | None,
         *,
         min_coverage: float = 0.5,
-        min_dense_score: float = 0.5,
+        min_dense_score: float = 0.4,
         candidates: int = 10,
     ):
         self._store = store

@@ -30,6 +30,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("embedding", "model"): "embedding_model",
     ("embedding", "device"): "embedding_device",
     ("upload", "max-bytes"): "max_upload_bytes",
+    ("l1", "min-dense-score"): "min_dense_score",
 }
 _ENV_PREFIX = "KB_"
 
@@ -90,6 +91,8 @@ class Settings(BaseSettings):
     embedding_model: str = Field(default="BAAI/bge-m3", description="KB_EMBEDDING_MODEL: hub id or folder")
     embedding_device: str | None = Field(default=None, description="KB_EMBEDDING_DEVICE: cpu, cuda, ...")
     max_upload_bytes: int = Field(default=5 * 1024 * 1024, description="KB_MAX_UPLOAD_BYTES")
+    min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
+                                   description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")
 
     @classmethod
     def settings_customise_sources(

@@ -205,7 +205,8 @@ class MilvusVectorStore:
     def delete_chunks_from(self, doc_id: int, first_chunk_no: int) -> None:
         """Drop a document's chunks numbered `first_chunk_no` and up (left over from a longer version)."""
         try:
-            self.client().delete(self._collection, filter=f"doc_id == {int(doc_id)} and chunk_no >= {int(first_chunk_no)}")
+            stale = f"doc_id == {int(doc_id)} and chunk_no >= {int(first_chunk_no)}"
+            self.client().delete(self._collection, filter=stale)
         except KnowledgeBaseError:
             raise
         except Exception as exc:  # noqa: BLE001

@@ -151,7 +151,7 @@ def assert_consistent(kb) -> None:
         data = kb.index.resolve(row.file_path).read_bytes()
         assert hashlib.sha256(data).hexdigest() == row.content_sha256, f"{row.file_path} differs from its row"
         chunks = kb.vectors.chunks_of(row.id)
-        assert len(chunks) == row.chunk_count, f"{row.file_path}: {len(chunks)} chunks in Milvus, row says {row.chunk_count}"
+        assert len(chunks) == row.chunk_count, f"{row.file_path}: {len(chunks)} in Milvus, {row.chunk_count} in row"
         assert all(c.source == row.file_path for c in chunks)
     assert kb.vectors.document_ids() == {r.id for r in rows}
     l0 = {e.file_path: e for e in kb.index.entries()}

@@ -7,9 +7,9 @@ import contextlib
 import json
 
 import pytest
+from conftest import NO_MODEL, assert_consistent, doc
 from sqlalchemy.exc import OperationalError
 
-from conftest import NO_MODEL, assert_consistent, doc
 from kb_core import KnowledgeBaseError
 from kb_core.db_models import DocumentStatus
 from kb_core.documents import DocumentError
@@ -330,7 +330,7 @@ def test_reindex_after_a_model_change(open_kb, tmp_path, tiny_model, db_url):
 
 def test_status_reports_each_store(kb):
     kb.upload("a.md", PAYMENT.encode(), "api")
-    kb.upload("plain.md", "# no frontmatter\n\nbody\n".encode(), "api")
+    kb.upload("plain.md", b"# no frontmatter\n\nbody\n", "api")
     status = kb.status()
     assert (status.counts.l0, status.counts.database, status.counts.milvus) == (1, 2, 2)
     assert status.counts.consistent
@@ -344,6 +344,7 @@ def test_opening_reports_a_lite_directory_locked_by_another_process(tmp_path):
     import textwrap
 
     from conftest import make_settings
+
     from kb_core.bootstrap import open_knowledge_base
 
     holder = subprocess.Popen(

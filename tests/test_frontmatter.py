@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 
 import pytest
@@ -75,15 +74,16 @@ def test_block_over_64_kib_is_refused(caplog):
     assert "64 KiB" in caplog.text
 
 
-def test_alias_bomb_is_refused_quickly():
+@pytest.mark.timeout(20)  # expanding the bomb would take minutes and gigabytes; refusing it is instant
+def test_alias_bomb_is_refused():
     levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     for i in range(1, 10):
         prev, cur = chr(ord("a") + i - 1), chr(ord("a") + i)
         levels.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
     content = "---\n" + "\n".join(levels) + "\ntitle: bomb\n---\n"
-    started = time.perf_counter()
+    with pytest.raises(FrontmatterError, match="aliases"):
+        parse_frontmatter_strict(content)
     assert parse_frontmatter(content) is None
-    assert time.perf_counter() - started < 2  # a generous bound: expanding it would take minutes and GBs
 
 
 def test_has_frontmatter_is_structural():

@@ -1,0 +1,140 @@
+"""The metadata store on SQLite and on the real MariaDB server: migrations, round trips, the tool-call log."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import inspect, text
+
+from kb_core.db_models import DocumentStatus
+from kb_core.metadata_store import DocumentValues, MetadataStore, MetadataStoreError, redact_url
+
+VALUES = DocumentValues(
+    file_name="支付-errors 🚀.md",
+    category="api",
+    file_path="knowledge_base/api/支付-errors 🚀.md",
+    status=DocumentStatus.INDEXED,
+    metadata_json=json.dumps({"title": "支付网关错误码定义 😀", "keywords": ["超时", "🔥"]}, ensure_ascii=False),
+    content_sha256="ab" * 32,
+    size_bytes=1234,
+    chunk_count=3,
+    embedding_model="BAAI/bge-m3",
+)
+
+
+@pytest.fixture
+def store(db_url):
+    s = MetadataStore(db_url)
+    s.migrate()
+    yield s
+    s.dispose()
+
+
+def test_migration_creates_both_tables_and_is_idempotent(store):
+    store.migrate()
+    store.migrate()
+    tables = set(inspect(store._engine).get_table_names())
+    assert {"api_document", "tool_call", "alembic_version"} <= tables
+    assert store.current_revision() == "0001"
+
+
+def test_status_is_stored_as_varchar(store):
+    with store.unit_of_work() as session:
+        store.stage_document(session, VALUES)
+    with store._engine.connect() as connection:
+        raw = connection.execute(text("SELECT status FROM api_document")).scalar()
+    assert raw == "INDEXED"
+
+
+def test_chinese_and_emoji_round_trip(store):
+    with store.unit_of_work() as session:
+        doc_id = store.stage_document(session, VALUES)
+    record = store.get(doc_id)
+    assert record.file_name == "支付-errors 🚀.md"
+    assert record.frontmatter == {"title": "支付网关错误码定义 😀", "keywords": ["超时", "🔥"]}
+    assert store.get_by_path("knowledge_base/api/支付-errors 🚀.md").id == doc_id
+
+
+def test_times_are_utc(store):
+    before = datetime.now(UTC) - timedelta(seconds=5)
+    with store.unit_of_work() as session:
+        doc_id = store.stage_document(session, VALUES)
+    record = store.get(doc_id)
+    assert record.created_at.tzinfo is UTC
+    assert before <= record.created_at <= datetime.now(UTC) + timedelta(seconds=5)
+
+
+def test_file_path_is_unique(store):
+    with store.unit_of_work() as session:
+        store.stage_document(session, VALUES)
+    with pytest.raises(Exception), store.unit_of_work() as session:  # noqa: B017 - IntegrityError per driver
+        store.stage_document(session, VALUES)
+    assert store.count_documents() == 1
+
+
+def test_uncommitted_work_is_rolled_back(store):
+    with pytest.raises(RuntimeError), store.unit_of_work() as session:
+        store.stage_document(session, VALUES)
+        raise RuntimeError("abort")
+    assert store.count_documents() == 0
+
+
+def test_large_metadata_fits(store):
+    big = json.dumps({"extra": {"notes": "长" * 30000}}, ensure_ascii=False)  # ~90 KB in UTF-8
+    with store.unit_of_work() as session:
+        doc_id = store.stage_document(session, DocumentValues(**{**VALUES.__dict__, "metadata_json": big}))
+    assert store.get(doc_id).metadata_json == big
+
+
+def test_tool_calls_are_recorded(store):
+    store.record_tool_call(tool_name="lookup_knowledge", arguments={"query": "超时"}, found=True,
+                           match_types=("exact_L0", "semantic_L1"), sources=("a.md", "b.md"), latency_ms=3.5,
+                           request_id="abcd1234", caller="python")
+    [call] = store.recent_tool_calls()
+    assert call.arguments == {"query": "超时"} and call.match_types == ("exact_L0", "semantic_L1")
+    assert call.sources == ("a.md", "b.md") and call.found and call.caller == "python"
+
+
+def test_two_processes_migrating_at_once_both_succeed(db_url):
+    code = ("import sys; from kb_core.metadata_store import MetadataStore; "
+            "MetadataStore(sys.argv[1]).migrate(); print('ok')")
+    procs = [subprocess.Popen([sys.executable, "-c", code, db_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [err[-2000:] for _, err in results]
+    assert MetadataStore(db_url).current_revision() == "0001"
+
+
+def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
+    from kb_core.migrate import main
+
+    monkeypatch.setenv("KB_DATABASE_URL", f"sqlite:///{tmp_path / 'ops.sqlite3'}")
+    monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
+    assert main([]) == 0
+    assert "revision 0001" in capsys.readouterr().out
+
+
+def test_url_password_is_hidden():
+    assert "s3cret" not in redact_url("mysql+pymysql://kb:s3cret@db:3306/kb?charset=utf8mb4")
+    assert "***" in MetadataStore("mysql+pymysql://kb:s3cret@127.0.0.1:1/kb").url
+
+
+def test_unreachable_database_gives_a_clear_error():
+    store = MetadataStore("mysql+pymysql://root@127.0.0.1:1/nowhere?connect_timeout=2")
+    with pytest.raises(MetadataStoreError, match="127.0.0.1:1"):
+        store.migrate()
+
+
+def test_mysql_connection_killed_by_the_server_is_survived(mysql_database):
+    store = MetadataStore(mysql_database)
+    store.migrate()
+    with store._engine.connect() as connection:
+        connection_id = connection.execute(text("SELECT CONNECTION_ID()")).scalar()
+    with MetadataStore(mysql_database)._engine.connect() as admin:
+        admin.execute(text(f"KILL {int(connection_id)}"))
+    assert store.count_documents() >= 0  # pool_pre_ping replaced the dead pooled connection
+    store.dispose()
