@@ -3,13 +3,25 @@
 It never imports streamlit. Heavy dependencies (torch, FlagEmbedding, pymilvus) load lazily.
 """
 
+from kb_core.bootstrap import open_knowledge_base
+from kb_core.documents import DeleteOutcome, DocumentError, SyncReport, UploadOutcome
 from kb_core.errors import KnowledgeBaseError, SettingsError
 from kb_core.frontmatter import Frontmatter, FrontmatterError, has_frontmatter, parse_frontmatter
 from kb_core.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match
+from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
 from kb_core.lookup import HybridLookup, L1Hit, L1Searcher, LookupResult, LookupTrace, Primary, Supplement
 from kb_core.settings import Settings, load_settings
+from kb_core.validation import UploadRejected
 
 __all__ = [
+    "DeleteOutcome",
+    "DocumentError",
+    "KnowledgeBase",
+    "KnowledgeBaseStatus",
+    "SyncReport",
+    "UploadOutcome",
+    "UploadRejected",
+    "open_knowledge_base",
     "Frontmatter",
     "FrontmatterError",
     "HybridLookup",
