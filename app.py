@@ -15,11 +15,19 @@ if str(APP_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from pages.sidebar import render_status  # noqa: E402
+from pages.wiring import knowledge_base  # noqa: E402
+
 st.set_page_config(page_title="Knowledge base console", page_icon="📚", layout="wide")
 
+PAGES = APP_ROOT / "pages"
 navigation = st.navigation(
     [
-        st.Page(str(APP_ROOT / "pages" / "home.py"), title="Documents in L0", icon="📚", default=True),
+        st.Page(PAGES / "playground.py", title="Lookup playground", icon="🔎", url_path="playground", default=True),
+        st.Page(PAGES / "documents.py", title="Documents", icon="📚", url_path="documents"),
+        st.Page(PAGES / "upload.py", title="Upload", icon="⬆️", url_path="upload"),
     ]
 )
+kb = knowledge_base()
 navigation.run()
+render_status(kb)  # after the page, so the sidebar shows what the page's action just changed

@@ -60,6 +60,18 @@ class L0Match:
 
 
 @dataclass(frozen=True)
+class KeywordClaim:
+    """One keyword (as first spelled) and every document that claims it: more than one makes L0 ambiguous."""
+
+    keyword: str
+    file_paths: tuple[str, ...]
+
+    @property
+    def collides(self) -> bool:
+        return len(self.file_paths) > 1
+
+
+@dataclass(frozen=True)
 class LoadReport:
     scanned: int
     indexed: int
@@ -267,6 +279,25 @@ class KnowledgeIndex:
         snapshot = self._snapshot
         pos = snapshot.position.get(file_path)
         return None if pos is None else snapshot.entries[pos]
+
+    def keyword_map(self) -> list[KeywordClaim]:
+        """Every keyword with the documents claiming it (normalised), collisions first, then alphabetical."""
+        claims: dict[str, tuple[str, list[str]]] = {}
+        for entry in self._snapshot.entries:
+            for keyword in entry.keywords:
+                term = normalize_term(keyword)
+                if not term:
+                    continue
+                spelled, paths = claims.setdefault(term, (keyword, []))
+                if entry.file_path not in paths:
+                    paths.append(entry.file_path)
+        result = [KeywordClaim(spelled, tuple(paths)) for spelled, paths in claims.values()]
+        return sorted(result, key=lambda c: (not c.collides, -len(c.file_paths), normalize_term(c.keyword)))
+
+    def claimants(self, keyword: str) -> list[str]:
+        """Documents whose keywords equal `keyword` after normalisation."""
+        term = normalize_term(keyword)
+        return [e.file_path for e in self._snapshot.entries if any(normalize_term(k) == term for k in e.keywords)]
 
     def entries(self) -> list[KnowledgeEntry]:
         return list(self._snapshot.entries)

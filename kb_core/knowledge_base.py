@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from kb_core.documents import DeleteOutcome, DocumentService, Progress, ReindexReport, SyncReport, UploadOutcome
 from kb_core.embedding import FlagEmbedder, ModelState
 from kb_core.errors import KnowledgeBaseError
-from kb_core.keyword_index import KnowledgeIndex
+from kb_core.keyword_index import KeywordClaim, KnowledgeIndex
+from kb_core.lint import UploadPreview, preview_upload
 from kb_core.lookup import HybridLookup, LookupResult
 from kb_core.metadata_store import DocumentRecord, MetadataStore
 from kb_core.settings import Settings
+from kb_core.tool import CallRecorder, LookupTool, ToolResponse
 from kb_core.vector_store import ChunkRow, MilvusVectorStore
 
 log = logging.getLogger(__name__)
@@ -19,13 +21,23 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class StoreCounts:
-    l0: int
-    database: int | None
-    milvus: int | None
+    l0: int  # documents with valid frontmatter (only those can be in L0)
+    files: int  # .md files under the knowledge base
+    database: int | None  # None when the database could not be read
+    milvus: int | None  # documents with vectors; None when Milvus could not be read
 
     @property
     def consistent(self) -> bool:
-        return self.database is not None and self.database == self.milvus
+        return self.database is not None and self.files == self.database == self.milvus
+
+    @property
+    def problems(self) -> list[str]:
+        found = []
+        if self.database is not None and self.files != self.database:
+            found.append(f"{self.files} files on disk but {self.database} in the database: run Sync folder")
+        if self.database is not None and self.milvus is not None and self.milvus != self.database:
+            found.append(f"{self.database} documents in the database but {self.milvus} in Milvus: re-index")
+        return found
 
 
 @dataclass(frozen=True)
@@ -39,7 +51,6 @@ class KnowledgeBaseStatus:
     model: ModelState
     dense_search: bool
     base_path: str
-    files_on_disk: int
 
     @property
     def l1_mode(self) -> str:
@@ -70,10 +81,23 @@ class KnowledgeBase:
         self._documents = documents
         self._lookup = lookup
         self._searcher = searcher
+        self._recorder = CallRecorder(metadata)
+        self._tool = LookupTool(lookup, self._recorder)
 
     # -- queries -------------------------------------------------------------------------------------
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
         return self._lookup.lookup(query, section_title)
+
+    def lookup_knowledge(self, query: str, section_title: str | None = None, *, caller: str = "python") -> dict:
+        """The agent tool: exactly the spec's JSON (plus `error` for refused arguments). Logged to `tool_call`."""
+        return self.call_tool({"query": query, "section_title": section_title}, caller=caller).payload
+
+    def call_tool(self, arguments: object, *, caller: str = "python") -> ToolResponse:
+        """`lookup_knowledge` with raw arguments, returning the payload *and* the trace (the playground's view)."""
+        return self._tool.call(arguments, caller=caller)
+
+    def flush_call_log(self, timeout: float = 10.0) -> None:
+        self._recorder.flush(timeout)
 
     def documents(self) -> list[DocumentRecord]:
         return self.metadata.list_documents()
@@ -84,6 +108,25 @@ class KnowledgeBase:
     def chunks(self, doc_id: int) -> list[ChunkRow]:
         """The chunks of a document as stored in Milvus."""
         return self.vectors.chunks_of(doc_id)
+
+    def keyword_map(self) -> list[KeywordClaim]:
+        return self.index.keyword_map()
+
+    def categories(self) -> list[str]:
+        """Categories in use: folders under the knowledge base and categories of stored documents."""
+        folders = {p.name for p in self.index.base_dir.iterdir() if p.is_dir() and not p.name.startswith(".")} \
+            if self.index.base_dir.is_dir() else set()
+        try:
+            stored = {r.category for r in self.metadata.list_documents()}
+        except KnowledgeBaseError:
+            stored = set()
+        return sorted(folders | stored)
+
+    def read_document(self, file_path: str, max_chars: int = 1_000_000) -> str | None:
+        return self.index.read_document(file_path, max_chars)
+
+    def preview_upload(self, file_name: str, data: bytes, category: str) -> UploadPreview:
+        return preview_upload(self.index, file_name, data, category, max_bytes=self.settings.max_upload_bytes)
 
     # -- changes -------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None) -> UploadOutcome:
@@ -113,7 +156,7 @@ class KnowledgeBase:
         except KnowledgeBaseError as exc:
             milvus_count, milvus_error = None, str(exc)
         return KnowledgeBaseStatus(
-            counts=StoreCounts(len(self.index), db_count, milvus_count),
+            counts=StoreCounts(len(self.index), len(self.index.markdown_files()), db_count, milvus_count),
             database_url=self.metadata.url,
             database_error=database_error,
             milvus_uri=self.vectors.uri,
@@ -122,10 +165,10 @@ class KnowledgeBase:
             model=self.embedder.state,
             dense_search=self._searcher.dense_active(),
             base_path=self.settings.base_path,
-            files_on_disk=len(self.index.markdown_files()),
         )
 
     def close(self) -> None:
+        self._recorder.flush(5)
         self.vectors.close()
         self.metadata.dispose()
 

@@ -1,24 +1,22 @@
-"""The console's single wiring point: the only place that builds kb_core objects and caches them."""
+"""The console's single wiring point: the only place that opens the knowledge base and caches it."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBaseError, KnowledgeIndex, load_settings
+from kb_core import KnowledgeBase, KnowledgeBaseError, open_knowledge_base
 
 
-@st.cache_resource(show_spinner="Scanning the knowledge base…")
-def knowledge_index() -> KnowledgeIndex:
-    settings = load_settings()
-    index = KnowledgeIndex(settings.base_path, app_root=settings.app_root)
-    index.load()
-    return index
+@st.cache_resource(show_spinner="Opening the knowledge base…")
+def _open_knowledge_base() -> KnowledgeBase:
+    return open_knowledge_base()
 
 
-def get_index() -> KnowledgeIndex | None:
-    """The cached index, or `None` after showing the error (pages stop rendering then)."""
+def knowledge_base() -> KnowledgeBase:
+    """The process-wide `KnowledgeBase`; on failure shows the reason and stops the page."""
     try:
-        return knowledge_index()
+        return _open_knowledge_base()
     except KnowledgeBaseError as exc:
-        st.error(str(exc))
-        return None
+        st.error(f"The knowledge base could not be opened: {exc}")
+        st.stop()
+        raise  # unreachable: st.stop() ends the script run

@@ -1,0 +1,129 @@
+"""Lookup playground: the exact `lookup_knowledge` call an agent makes, and why it answered as it did."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from kb_core import KnowledgeBaseError
+from kb_core.frontmatter import split_body
+from kb_core.text import normalize_term
+from pages.wiring import knowledge_base
+
+kb = knowledge_base()
+st.title("🔎 Lookup playground")
+st.caption("Runs the very same `lookup_knowledge` an agent calls (logged with caller `console`).")
+
+state = st.session_state
+state.setdefault("history", [])
+state.setdefault("run_query", False)
+
+
+def _rerun(query: str, section: str | None) -> None:
+    state.query = query
+    state.section_title = section or ""
+    state.run_query = True
+
+
+with st.form("lookup", border=False):
+    left, right = st.columns([3, 1])
+    query = left.text_input("Query", key="query", placeholder="ERR_TIMEOUT, 超时, 如何优化缓存 …")
+    section = right.text_input("section_title (optional)", key="section_title")
+    submitted = st.form_submit_button("Look up", type="primary")
+
+if submitted or state.run_query:
+    state.run_query = False
+    try:
+        response = kb.call_tool({"query": query, "section_title": section or None}, caller="console")
+    except KnowledgeBaseError as exc:
+        st.error(str(exc))
+        st.stop()
+    state.last = response
+    result = response.result
+    state.history.insert(0, {
+        "query": query,
+        "section_title": section or None,
+        "found": response.payload.get("found"),
+        "answer": " + ".join(result.match_types) if result else "error",
+        "ms": response.latency_ms,
+    })
+    del state.history[20:]
+
+response = state.get("last")
+if response is None:
+    st.info("Type a query: an error code such as `ERR_TIMEOUT` (one exact L0 hit), an ambiguous term such as "
+            "`超时` (several L0 hits, L1 supplements), or a question such as `如何优化缓存` (L1 only).")
+elif response.error:
+    st.error(response.error)
+    st.subheader("Raw JSON (what the agent receives)")
+    st.json(response.payload)
+else:
+    payload, result = response.payload, response.result
+    trace = result.trace
+    if not payload["found"]:
+        st.warning("Nothing found: no keyword matched and L1 found no relevant chunk.")
+
+    col_primary, col_supplement = st.columns(2, border=True)
+    with col_primary:
+        st.subheader("Primary")
+        primary = payload["primary"]
+        if primary is None:
+            st.caption("No L0 match." if not trace.stale_sources else "L0 matches point at files that are gone.")
+        else:
+            badge = ":green-badge[confidence: high]" if primary["confidence"] == "high" else \
+                ":orange-badge[confidence: low]"
+            st.markdown(f":blue-badge[{primary['matchType']}] {badge}  \n`{primary['source']}`")
+            with st.container(height=420):
+                st.markdown(split_body(primary["content"]))
+    with col_supplement:
+        st.subheader("Supplement")
+        supplement = payload["supplement"]
+        if supplement is None:
+            st.caption("L1 was not called." if not trace.l1_called else "L1 found no relevant chunk.")
+        else:
+            st.markdown(f":violet-badge[{supplement['matchType']}]  \n`{supplement['source']}`")
+            with st.container(height=420):
+                st.markdown(supplement["content"])
+
+    st.subheader("Why")
+    timing = " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in trace.timings_ms.items())
+    st.caption(f"request `{trace.request_id}` · {timing}")
+    st.markdown(f"**L0** — {len(trace.l0_matches)} document(s) matched")
+    normalized_query = normalize_term(trace.query)
+    for match in trace.l0_matches:
+        chips = " ".join(
+            f":orange-background[**{kw}**]" if kw in match.keywords else f"`{kw}`" for kw in match.entry.keywords
+        )
+        how = ", ".join(
+            f"query contains “{kw}”" if normalize_term(kw) in normalized_query else f"“{kw}” contains the query"
+            for kw in match.keywords
+        )
+        st.markdown(f"- `{match.entry.file_path}` — {match.entry.title}  \n  {chips}  \n  _{how}_")
+    for stale in trace.stale_sources:
+        st.markdown(f"- ~~`{stale}`~~ matched but its file is gone (skipped)")
+    st.markdown(f"**L1** — {trace.l1_reason}")
+    if trace.l1_error:
+        st.error(f"L1 failed, answered with L0 only: {trace.l1_error}")
+    if trace.l1_hits:
+        st.dataframe(
+            [{"source": h.source, "heading": h.heading, "fused score": h.score,
+              "found by": " + ".join(h.retrievers), **{f"{k} score": v for k, v in h.retriever_scores}}
+             for h in trace.l1_hits],
+            hide_index=True,
+        )
+    elif trace.l1_called:
+        st.caption("No chunk passed the relevance check.")
+
+    st.subheader("Raw JSON (what the agent receives)")
+    st.code(json.dumps(payload, ensure_ascii=False, indent=2), language="json")
+
+if state.history:
+    st.subheader("Recent queries")
+    for i, item in enumerate(state.history):
+        cols = st.columns([4, 2, 1, 1])
+        section_note = f" · section `{item['section_title']}`" if item["section_title"] else ""
+        cols[0].markdown(f"`{item['query']}`{section_note}")
+        cols[1].caption(f"{'found' if item['found'] else 'not found'} · {item['answer']}")
+        cols[2].caption(f"{item['ms']:.1f} ms")
+        cols[3].button("Run again", key=f"again-{i}", on_click=_rerun, args=(item["query"], item["section_title"]))

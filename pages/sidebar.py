@@ -1,0 +1,37 @@
+"""Sidebar status shown on every page: what each store holds and how L1 runs."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from kb_core import KnowledgeBase, KnowledgeBaseError
+
+_MODEL_BADGE = {"ready": "🟢 ready", "loading": "🟡 loading…", "unavailable": "🔴 unavailable"}
+
+
+def render_status(kb: KnowledgeBase) -> None:
+    try:
+        status = kb.status()
+    except KnowledgeBaseError as exc:
+        st.sidebar.error(str(exc))
+        return
+    counts = status.counts
+    with st.sidebar:
+        st.subheader("Status")
+        c1, c2, c3 = st.columns(3)
+        c1.metric("L0", counts.l0, help="Documents with frontmatter in the in-memory keyword index")
+        c2.metric("Database", "—" if counts.database is None else counts.database)
+        c3.metric("Milvus", "—" if counts.milvus is None else counts.milvus)
+        if status.database_error:
+            st.error(f"Database: {status.database_error}")
+        if status.milvus_error:
+            st.error(f"Milvus: {status.milvus_error}")
+        for problem in counts.problems:
+            st.warning(f"Mismatch: {problem}")
+        st.caption(f"**Files** {counts.files} under `{status.base_path}`")
+        st.caption(f"**Database** `{status.database_url}`")
+        st.caption(f"**Milvus** `{status.milvus_uri}` · collection `{status.milvus_collection}`")
+        st.caption(f"**Model** `{status.model.model_id}` {_MODEL_BADGE.get(status.model.state, status.model.state)}")
+        if status.model.state != "ready":
+            st.caption(f"L1 runs on full text only. {status.model.detail}")
+        st.caption(f"**L1** {status.l1_mode}")
