@@ -26,6 +26,7 @@ navigation = st.navigation(
         st.Page(PAGES / "playground.py", title="Lookup playground", icon="🔎", url_path="playground", default=True),
         st.Page(PAGES / "documents.py", title="Documents", icon="📚", url_path="documents"),
         st.Page(PAGES / "upload.py", title="Upload", icon="⬆️", url_path="upload"),
+        st.Page(PAGES / "tool_calls.py", title="Tool calls", icon="🧾", url_path="tool-calls"),
     ]
 )
 kb = knowledge_base()

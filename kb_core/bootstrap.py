@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from kb_core import text_analysis
@@ -50,3 +51,23 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
              time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
              settings.embedding_model, embedder.state.state)
     return kb
+
+
+_default_lock = threading.Lock()
+_default: KnowledgeBase | None = None
+
+
+def default_knowledge_base() -> KnowledgeBase:
+    """The process-wide knowledge base opened from the default settings (env `KB_*`, `kb.yaml`), once."""
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = open_knowledge_base()
+    return _default
+
+
+def lookup_knowledge(query: str, section_title: str | None = None) -> dict:
+    """The agent tool on the default knowledge base: `{found, primary, supplement}` (Spec 5), logged with
+    caller "python". Bad arguments return the same shape plus an `error` string instead of raising."""
+    return default_knowledge_base().lookup_knowledge(query, section_title, caller="python")

@@ -33,7 +33,8 @@ class Chunk:
 
     def embedding_text(self, title: str) -> str:
         """What the embedder (and BM25) sees: title + heading path + chunk text."""
-        head = " > ".join(p for p in (title, *self.heading_path) if p)
+        path = self.heading_path[1:] if self.heading_path[:1] == (title,) else self.heading_path  # H1 == title
+        head = " > ".join(p for p in (title, *path) if p)
         return f"{head}\n\n{self.text}" if head else self.text
 
 

@@ -11,7 +11,7 @@ from kb_core.errors import KnowledgeBaseError
 from kb_core.keyword_index import KeywordClaim, KnowledgeIndex
 from kb_core.lint import UploadPreview, preview_upload
 from kb_core.lookup import HybridLookup, LookupResult
-from kb_core.metadata_store import DocumentRecord, MetadataStore
+from kb_core.metadata_store import DocumentRecord, MetadataStore, ToolCallRecord
 from kb_core.settings import Settings
 from kb_core.tool import CallRecorder, LookupTool, ToolResponse
 from kb_core.vector_store import ChunkRow, MilvusVectorStore
@@ -95,6 +95,11 @@ class KnowledgeBase:
     def call_tool(self, arguments: object, *, caller: str = "python") -> ToolResponse:
         """`lookup_knowledge` with raw arguments, returning the payload *and* the trace (the playground's view)."""
         return self._tool.call(arguments, caller=caller)
+
+    def tool_calls(self, limit: int = 500) -> list[ToolCallRecord]:
+        """The most recent `lookup_knowledge` calls, newest first."""
+        self._recorder.flush(2)
+        return self.metadata.recent_tool_calls(limit)
 
     def flush_call_log(self, timeout: float = 10.0) -> None:
         self._recorder.flush(timeout)

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
-
 from conftest import NO_MODEL, doc
+from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAYMENT = "knowledge_base/api/payment-errors.md"
@@ -194,3 +193,21 @@ def test_keyword_map_lists_collisions_first(synced_sample):
     assert at.metric[0].value == "1"  # "超时" is claimed twice in the sample
     frames = [f.value for f in at.dataframe if "keyword" in f.value.columns]
     assert frames[0].iloc[0]["keyword"] == "超时"
+
+
+# -- tool-call history ------------------------------------------------------------------------------------------
+def test_tool_calls_page_lists_calls_misses_and_latency(synced_sample):
+    at = _lookup(run_page("playground"), "ERR_TIMEOUT")
+    _lookup(at, "完全不存在的内容XYZ")
+    _lookup(at, "如何优化缓存")
+    at.switch_page("pages/tool_calls.py").run()
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Calls"] == "3" and metrics["p50 latency"].endswith("ms") and metrics["p95 latency"].endswith("ms")
+    calls, misses = at.dataframe[0].value, at.dataframe[1].value
+    assert list(calls["query"]) == ["如何优化缓存", "完全不存在的内容XYZ", "ERR_TIMEOUT"]
+    assert set(calls["caller"]) == {"console"}
+    assert list(misses["query"]) == ["完全不存在的内容XYZ", "如何优化缓存"]
+
+    at.selectbox(key="f_found").set_value("not found").run()
+    assert list(at.dataframe[0].value["query"]) == ["完全不存在的内容XYZ"]

@@ -86,3 +86,8 @@ def test_embedding_text_has_title_and_heading_path():
 
 def test_empty_body_gives_no_chunks():
     assert chunk_markdown("---\ntitle: x\n---\n\n<!-- nothing -->\n") == []
+
+
+def test_embedding_text_does_not_repeat_a_title_that_is_also_the_h1():
+    chunk = chunk_markdown("# Guide\n\n## Install\n\nRun it.\n")[0]
+    assert chunk.embedding_text("Guide") == "Guide > Install\n\nRun it."

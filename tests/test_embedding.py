@@ -127,7 +127,7 @@ def test_req_5_4_nonsense_finds_nothing_on_the_sample(open_kb, sample_root):
     assert kb.lookup("完全不存在的内容XYZ").to_dict() == {"found": False, "primary": None, "supplement": None}
 
 
-def test_req_6_3_opening_with_1000_documents_indexes_them_without_loading_the_model(tmp_path):
+def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
     """Spec 6.3's time budget is measured by the benchmark (tests check behaviour, not timers)."""
     from conftest import doc, make_settings, write_doc
 
@@ -138,6 +138,7 @@ def test_req_6_3_opening_with_1000_documents_indexes_them_without_loading_the_mo
     kb = open_knowledge_base(make_settings(tmp_path, model=NO_MODEL))
     try:
         assert len(kb.index) == 1000
-        assert kb.index.exact_match("KW_999")[0].file_path.endswith("doc-0999.md")
+        # "KW_999" also contains KW_9 and KW_99: the two-way match returns all three, in index order
+        assert [e.title for e in kb.index.exact_match("KW_999")] == ["Doc 9", "Doc 99", "Doc 999"]
     finally:
         kb.close()

@@ -1,0 +1,207 @@
+"""End to end in a real browser: `streamlit run app.py` driven by Debian's chromium through PyPI playwright.
+
+Upload a document, find it in the playground, inspect and delete it on the Documents page, and check the
+playground no longer finds it. Screenshots of each page land in `test-artifacts/` for a human to look at.
+Never skipped: CI installs `chromium` with apt (never `playwright install`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import NO_MODEL, doc
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+SOURCE = "knowledge_base/api/payment-errors.md"
+TIMEOUT_MS = 60_000  # a slow 2-core machine; the first request opens Milvus Lite
+
+PAYMENT_DOC = doc(
+    "支付网关错误码定义",
+    ["ERR_TIMEOUT", "超时", "支付网关"],
+    "支付网关返回的错误码、含义与处理方式",
+    "# 错误码\n\n## ERR_TIMEOUT\n\n支付网关在 30 秒内没有响应。客户端应使用同一幂等键重试，最多 3 次。\n\n"
+    "## ERR_DECLINED\n\n发卡行拒绝了交易，不要重试，提示用户更换支付方式。\n",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_healthy(url: str, server: subprocess.Popen, log: Path, deadline_s: float = 60) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            pytest.fail(f"streamlit exited with {server.returncode}:\n{log.read_text(errors='replace')}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200 and response.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"streamlit did not become healthy within {deadline_s:.0f} s:\n{log.read_text(errors='replace')}")
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A real `streamlit run app.py` on a free port over a fresh, empty application root."""
+    root = tmp_path / "root"
+    root.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")}
+    env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    port = _free_port()
+    log = tmp_path / "streamlit.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
+             "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
+             "--browser.gatherUsageStats", "false"],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
+        yield {"url": f"http://127.0.0.1:{port}", "root": root, "log": log}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+@pytest.fixture
+def page(server):
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with `apt-get install chromium` "
+                    "(never `playwright install`)")
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.set_default_timeout(TIMEOUT_MS)
+            yield context.new_page()
+        finally:
+            browser.close()
+
+
+def _open(page, server, path: str, title: str) -> None:
+    """Load a page and wait for its title and the sidebar status (rendered after the page, on every page)."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{server['url']}/{path}")
+    expect(page.get_by_role("heading", name=title)).to_be_visible(timeout=TIMEOUT_MS)
+    sidebar = page.get_by_test_id("stSidebar")
+    expect(sidebar.get_by_role("heading", name="Status", exact=True)).to_be_visible(timeout=TIMEOUT_MS)
+    expect(sidebar.get_by_test_id("stMetric").first).to_be_visible()
+
+
+def _sidebar_metric(page, label: str):
+    return page.get_by_test_id("stSidebar").get_by_test_id("stMetric").filter(has_text=label)
+
+
+def _wait_idle(page) -> None:
+    """Wait until Streamlit has finished the current script run (its 'Running…' indicator is gone)."""
+    from playwright.sync_api import expect
+
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=TIMEOUT_MS)
+
+
+def _look_up(page, query: str) -> None:
+    from playwright.sync_api import expect
+
+    box = page.get_by_label("Query")
+    box.fill(query)
+    page.get_by_role("button", name="Look up").click()
+    expect(page.get_by_role("heading", name="Raw JSON (what the agent receives)")).to_be_visible(timeout=TIMEOUT_MS)
+    _wait_idle(page)
+
+
+@pytest.mark.timeout(300)
+def test_upload_look_up_delete_in_a_real_browser(server, page):
+    from playwright.sync_api import expect
+
+    root: Path = server["root"]
+    on_disk = root / SOURCE
+
+    # 1. Upload into the default category `api`.
+    _open(page, server, "upload", "Upload documents")
+    page.get_by_test_id("stSelectbox").filter(has_text="Category").click()
+    page.get_by_role("option", name="api", exact=True).click()
+    expect(page.get_by_test_id("stSelectbox").filter(has_text="Category")).to_contain_text("api")
+    page.locator("input[type=file]").set_input_files(
+        files=[{"name": "payment-errors.md", "mimeType": "text/markdown", "buffer": PAYMENT_DOC.encode("utf-8")}]
+    )
+    preview = page.get_by_test_id("stExpander").filter(has_text="payment-errors.md")
+    expect(preview).to_contain_text(SOURCE, timeout=TIMEOUT_MS)
+    expect(preview).to_contain_text("支付网关错误码定义")
+    expect(preview).to_contain_text("ERR_TIMEOUT")
+    page.get_by_role("button", name="Upload 1 file(s)").click()
+    expect(page.get_by_role("heading", name="Result")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_text("payment-errors.md: indexed")).to_be_visible()
+    expect(page.get_by_test_id("stDataFrame")).to_be_visible()
+    expect(page.get_by_role("gridcell", name="indexed", exact=True)).to_be_attached()
+    expect(_sidebar_metric(page, "L0")).to_contain_text("1")
+    _wait_idle(page)
+    page.screenshot(path=str(ARTIFACTS / "upload.png"), full_page=True)
+    assert on_disk.read_text(encoding="utf-8") == PAYMENT_DOC
+
+    # 2. The playground answers an exact L0 hit.
+    _open(page, server, "playground", "Lookup playground")
+    _look_up(page, "ERR_TIMEOUT")
+    expect(page.get_by_text("exact_L0", exact=True).first).to_be_visible()
+    expect(page.get_by_text("confidence: high", exact=True)).to_be_visible()
+    raw = page.get_by_test_id("stCode")
+    expect(raw).to_contain_text(f'"source": "{SOURCE}"')
+    expect(raw).to_contain_text('"found": true')
+    page.screenshot(path=str(ARTIFACTS / "playground.png"), full_page=True)
+
+    # 3. Documents: listed, inspected, deleted (file gone from disk).
+    _open(page, server, "documents", "Documents")
+    expect(page.get_by_text("1 of 1 documents")).to_be_visible()
+    expect(page.get_by_role("gridcell", name=SOURCE, exact=True)).to_be_attached()
+    page.get_by_test_id("stSelectbox").filter(has_text="Inspect a document").click()
+    page.get_by_role("option", name=f"{SOURCE} (#", exact=False).click()
+    expect(page.get_by_role("heading", name="支付网关错误码定义")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_role("tab", name="Frontmatter")).to_be_visible()
+    _wait_idle(page)
+    page.screenshot(path=str(ARTIFACTS / "documents.png"), full_page=True)
+    page.get_by_role("button", name="Delete…").click()
+    expect(page.get_by_text("Delete for good")).to_be_visible(timeout=TIMEOUT_MS)
+    page.get_by_role("button", name="Confirm delete").click()
+    expect(page.get_by_text(f"deleted {SOURCE}")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_text("0 of 0 documents")).to_be_visible()
+    expect(_sidebar_metric(page, "L0")).to_contain_text("0")
+    _wait_idle(page)
+    assert not on_disk.exists()
+    page.screenshot(path=str(ARTIFACTS / "documents-after-delete.png"), full_page=True)
+
+    # 4. The playground no longer finds it.
+    _open(page, server, "playground", "Lookup playground")
+    _look_up(page, "ERR_TIMEOUT")
+    expect(page.get_by_text("Nothing found", exact=False)).to_be_visible()
+    expect(page.get_by_text("exact_L0", exact=True)).to_have_count(0)
+    expect(page.get_by_text("No L0 match.")).to_be_visible()
+    raw = page.get_by_test_id("stCode")
+    expect(raw).to_contain_text('"found": false')
+    expect(raw).not_to_contain_text(SOURCE)
