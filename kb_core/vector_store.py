@@ -122,8 +122,8 @@ class MilvusVectorStore:
                 raise VectorStoreError(
                     f"the Milvus Lite directory {self._uri} is already open in another process (Milvus Lite "
                     "allows one process). To share it, run `milvus-lite server --data-dir "
-                    f"{self._uri} --host 127.0.0.1 --port 19530` (or a Milvus server) and set KB_MILVUS_URI=http://127.0.0.1:19530 "
-                    "in every process."
+                    f"{self._uri} --host 127.0.0.1 --port 19530` (or a Milvus server) and set "
+                    "KB_MILVUS_URI=http://127.0.0.1:19530 in every process."
                 ) from exc
             raise VectorStoreError(f"cannot open Milvus at {self._uri}: {exc}") from exc
         self._ensure_collection(client)

@@ -59,7 +59,7 @@ NO_MODEL = "no-such-org/no-such-model"  # not a folder, not in the hub cache: BM
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     """A random-weight BGE-M3-shaped model, built offline once per session (real FlagEmbedding loading code)."""
-    from model_factory import build_tiny_bge_m3
+    from kb_core.testing.model_factory import build_tiny_bge_m3
 
     return build_tiny_bge_m3(tmp_path_factory.getbasetemp() / "models" / "tiny-bge-m3")
 

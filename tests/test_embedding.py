@@ -88,7 +88,7 @@ def test_without_a_model_l1_is_full_text_only(open_kb):
 
 # -- real semantics: MiniLM weights and the Chinese BM25 path -------------------------------------------------
 def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sample_root):
-    from model_factory import minilm_path
+    from kb_core.testing.model_factory import minilm_path
 
     kb = open_kb(sample_root, model=str(minilm_path()))
     assert kb.status().model.ready
@@ -102,7 +102,7 @@ def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sa
 
 
 def test_minilm_vectors_are_semantic(tmp_path):
-    from model_factory import minilm_path
+    from kb_core.testing.model_factory import minilm_path
 
     embedder = FlagEmbedder(str(minilm_path()), device="cpu")
     q, same, other = embedder.encode_documents(["How do I refund a payment?",

@@ -1,0 +1,1 @@
+"""Offline helpers shared by the tests and the benchmark (model factories). Not used at run time."""
