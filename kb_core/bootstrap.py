@@ -30,7 +30,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     metadata.migrate()
     index = KnowledgeIndex(settings.base_path, app_root=settings.app_root)
     index.load()
-    embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device)
+    embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
+                            precision=settings.embedding_precision)
     dimension = embedder.dimension if embedder.available else None
     vectors = MilvusVectorStore(
         settings.resolved_milvus_uri,

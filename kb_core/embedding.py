@@ -116,7 +116,11 @@ class FlagEmbedder:
         max_length: int = 1024,
         query_cache_size: int = 1024,
         load_timeout: float = 600.0,
+        precision: str = "auto",
     ):
+        if precision not in PRECISIONS:
+            raise EmbeddingError(f"KB_EMBEDDING_PRECISION must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+        self._precision = precision
         self._model_name = model
         self._device = device
         self._batch_size = batch_size
@@ -125,7 +129,8 @@ class FlagEmbedder:
         self._cache = _LruCache(query_cache_size)
         self._folder = resolve_model_folder(model)
         self._dimension = self._read_dimension(self._folder) if self._folder else None
-        self._model: Any = None
+        self._model: Any = None  # the FlagEmbedding object (loading code and reference encoder)
+        self._fast: _FastEncoder | None = None
         self._bge_m3 = bool(self._folder and is_bge_m3(self._folder, model))
         self._loaded = threading.Event()
         self._start_lock = threading.Lock()
@@ -191,7 +196,7 @@ class FlagEmbedder:
         started = time.perf_counter()
         try:
             device = self._device or _default_device()
-            use_fp16 = device.startswith("cuda")
+            use_fp16 = device.startswith("cuda") and self._precision in ("auto", "fp16")
             # Everything is local by now; never let a library reach for the hub.
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -203,10 +208,14 @@ class FlagEmbedder:
             else:
                 model = FlagModel(str(self._folder), use_fp16=use_fp16, devices=device, pooling_method="mean",
                                   normalize_embeddings=True)
+            precision = resolve_precision(self._precision, device)
+            self._fast = _FastEncoder(model, bge_m3=self._bge_m3, device=device, precision=precision,
+                                      batch_size=self._batch_size)
+            self._fast.encode(["warm up"], max_length=16)  # the first forward pays for lazy initialisation
             self._model = model
             seconds = time.perf_counter() - started
             self._state = ModelState("ready", self._model_name, f"{'BGE-M3' if self._bge_m3 else 'FlagModel'} "
-                                     f"on {device}{' fp16' if use_fp16 else ''}, dim {self._dimension}", seconds)
+                                     f"on {device}, {precision}, dim {self._dimension}", seconds)
             log.info("embedding model %s ready in %.1f s (%s)", self._model_name, seconds, self._state.detail)
         except Exception as exc:  # noqa: BLE001 - any load failure degrades to BM25 only
             self._state = ModelState("unavailable", self._model_name,
@@ -225,18 +234,22 @@ class FlagEmbedder:
 
     # -- encoding ------------------------------------------------------------------------------------
     def _encode(self, texts: list[str], *, query: bool) -> list[Vector]:
-        model = self._ready_model()
-        method = model.encode_queries if query else model.encode_corpus
-        kwargs: dict[str, Any] = {"batch_size": self._batch_size, "max_length": self._max_length}
-        if self._bge_m3:
-            kwargs.update(return_dense=True, return_sparse=False, return_colbert_vecs=False)
+        self._ready_model()
+        assert self._fast is not None
         with self._encode_lock:  # torch already uses every core; concurrent calls only thrash
-            output = method(texts, **kwargs)
-        dense = output["dense_vecs"] if isinstance(output, dict) else output
-        vectors = [[float(x) for x in row] for row in (dense.reshape(1, -1) if dense.ndim == 1 else dense)]
+            dense = self._fast.encode(texts, max_length=self._max_length)
+        vectors = [[float(x) for x in row] for row in dense]
         if len(vectors) != len(texts) or any(len(v) != self._dimension for v in vectors):
             raise EmbeddingError(f"embedding model {self._model_name} returned vectors of an unexpected shape")
         return vectors
+
+    def reference_encode(self, texts: Sequence[str], *, query: bool) -> list[Vector]:
+        """FlagEmbedding's own `encode_queries`/`encode_corpus` with its defaults (benchmarks and tests)."""
+        model = self._ready_model()
+        method = model.encode_queries if query else model.encode_corpus
+        output = method(list(texts), **({"return_dense": True} if self._bge_m3 else {}))
+        dense = output["dense_vecs"] if isinstance(output, dict) else output
+        return [[float(x) for x in row] for row in (dense.reshape(1, -1) if dense.ndim == 1 else dense)]
 
     def encode_queries(self, texts: Sequence[str]) -> list[Vector]:
         results: list[Vector | None] = [self._cache.get(t) for t in texts]
@@ -268,3 +281,86 @@ def _default_device() -> str:
         return "cuda:0" if torch.cuda.is_available() else "cpu"
     except Exception:  # noqa: BLE001
         return "cpu"
+
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
+
+
+def cpu_supports_bf16() -> bool:
+    """bf16 matmuls are fast only where the CPU has them (AVX512-BF16 or AMX); elsewhere they are emulated."""
+    try:
+        import torch
+
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:  # noqa: BLE001
+        try:
+            flags = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+        return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """`auto`: fp16 on a GPU, bf16 on a CPU that has bf16 instructions, fp32 otherwise."""
+    if precision != "auto":
+        return precision
+    if device.startswith("cuda"):
+        return "fp16"
+    return "bf16" if cpu_supports_bf16() else "fp32"
+
+
+class _FastEncoder:
+    """Runs the transformer that FlagEmbedding loaded, without FlagEmbedding's `encode` loop.
+
+    That loop runs its first batch twice (a memory probe), which doubles the cost of a one-text query, and
+    pads ingest batches of 256. Here: texts sorted by length into small batches, one forward each under
+    `inference_mode`, and the weights in the chosen precision. On a CPU with bf16 instructions bf16 halves
+    the memory traffic and keeps cosine >= 0.999 with fp32; int8 (dynamic, per channel) is faster still but
+    measured at cosine 0.95 on all-MiniLM-L6-v2, so it is opt-in only. Pooling matches FlagEmbedding: CLS for
+    BGE-M3, mean otherwise; vectors are L2-normalised in fp32.
+    """
+
+    def __init__(self, flag_model: Any, *, bge_m3: bool, device: str, precision: str, batch_size: int):
+        import torch
+
+        self._torch = torch
+        self._tokenizer = flag_model.tokenizer
+        transformer = flag_model.model.model if bge_m3 else flag_model.model
+        transformer = transformer.to(device).eval()
+        if precision == "bf16":
+            transformer = transformer.to(torch.bfloat16)
+        elif precision == "fp16":
+            transformer = transformer.half()
+        else:
+            transformer = transformer.float()
+        if precision == "int8":
+            from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+            transformer = quantize_dynamic(transformer, {torch.nn.Linear: per_channel_dynamic_qconfig})
+        self.precision = precision
+        self._transformer = transformer
+        self._cls = bge_m3
+        self._device = device
+        self._batch_size = max(1, batch_size)
+
+    def encode(self, texts: Sequence[str], *, max_length: int) -> Any:
+        import numpy as np
+
+        torch = self._torch
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
+        rows: list[Any] = [None] * len(texts)
+        with torch.inference_mode():
+            for start in range(0, len(order), self._batch_size):
+                batch = order[start : start + self._batch_size]
+                inputs = self._tokenizer([texts[i] for i in batch], padding=True, truncation=True,
+                                         max_length=max_length, return_tensors="pt").to(self._device)
+                hidden = self._transformer(**inputs, return_dict=True).last_hidden_state.float()
+                if self._cls:
+                    pooled = hidden[:, 0]
+                else:
+                    mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                    pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+                pooled = torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy()
+                for row, i in zip(pooled, batch, strict=True):
+                    rows[i] = row
+        return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.float32)

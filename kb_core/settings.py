@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
@@ -29,6 +29,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("milvus", "token"): "milvus_token",
     ("embedding", "model"): "embedding_model",
     ("embedding", "device"): "embedding_device",
+    ("embedding", "precision"): "embedding_precision",
     ("upload", "max-bytes"): "max_upload_bytes",
     ("l1", "min-dense-score"): "min_dense_score",
 }
@@ -90,6 +91,8 @@ class Settings(BaseSettings):
     milvus_token: str | None = Field(default=None, description="KB_MILVUS_TOKEN for a Milvus server")
     embedding_model: str = Field(default="BAAI/bge-m3", description="KB_EMBEDDING_MODEL: hub id or folder")
     embedding_device: str | None = Field(default=None, description="KB_EMBEDDING_DEVICE: cpu, cuda, ...")
+    embedding_precision: Literal["auto", "fp32", "bf16", "fp16", "int8"] = Field(
+        default="auto", description="KB_EMBEDDING_PRECISION: auto = fp16 on GPU, bf16 on CPUs with bf16, else fp32")
     max_upload_bytes: int = Field(default=5 * 1024 * 1024, description="KB_MAX_UPLOAD_BYTES")
     min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
                                    description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")

@@ -142,3 +142,20 @@ def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
         assert [e.title for e in kb.index.exact_match("KW_999")] == ["Doc 9", "Doc 99", "Doc 999"]
     finally:
         kb.close()
+
+
+@pytest.mark.parametrize(("precision", "floor"), [("fp32", 0.99999), ("bf16", 0.999)])
+def test_fast_encoder_matches_flagembedding_reference(precision, floor):
+    """Our encode path (one forward per batch, no probe pass) gives FlagEmbedding's vectors on real weights."""
+    from kb_core.testing.model_factory import minilm_path
+
+    embedder = FlagEmbedder(str(minilm_path()), device="cpu", precision=precision)
+    texts = ["如何优化缓存", "ERR_TIMEOUT 超时 支付网关 " * 30, "Refund API partial refund", "x"]
+    ours = embedder.encode_documents(texts)
+    reference = embedder.reference_encode(texts, query=False)
+    assert min(_cos(a, b) for a, b in zip(ours, reference, strict=True)) >= floor
+
+
+def test_invalid_precision_is_refused():
+    with pytest.raises(EmbeddingError, match="KB_EMBEDDING_PRECISION"):
+        FlagEmbedder("x/y", precision="int4")
