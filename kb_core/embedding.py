@@ -112,7 +112,7 @@ class FlagEmbedder:
         model: str,
         *,
         device: str | None = None,
-        batch_size: int = 16,
+        batch_size: int = 4,  # measured: small length-sorted batches beat large ones on CPU
         max_length: int = 1024,
         query_cache_size: int = 1024,
         load_timeout: float = 600.0,
@@ -314,10 +314,11 @@ class _FastEncoder:
 
     That loop runs its first batch twice (a memory probe), which doubles the cost of a one-text query, and
     pads ingest batches of 256. Here: texts sorted by length into small batches, one forward each under
-    `inference_mode`, and the weights in the chosen precision. On a CPU with bf16 instructions bf16 halves
-    the memory traffic and keeps cosine >= 0.999 with fp32; int8 (dynamic, per channel) is faster still but
-    measured at cosine 0.95 on all-MiniLM-L6-v2, so it is opt-in only. Pooling matches FlagEmbedding: CLS for
-    BGE-M3, mean otherwise; vectors are L2-normalised in fp32.
+    `inference_mode`. On a CPU with bf16 instructions the forward runs under bf16 autocast (weights stay
+    fp32): measured about 2x faster than fp32 for both queries and ingest with the BGE-M3-shaped model, and
+    cosine >= 0.999 with fp32 on real all-MiniLM-L6-v2 weights. Casting the weights to bf16 instead was
+    slower for short queries. int8 (dynamic, per channel) measured cosine 0.95 on MiniLM: opt-in only.
+    Pooling matches FlagEmbedding: CLS for BGE-M3, mean otherwise; vectors are L2-normalised in fp32.
     """
 
     def __init__(self, flag_model: Any, *, bge_m3: bool, device: str, precision: str, batch_size: int):
@@ -327,12 +328,7 @@ class _FastEncoder:
         self._tokenizer = flag_model.tokenizer
         transformer = flag_model.model.model if bge_m3 else flag_model.model
         transformer = transformer.to(device).eval()
-        if precision == "bf16":
-            transformer = transformer.to(torch.bfloat16)
-        elif precision == "fp16":
-            transformer = transformer.half()
-        else:
-            transformer = transformer.float()
+        transformer = transformer.half() if precision == "fp16" else transformer.float()
         if precision == "int8":
             from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
@@ -349,7 +345,8 @@ class _FastEncoder:
         torch = self._torch
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
         rows: list[Any] = [None] * len(texts)
-        with torch.inference_mode():
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16")
+        with torch.inference_mode(), autocast:
             for start in range(0, len(order), self._batch_size):
                 batch = order[start : start + self._batch_size]
                 inputs = self._tokenizer([texts[i] for i in batch], padding=True, truncation=True,
