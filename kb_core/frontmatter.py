@@ -90,7 +90,7 @@ def split_body(content: str) -> str:
 
 
 class _SourceTextLoader(yaml.SafeLoader):
-    """SafeLoader that keeps every scalar as its source text and refuses aliases.
+    """SafeLoader that keeps every scalar as its source text and refuses aliases (pure-Python fallback).
 
     No implicit resolvers: `2.0` stays "2.0", `1.10` stays "1.10", `yes` stays "yes", dates stay strings.
     Aliases are refused outright: an alias bomb ("billion laughs") is tiny as YAML but explodes when the
@@ -106,17 +106,45 @@ class _SourceTextLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+if getattr(yaml, "__with_libyaml__", False):
+
+    class _FastSourceTextLoader(yaml.CSafeLoader):  # type: ignore[name-defined,misc]
+        """The same rules on libyaml's C parser (~10x faster: the L0 scan parses every document at start-up).
+        Its composer is C, so aliases are caught afterwards by `_refuse_shared_containers`."""
+
+        yaml_implicit_resolvers: dict = {}
+
+    _LOADER: type = _FastSourceTextLoader
+else:  # pragma: no cover - PyYAML wheels ship libyaml
+    _LOADER = _SourceTextLoader
+
+
+def _refuse_shared_containers(data: Any) -> None:
+    """An alias to a list or mapping loads as the *same* object twice; that is how alias bombs look."""
+    seen: set[int] = set()
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (dict, list)):
+            if id(node) in seen:
+                raise FrontmatterError("YAML aliases are not allowed in frontmatter")
+            seen.add(id(node))
+            stack.extend(node.values() if isinstance(node, dict) else node)
+
+
 def _load_yaml(block: str) -> Any:
     if len(block.encode("utf-8", "surrogatepass")) > MAX_BLOCK_BYTES:
         raise FrontmatterError(f"frontmatter block is larger than {MAX_BLOCK_BYTES // 1024} KiB")
     try:
-        return yaml.load(block, Loader=_SourceTextLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(block, Loader=_LOADER)  # noqa: S506 - SafeLoader subclasses
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f" at line {mark.line + 2}" if mark is not None else ""  # +1 for 1-based, +1 for the '---' line
         raise FrontmatterError(f"invalid YAML{where}: {exc.problem or exc}") from exc
     except yaml.YAMLError as exc:
         raise FrontmatterError(f"invalid YAML: {exc}") from exc
+    _refuse_shared_containers(data)
+    return data
 
 
 def _json_safe(value: Any) -> Any:

@@ -15,6 +15,7 @@ CopyOnWriteArrayList). The automaton is built lazily, once per snapshot, so a bu
 from __future__ import annotations
 
 import bisect
+import codecs
 import logging
 import os
 import threading
@@ -24,7 +25,7 @@ from pathlib import Path, PurePosixPath
 
 import ahocorasick
 
-from kb_core.frontmatter import Frontmatter, parse_frontmatter
+from kb_core.frontmatter import MAX_BLOCK_BYTES, Frontmatter, parse_frontmatter
 from kb_core.text import normalize_term
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,18 @@ class LoadReport:
     skipped: int
     failed: int
     seconds: float
+
+
+_HEAD_BYTES = MAX_BLOCK_BYTES + 8 * 1024  # the frontmatter limit plus room for its delimiters
+
+
+def _read_head(path: Path) -> str:
+    """The start of a file, enough for any acceptable frontmatter block: L0 never needs the body, and the
+    scan should not read megabytes of it at start-up."""
+    with open(path, "rb") as handle:
+        data = handle.read(_HEAD_BYTES)
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    return decoder.decode(data, final=len(data) < _HEAD_BYTES)
 
 
 class _Snapshot:
@@ -204,7 +217,7 @@ class KnowledgeIndex:
             scanned += 1
             display = self.display_path(relative)
             try:
-                content = (self._base / relative).read_bytes().decode("utf-8-sig")
+                content = _read_head(self._base / relative)
             except (OSError, UnicodeDecodeError) as exc:
                 failed += 1
                 log.warning("cannot read %s, skipped: %s", display, exc)
