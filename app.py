@@ -15,15 +15,15 @@ if str(APP_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from pages.sidebar import render_status  # noqa: E402
-from pages.wiring import knowledge_base  # noqa: E402
+from pages.shell.sidebar import render_status  # noqa: E402
+from pages.shell.wiring import knowledge_base  # noqa: E402
 
 st.set_page_config(page_title="Knowledge base console", page_icon="📚", layout="wide")
 
 PAGES = APP_ROOT / "pages"
 navigation = st.navigation(
     [
-        st.Page(PAGES / "playground.py", title="Lookup playground", icon="🔎", url_path="playground", default=True),
+        st.Page(PAGES / "playground.py", title="Lookup playground", icon="🔎", default=True),
         st.Page(PAGES / "documents.py", title="Documents", icon="📚", url_path="documents"),
         st.Page(PAGES / "upload.py", title="Upload", icon="⬆️", url_path="upload"),
         st.Page(PAGES / "tool_calls.py", title="Tool calls", icon="🧾", url_path="tool-calls"),

@@ -5,15 +5,19 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
-  elif command -v sudo >/dev/null 2>&1; then
-    sudo apt-get update -qq
-    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+# chromium for the browser test; CJK and emoji fonts so its screenshots show Chinese text and icons.
+APT_PACKAGES="chromium fonts-noto-cjk fonts-noto-color-emoji"
+missing=""
+for package in $APT_PACKAGES; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing="$missing $package"
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else SUDO="none"; fi
+  if [ "$SUDO" = none ]; then
+    echo "warning: cannot install$missing without root; the browser test needs chromium" >&2
   else
-    echo "warning: chromium is missing and cannot be installed without root; the browser test will fail" >&2
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
   fi
 fi
 

@@ -373,6 +373,7 @@ def bench_ingest(workdir: Path, *, bge_path: Path, chunks: int, docs: int) -> di
     gc.collect()
 
     # Whole uploads: parse, chunk, embed (kb_core path), write, index.
+    (root / "kb").mkdir(parents=True, exist_ok=True)
     kb = open_knowledge_base(load_settings(app_root=root / "kb", embedding_model=str(bge_path),
                                            database_url=f"sqlite:///{root}/kb/kb.sqlite3"))
     kb.embedder.wait_ready()
@@ -492,11 +493,13 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.sizes:
                 print(f"L0 at {n:,} documents ...", file=sys.stderr)
                 report["l0"].append(bench_l0(n, workdir, repeat=args.repeat))
+                args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
         if "lookups" not in args.skip:
             print("lookups ...", file=sys.stderr)
             variants = ["configured"] + ([] if bge is None else ["flagembedding-fp32", "kb-fp32", "kb-auto"])
             report["lookups"] = bench_lookups(workdir, docs=args.l1_docs, queries=args.l1_queries, bge_path=bge,
                                               configured_model=configured, variants=variants)
+            args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
         if "ingest" not in args.skip and bge is not None:
             print("ingest ...", file=sys.stderr)
             report["ingest"] = bench_ingest(workdir, bge_path=bge, chunks=args.ingest_chunks, docs=args.ingest_docs)

@@ -55,10 +55,10 @@ class KnowledgeBaseStatus:
     @property
     def l1_mode(self) -> str:
         if self.dense_search:
-            return "hybrid (dense + BM25)"
+            return "L1 is hybrid: dense vectors + BM25 full text"
         if self.model.state == "loading":
-            return "full text (BM25) while the model loads"
-        return "full text (BM25) only"
+            return "L1 runs on full text (BM25) while the model loads"
+        return "L1 runs on full text only (BM25)"
 
 
 class KnowledgeBase:

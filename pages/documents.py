@@ -6,7 +6,7 @@ import streamlit as st
 
 from kb_core import KnowledgeBaseError
 from kb_core.frontmatter import split_body
-from pages.wiring import knowledge_base
+from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
 st.title("📚 Documents")
@@ -80,16 +80,17 @@ with tab_list:
 
     shown = [d for d in documents if visible(d)]
     st.caption(f"{len(shown)} of {len(documents)} documents")
-    st.dataframe(
-        [{"id": d.id, "title": (d.frontmatter or {}).get("title", ""), "category": d.category,
-          "keywords": ", ".join(keywords_of(d)), "status": d.status.value, "chunks": d.chunk_count,
-          "size": d.size_bytes, "updated (UTC)": d.updated_at.strftime("%Y-%m-%d %H:%M"), "file": d.file_path}
-         for d in shown],
-        hide_index=True,
-        column_config={"size": st.column_config.NumberColumn("size", format="%d B")},
-    )
     if not documents:
         st.info("No documents yet: upload some, or use Maintenance → Sync folder for files already on disk.")
+    else:
+        st.dataframe(
+            [{"id": d.id, "title": (d.frontmatter or {}).get("title", ""), "category": d.category,
+              "keywords": ", ".join(keywords_of(d)), "status": d.status.value.lower(), "chunks": d.chunk_count,
+              "size": d.size_bytes, "updated (UTC)": d.updated_at.strftime("%Y-%m-%d %H:%M"), "file": d.file_path}
+             for d in shown],
+            hide_index=True,
+            column_config={"size": st.column_config.NumberColumn("size", format="%d B")},
+        )
 
     by_label = {f"{d.file_path} (#{d.id})": d for d in shown}
     picked = st.selectbox("Inspect a document", list(by_label), index=None, key="inspect",
@@ -97,15 +98,23 @@ with tab_list:
     if picked:
         doc = by_label[picked]
         st.subheader((doc.frontmatter or {}).get("title") or doc.file_name)
-        st.caption(f"`{doc.file_path}` · {doc.status.value} · {doc.chunk_count} chunks · model `{doc.embedding_model}`")
+        st.caption(f"`{doc.file_path}` · {doc.status.value.lower()} · {doc.chunk_count} chunks · "
+                   f"model `{doc.embedding_model}`")
         if doc.last_error:
             st.error(doc.last_error)
         t_meta, t_content, t_chunks = st.tabs(["Frontmatter", "Content", "Chunks in Milvus"])
         with t_meta:
-            if doc.frontmatter is None:
+            meta = doc.frontmatter
+            if meta is None:
                 st.warning("No valid frontmatter: this document is reachable through L1 only.")
             else:
-                st.json(doc.frontmatter)
+                st.markdown(f"**Title** {meta.get('title') or '—'}  \n**Summary** {meta.get('summary') or '—'}")
+                st.markdown("**Keywords** " + (" ".join(f"`{k}`" for k in meta.get("keywords", [])) or "—"))
+                st.caption(f"Stored under category `{doc.category}`"
+                           + (f"; frontmatter says `{meta['category']}`" if meta.get("category") else ""))
+                if meta.get("extra"):
+                    st.markdown("**Other fields**")
+                    st.json(meta["extra"], expanded=False)
         with t_content:
             content = kb.read_document(doc.file_path)
             if content is None:
@@ -120,7 +129,7 @@ with tab_list:
                         st.text(chunk.text)
             except KnowledgeBaseError as exc:
                 st.error(str(exc))
-        a1, a2, _ = st.columns([1, 1, 4])
+        a1, a2, _ = st.columns([1, 1, 10])
         if a1.button("Re-index", key=f"reindex-{doc.id}"):
             try:
                 kb.reindex(doc.id)
@@ -140,7 +149,7 @@ with tab_list:
     if pending:
         names = [d.file_path for d in documents if d.id in pending]
         st.warning("Delete for good (file, database row, vectors and L0 entry)?  \n" + "  \n".join(names))
-        c1, c2, _ = st.columns([1, 1, 4])
+        c1, c2, _ = st.columns([1, 1, 10])
         c1.button("Confirm delete", type="primary", on_click=_delete, args=(list(pending),))
         c2.button("Cancel", on_click=lambda: state.update(confirm_delete=None))
 

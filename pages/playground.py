@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import streamlit as st
 
 from kb_core import KnowledgeBaseError
 from kb_core.frontmatter import split_body
 from kb_core.text import normalize_term
-from pages.wiring import knowledge_base
+from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
 st.title("🔎 Lookup playground")
@@ -18,6 +19,11 @@ st.caption("Runs the very same `lookup_knowledge` an agent calls (logged with ca
 state = st.session_state
 state.setdefault("history", [])
 state.setdefault("run_query", False)
+
+
+def _demote_headings(markdown: str) -> str:
+    """A document's own `#` headings would dwarf the panel: render them three levels smaller."""
+    return re.sub(r"^(#{1,3}) ", lambda m: "#" * min(len(m.group(1)) + 3, 6) + " ", markdown, flags=re.MULTILINE)
 
 
 def _rerun(query: str, section: str | None) -> None:
@@ -75,16 +81,17 @@ else:
                 ":orange-badge[confidence: low]"
             st.markdown(f":blue-badge[{primary['matchType']}] {badge}  \n`{primary['source']}`")
             with st.container(height=420):
-                st.markdown(split_body(primary["content"]))
+                st.markdown(_demote_headings(split_body(primary["content"])))
     with col_supplement:
         st.subheader("Supplement")
         supplement = payload["supplement"]
         if supplement is None:
-            st.caption("L1 was not called." if not trace.l1_called else "L1 found no relevant chunk.")
+            st.caption("L1 was not called: the L0 answer is unique." if not trace.l1_called
+                       else "L1 found no relevant chunk.")
         else:
             st.markdown(f":violet-badge[{supplement['matchType']}]  \n`{supplement['source']}`")
             with st.container(height=420):
-                st.markdown(supplement["content"])
+                st.markdown(_demote_headings(supplement["content"]))
 
     st.subheader("Why")
     timing = " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in trace.timings_ms.items())
@@ -116,7 +123,7 @@ else:
         st.caption("No chunk passed the relevance check.")
 
     st.subheader("Raw JSON (what the agent receives)")
-    st.code(json.dumps(payload, ensure_ascii=False, indent=2), language="json")
+    st.code(json.dumps(payload, ensure_ascii=False, indent=2), language="json", wrap_lines=True)
 
 if state.history:
     st.subheader("Recent queries")

@@ -6,7 +6,7 @@ import streamlit as st
 
 from kb_core import KnowledgeBaseError
 from kb_core.call_stats import is_miss, misses_by_query, percentile
-from pages.wiring import knowledge_base
+from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
 st.title("🧾 Tool calls")

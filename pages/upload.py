@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import DocumentError, KnowledgeBaseError
-from pages.wiring import knowledge_base
+from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
 st.title("⬆️ Upload documents")

@@ -9,7 +9,7 @@ import streamlit as st
 from conftest import NO_MODEL, doc
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+APP = str(Path(__file__).resolve().parent / "app_entry.py")
 PAYMENT = "knowledge_base/api/payment-errors.md"
 
 
@@ -41,15 +41,16 @@ def run_page(page: str, **session) -> AppTest:
         at.session_state[key] = value
     at.run()
     if page != "playground":
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"../pages/{page}.py").run()
     return at
 
 
-@pytest.mark.parametrize("page", ["playground", "documents", "upload"])
-def test_every_page_renders_without_exception(app_root, page):
+@pytest.mark.parametrize("page", ["playground", "documents", "upload", "tool_calls"])
+def test_every_page_renders_without_exception_and_with_the_sidebar(app_root, page):
     at = run_page(page)
     assert not at.exception, at.exception
     assert at.title[0].value
+    assert [m.label for m in at.sidebar.metric] == ["L0", "Database", "Milvus"]
 
 
 def test_sidebar_shows_store_counts_and_model_state(synced_sample):
@@ -62,9 +63,7 @@ def test_sidebar_shows_store_counts_and_model_state(synced_sample):
 
 
 def test_sidebar_flags_a_mismatch(app_root, sample_root):
-    # AppTest runs a switched-to page without the entry script, so sidebar checks use the default page;
-    # the browser test sees the sidebar on every page.
-    at = run_page("playground")  # files on disk, nothing synced yet
+    at = run_page("documents")  # files on disk, nothing synced yet; the sidebar is on every page
     assert any("Mismatch" in w.value and "Sync folder" in w.value for w in at.sidebar.warning)
 
 
@@ -90,7 +89,7 @@ def test_two_uploaded_files_show_up_in_documents_and_one_can_be_deleted(app_root
     results = at.dataframe[0].value
     assert list(results["result"]) == ["indexed", "indexed"]
 
-    at.switch_page("pages/documents.py").run()
+    at.switch_page("../pages/documents.py").run()
     table = at.dataframe[0].value
     assert set(table["file"]) == {"knowledge_base/api/payment-errors.md", "knowledge_base/api/refunds.md"}
 
@@ -200,7 +199,7 @@ def test_tool_calls_page_lists_calls_misses_and_latency(synced_sample):
     at = _lookup(run_page("playground"), "ERR_TIMEOUT")
     _lookup(at, "完全不存在的内容XYZ")
     _lookup(at, "如何优化缓存")
-    at.switch_page("pages/tool_calls.py").run()
+    at.switch_page("../pages/tool_calls.py").run()
     assert not at.exception, at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Calls"] == "3" and metrics["p50 latency"].endswith("ms") and metrics["p95 latency"].endswith("ms")

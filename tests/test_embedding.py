@@ -78,7 +78,7 @@ def test_without_a_model_l1_is_full_text_only(open_kb):
     kb = open_kb(model=NO_MODEL)
     status = kb.status()
     assert status.model.state == "unavailable" and not status.dense_search
-    assert status.l1_mode == "full text (BM25) only"
+    assert status.l1_mode == "L1 runs on full text only (BM25)"
     text = "---\ntitle: 缓存\nkeywords: [Redis]\nsummary: s\n---\n# 缓存优化\n\n如何优化缓存命中率\n"
     kb.upload("cache.md", text.encode(), "domain")
     hit = kb.lookup("如何优化缓存").trace.l1_hits[0]

@@ -98,8 +98,9 @@ def test_a_database_outage_never_breaks_a_lookup(sample_kb, monkeypatch, caplog)
 
 
 def test_module_level_helper_uses_the_default_knowledge_base(monkeypatch, sample_root):
-    import kb_core.bootstrap as bootstrap
     from conftest import NO_MODEL
+
+    import kb_core.bootstrap as bootstrap
 
     monkeypatch.setenv("KB_APP_ROOT", str(sample_root))
     monkeypatch.setenv("KB_EMBEDDING_MODEL", NO_MODEL)

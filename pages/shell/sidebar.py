@@ -31,7 +31,6 @@ def render_status(kb: KnowledgeBase) -> None:
         st.caption(f"**Files** {counts.files} under `{status.base_path}`")
         st.caption(f"**Database** `{status.database_url}`")
         st.caption(f"**Milvus** `{status.milvus_uri}` · collection `{status.milvus_collection}`")
-        st.caption(f"**Model** `{status.model.model_id}` {_MODEL_BADGE.get(status.model.state, status.model.state)}")
-        if status.model.state != "ready":
-            st.caption(f"L1 runs on full text only. {status.model.detail}")
-        st.caption(f"**L1** {status.l1_mode}")
+        badge = _MODEL_BADGE.get(status.model.state, status.model.state)
+        st.caption(f"**Model** `{status.model.model_id}` {badge}", help=status.model.detail)
+        st.caption(f"**Search** {status.l1_mode}")
