@@ -129,15 +129,15 @@ with tab_list:
                         st.text(chunk.text)
             except KnowledgeBaseError as exc:
                 st.error(str(exc))
-        a1, a2, _ = st.columns([1, 1, 10])
-        if a1.button("Re-index", key=f"reindex-{doc.id}"):
+        actions = st.container(horizontal=True)
+        if actions.button("Re-index", key=f"reindex-{doc.id}"):
             try:
                 kb.reindex(doc.id)
                 state.flash = ("success", f"Re-indexed {doc.file_path}")
             except KnowledgeBaseError as exc:
                 state.flash = ("error", str(exc))
             st.rerun()
-        if a2.button("Delete…", key=f"delete-{doc.id}"):
+        if actions.button("Delete…", key=f"delete-{doc.id}"):
             state.confirm_delete = [doc.id]
 
     st.divider()
@@ -149,9 +149,9 @@ with tab_list:
     if pending:
         names = [d.file_path for d in documents if d.id in pending]
         st.warning("Delete for good (file, database row, vectors and L0 entry)?  \n" + "  \n".join(names))
-        c1, c2, _ = st.columns([1, 1, 10])
-        c1.button("Confirm delete", type="primary", on_click=_delete, args=(list(pending),))
-        c2.button("Cancel", on_click=lambda: state.update(confirm_delete=None))
+        confirm = st.container(horizontal=True)
+        confirm.button("Confirm delete", type="primary", on_click=_delete, args=(list(pending),))
+        confirm.button("Cancel", on_click=lambda: state.update(confirm_delete=None))
 
 with tab_keywords:
     claims = kb.keyword_map()
