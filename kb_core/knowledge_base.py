@@ -157,7 +157,10 @@ class KnowledgeBase:
         except KnowledgeBaseError as exc:
             db_count, database_error = None, str(exc)
         try:
-            milvus_count: int | None = len(self.vectors.document_ids())
+            # Every page render shows this: compare chunk totals (two cheap counts) and list the document ids
+            # in Milvus (a scan of every chunk) only when the totals disagree.
+            chunks_agree = db_count is not None and self.vectors.count_chunks() == self.metadata.count_chunks()
+            milvus_count: int | None = db_count if chunks_agree else len(self.vectors.document_ids())
         except KnowledgeBaseError as exc:
             milvus_count, milvus_error = None, str(exc)
         return KnowledgeBaseStatus(

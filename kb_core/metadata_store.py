@@ -241,6 +241,10 @@ class MetadataStore:
         with self._read() as session:
             return int(session.scalar(select(func.count()).select_from(ApiDocument)) or 0)
 
+    def count_chunks(self) -> int:
+        with self._read() as session:
+            return int(session.scalar(select(func.coalesce(func.sum(ApiDocument.chunk_count), 0))) or 0)
+
     def set_status(self, doc_id: int, status: DocumentStatus, last_error: str | None) -> None:
         with self._write("update document status") as session:
             row = session.get(ApiDocument, doc_id)

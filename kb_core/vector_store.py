@@ -226,14 +226,31 @@ class MilvusVectorStore:
         return sorted(chunks, key=lambda c: c.chunk_no)
 
     def document_ids(self) -> set[int]:
+        """Every document id with chunks in the collection (iterates: no row limit)."""
+        ids: set[int] = set()
         try:
-            rows = self.client().query(self._collection, filter="doc_id >= 0", output_fields=["doc_id"],
-                                       consistency_level="Strong", limit=16384)
+            iterator = self.client().query_iterator(self._collection, batch_size=5000, filter="doc_id >= 0",
+                                                    output_fields=["doc_id"], consistency_level="Strong")
+            try:
+                while batch := iterator.next():
+                    ids.update(int(r["doc_id"]) for r in batch)
+            finally:
+                iterator.close()
         except KnowledgeBaseError:
             raise
         except Exception as exc:  # noqa: BLE001
             raise VectorStoreError(f"cannot list documents in Milvus: {exc}") from exc
-        return {int(r["doc_id"]) for r in rows}
+        return ids
+
+    def count_chunks(self) -> int:
+        try:
+            rows = self.client().query(self._collection, filter="", output_fields=["count(*)"],
+                                       consistency_level="Strong")
+        except KnowledgeBaseError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise VectorStoreError(f"cannot count chunks in Milvus: {exc}") from exc
+        return int(rows[0]["count(*)"]) if rows else 0
 
     def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]:
         hits = self._search([query], "sparse", {"metric_type": "BM25"}, limit, category)

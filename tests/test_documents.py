@@ -364,3 +364,14 @@ def test_opening_reports_a_lite_directory_locked_by_another_process(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_status_flags_vectors_missing_behind_our_back(kb):
+    first = kb.upload("a.md", PAYMENT.encode(), "api").document
+    kb.upload("b.md", CACHE.encode(), "domain")
+    kb.vectors.delete_document(first.id)  # e.g. someone dropped rows in Milvus directly
+    counts = kb.status().counts
+    assert (counts.database, counts.milvus) == (2, 1)
+    assert not counts.consistent and any("re-index" in p for p in counts.problems)
+    kb.reindex(first.id)
+    assert kb.status().counts.consistent
