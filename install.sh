@@ -13,8 +13,8 @@ for package in $APT_PACKAGES; do
 done
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else SUDO="none"; fi
-  if [ "$SUDO" = none ]; then
-    echo "warning: cannot install$missing without root; the browser test needs chromium" >&2
+  if [ "$SUDO" = none ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "warning: cannot install$missing here (needs apt and root); the browser test needs chromium" >&2
   else
     $SUDO apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing

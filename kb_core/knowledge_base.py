@@ -9,6 +9,7 @@ from kb_core.documents import DeleteOutcome, DocumentService, Progress, ReindexR
 from kb_core.embedding import FlagEmbedder, ModelState
 from kb_core.errors import KnowledgeBaseError
 from kb_core.keyword_index import KeywordClaim, KnowledgeIndex
+from kb_core.l1_search import VectorSearcher
 from kb_core.lint import UploadPreview, preview_upload
 from kb_core.lookup import HybridLookup, LookupResult
 from kb_core.metadata_store import DocumentRecord, MetadataStore, ToolCallRecord
@@ -71,7 +72,7 @@ class KnowledgeBase:
         embedder: FlagEmbedder,
         documents: DocumentService,
         lookup: HybridLookup,
-        searcher,
+        searcher: VectorSearcher,
     ):
         self.settings = settings
         self.index = index
