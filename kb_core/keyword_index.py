@@ -58,6 +58,12 @@ class L0Match:
 
     entry: KnowledgeEntry
     keywords: tuple[str, ...]
+    # the keywords the query contains; the others contain the query (Spec 3.1's two directions)
+    contained_in_query: tuple[str, ...] = ()
+
+    def explain(self) -> list[str]:
+        return [f"query contains “{k}”" if k in self.contained_in_query else f"“{k}” contains the query"
+                for k in self.keywords]
 
 
 @dataclass(frozen=True)
@@ -144,23 +150,26 @@ class _Snapshot:
             return []
         self.ensure_built()
         hits: dict[int, list[str]] = {}
+        inside: dict[int, list[str]] = {}
 
-        def hit(owner_id: int) -> None:
+        def hit(owner_id: int, contained: bool = False) -> None:
             pos, keyword = self.owners[owner_id]
             found = hits.setdefault(pos, [])
             if keyword not in found:
                 found.append(keyword)
+            if contained and keyword not in inside.setdefault(pos, []):
+                inside[pos].append(keyword)
 
         if self.automaton is not None:
             for _end, ids in self.automaton.iter(term):
                 for owner_id in ids:
-                    hit(owner_id)
+                    hit(owner_id, contained=True)
         if len(term) <= self.longest:
             joined, start = self.joined, 0
             while (at := joined.find(term, start)) != -1:
                 hit(bisect.bisect_right(self.offsets, at) - 1)
                 start = at + 1
-        return [L0Match(self.entries[pos], tuple(hits[pos])) for pos in sorted(hits)]
+        return [L0Match(self.entries[pos], tuple(hits[pos]), tuple(inside.get(pos, ()))) for pos in sorted(hits)]
 
 
 class KnowledgeIndex:

@@ -9,7 +9,6 @@ import streamlit as st
 
 from kb_core import KnowledgeBaseError
 from kb_core.frontmatter import split_body
-from kb_core.text import normalize_term
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -97,15 +96,11 @@ else:
     timing = " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in trace.timings_ms.items())
     st.caption(f"request `{trace.request_id}` · {timing}")
     st.markdown(f"**L0** — {len(trace.l0_matches)} document(s) matched")
-    normalized_query = normalize_term(trace.query)
     for match in trace.l0_matches:
         chips = " ".join(
             f":orange-background[**{kw}**]" if kw in match.keywords else f"`{kw}`" for kw in match.entry.keywords
         )
-        how = ", ".join(
-            f"query contains “{kw}”" if normalize_term(kw) in normalized_query else f"“{kw}” contains the query"
-            for kw in match.keywords
-        )
+        how = ", ".join(match.explain())
         st.markdown(f"- `{match.entry.file_path}` — {match.entry.title}  \n  {chips}  \n  _{how}_")
     for stale in trace.stale_sources:
         st.markdown(f"- ~~`{stale}`~~ matched but its file is gone (skipped)")

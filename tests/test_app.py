@@ -210,3 +210,11 @@ def test_tool_calls_page_lists_calls_misses_and_latency(synced_sample):
 
     at.selectbox(key="f_found").set_value("not found").run()
     assert list(at.dataframe[0].value["query"]) == ["完全不存在的内容XYZ"]
+
+
+def test_sidebar_offers_to_sync_files_not_yet_indexed(app_root, sample_root):
+    at = run_page("playground")
+    at.sidebar.button(key="sidebar-sync").click().run()
+    assert not at.exception, at.exception
+    assert {m.label: m.value for m in at.sidebar.metric} == {"L0": "9", "Database": "10", "Milvus": "10"}
+    assert not [w for w in at.sidebar.warning if "Mismatch" in w.value]

@@ -7,7 +7,9 @@ Never skipped: CI installs `chromium` with apt (never `playwright install`).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -59,11 +61,9 @@ def _wait_healthy(url: str, server: subprocess.Popen, log: Path, deadline_s: flo
     pytest.fail(f"streamlit did not become healthy within {deadline_s:.0f} s:\n{log.read_text(errors='replace')}")
 
 
-@pytest.fixture
-def server(tmp_path):
-    """A real `streamlit run app.py` on a free port over a fresh, empty application root."""
-    root = tmp_path / "root"
-    root.mkdir()
+@contextlib.contextmanager
+def _serve(root: Path, tmp_path: Path):
+    """`streamlit run app.py` on a free port over `root`; stopped on the way out, even on failure."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")}
     env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
@@ -91,7 +91,32 @@ def server(tmp_path):
 
 
 @pytest.fixture
-def page(server):
+def server(tmp_path):
+    """A real `streamlit run app.py` over a fresh, empty application root."""
+    root = tmp_path / "root"
+    root.mkdir()
+    with _serve(root, tmp_path) as served:
+        yield served
+
+
+@pytest.fixture
+def sample_server(tmp_path):
+    """The same over a copy of the shipped sample, synced first by a separate process (Milvus Lite admits one
+    process at a time, and the server must be the one holding it)."""
+    root = tmp_path / "root"
+    shutil.copytree(REPO / "knowledge_base", root / "knowledge_base")
+    env = {**os.environ, "KB_APP_ROOT": str(root), "KB_EMBEDDING_MODEL": NO_MODEL}
+    for name in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", "from kb_core import open_knowledge_base as o; o().sync()"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with _serve(root, tmp_path) as served:
+        yield served
+
+
+@pytest.fixture
+def page():
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with `apt-get install chromium` "
                     "(never `playwright install`)")
@@ -256,3 +281,27 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     raw = page.get_by_test_id("stCode")
     expect(raw).to_contain_text('"found": false')
     expect(raw).not_to_contain_text(SOURCE)
+
+
+@pytest.mark.timeout(240)
+def test_an_ambiguous_query_shows_both_panels_and_why(sample_server, page):
+    """The sample's "超时" is claimed by two documents: primary (low confidence) + L1 supplement + the why."""
+    from playwright.sync_api import expect
+
+    _open(page, sample_server, "", "Lookup playground")
+    for store, count in (("L0", "9"), ("Database", "10"), ("Milvus", "10")):
+        expect(_sidebar_metric(page, store)).to_have_text(count)
+    _look_up(page, "超时")
+    expect(page.get_by_text("confidence: low", exact=True)).to_be_visible()
+    expect(page.get_by_text("semantic_L1", exact=True).first).to_be_visible()
+    expect(page.get_by_text("several L0 hits: L1 called to supplement")).to_be_visible()
+    raw = page.get_by_test_id("stCode")
+    expect(raw).to_contain_text('"source": "knowledge_base/api/payment-errors.md"')
+    expect(raw).to_contain_text('"source": "knowledge_base/troubleshooting/timeout.md"')
+    _screenshot(page, "playground-why.png")
+
+    _open(page, sample_server, "documents", "Documents")
+    page.get_by_role("tab", name="Keyword map").click()
+    expect(page.get_by_text("Ambiguous keywords")).to_be_visible()
+    _wait_idle(page)
+    _screenshot(page, "keyword-map.png")

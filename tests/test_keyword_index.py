@@ -281,3 +281,10 @@ def test_property_exact_match_never_returns_duplicates_and_agrees_with_naive(key
         if q and any(normalize_term(k) and (normalize_term(k) in q or q in normalize_term(k)) for k in e.keywords)
     ]
     assert found == naive
+
+
+def test_matches_explain_their_direction(payment_index):
+    [match] = payment_index.match("支付网关超时问题")
+    assert set(match.contained_in_query) == {"支付网关", "超时"}
+    [partial] = payment_index.match("支付")
+    assert partial.contained_in_query == () and partial.explain() == ["“支付网关” contains the query"]

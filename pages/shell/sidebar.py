@@ -28,6 +28,17 @@ def render_status(kb: KnowledgeBase) -> None:
             st.error(f"Milvus: {status.milvus_error}")
         for problem in counts.problems:
             st.warning(f"Mismatch: {problem}")
+        if counts.database is not None and counts.files > counts.database:
+            # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
+            if st.button("Sync folder now", key="sidebar-sync", help="Index the .md files found on disk"):
+                with st.spinner("Indexing the files on disk…"):
+                    try:
+                        report = kb.sync()
+                    except KnowledgeBaseError as exc:
+                        st.error(str(exc))
+                    else:
+                        st.success(f"{len(report.added)} added, {len(report.updated)} updated")
+                        st.rerun()
         st.caption(f"**Files** {counts.files} under `{status.base_path}`")
         st.caption(f"**Database** `{status.database_url}`")
         st.caption(f"**Milvus** `{status.milvus_uri}` · collection `{status.milvus_collection}`")
