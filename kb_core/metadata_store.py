@@ -40,8 +40,9 @@ def _aware(value: datetime | None) -> datetime | None:
 
 
 @dataclass(frozen=True)
-class DocumentRecord:
-    id: int
+class DocumentValues:
+    """What the document service writes for one document."""
+
     file_name: str
     category: str
     file_path: str
@@ -51,7 +52,14 @@ class DocumentRecord:
     size_bytes: int
     chunk_count: int
     embedding_model: str | None
-    last_error: str | None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DocumentRecord(DocumentValues):
+    """A stored document: what was written, plus its id and times (UTC)."""
+
+    id: int
     created_at: datetime
     updated_at: datetime
 
@@ -71,22 +79,6 @@ class DocumentRecord:
         values["created_at"] = _aware(row.created_at)
         values["updated_at"] = _aware(row.updated_at)
         return cls(**values)
-
-
-@dataclass(frozen=True)
-class DocumentValues:
-    """What the document service writes for one document."""
-
-    file_name: str
-    category: str
-    file_path: str
-    status: DocumentStatus
-    metadata_json: str | None
-    content_sha256: str
-    size_bytes: int
-    chunk_count: int
-    embedding_model: str | None
-    last_error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Upload a document, find it in the playground, inspect and delete it on the Documents page, and check the
 playground no longer finds it. Screenshots of each page land in `test-artifacts/` for a human to look at.
-Never skipped: CI installs `chromium` with apt (never `playwright install`).
+Never skipped: CI installs `chromium` with apt; playwright never downloads a browser of its own.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def sample_server(tmp_path):
 def page():
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with `apt-get install chromium` "
-                    "(never `playwright install`)")
+                    "(playwright must not download a browser of its own)")
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
