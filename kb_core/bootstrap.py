@@ -43,8 +43,9 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     vectors.warm_up()
     if load_model and embedder.available:
         embedder.start_loading()
-    searcher = VectorSearcher(vectors, embedder if dimension else None, min_dense_score=settings.min_dense_score)
-    documents = DocumentService(index, metadata, vectors, embedder if dimension else None,
+    dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
+    searcher = VectorSearcher(vectors, dense_embedder, min_dense_score=settings.min_dense_score)
+    documents = DocumentService(index, metadata, vectors, dense_embedder,
                                 max_upload_bytes=settings.max_upload_bytes)
     kb = KnowledgeBase(settings, index, metadata, vectors, embedder, documents, HybridLookup(index, searcher),
                        searcher)

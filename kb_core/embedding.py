@@ -233,7 +233,7 @@ class FlagEmbedder:
         return self._model
 
     # -- encoding ------------------------------------------------------------------------------------
-    def _encode(self, texts: list[str], *, query: bool) -> list[Vector]:
+    def _encode(self, texts: list[str]) -> list[Vector]:
         self._ready_model()
         assert self._fast is not None
         with self._encode_lock:  # torch already uses every core; concurrent calls only thrash
@@ -255,7 +255,8 @@ class FlagEmbedder:
         results: list[Vector | None] = [self._cache.get(t) for t in texts]
         missing = [t for t, v in zip(texts, results, strict=True) if v is None]
         if missing:
-            fresh = dict(zip(missing, self._encode(list(dict.fromkeys(missing)), query=True), strict=False))
+            unique = list(dict.fromkeys(missing))  # a text asked for twice is encoded once
+            fresh = dict(zip(unique, self._encode(unique), strict=True))
             for t in missing:
                 self._cache.put(t, fresh[t])
             results = [v if v is not None else fresh[t] for t, v in zip(texts, results, strict=True)]
@@ -268,7 +269,7 @@ class FlagEmbedder:
         vectors: list[Vector] = []
         step = max(self._batch_size * 4, 1)
         for start in range(0, len(texts), step):
-            vectors.extend(self._encode(texts[start : start + step], query=False))
+            vectors.extend(self._encode(texts[start : start + step]))
             if progress is not None:
                 progress(len(vectors), len(texts))
         return vectors

@@ -279,9 +279,8 @@ class MilvusVectorStore:
 
     @staticmethod
     def _row(hit: Any) -> ChunkRow:
-        entity = hit.get("entity", hit) if isinstance(hit, dict) or hasattr(hit, "get") else hit
-        if not isinstance(entity, dict) or "doc_id" not in entity:
-            entity = hit
+        # search hits nest the fields under "entity"; query rows are the fields themselves
+        entity = hit.get("entity") or hit
         dense = entity.get("dense")
         return ChunkRow(
             doc_id=int(entity["doc_id"]),

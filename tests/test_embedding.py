@@ -159,3 +159,10 @@ def test_fast_encoder_matches_flagembedding_reference(precision, floor):
 def test_invalid_precision_is_refused():
     with pytest.raises(EmbeddingError, match="KB_EMBEDDING_PRECISION"):
         FlagEmbedder("x/y", precision="int4")
+
+
+def test_repeated_queries_in_one_call_get_their_own_vectors(tiny_model):
+    embedder = FlagEmbedder(str(tiny_model), device="cpu")
+    a, b = embedder.encode_queries(["超时", "缓存"])
+    fresh = FlagEmbedder(str(tiny_model), device="cpu")
+    assert fresh.encode_queries(["超时", "超时", "缓存"]) == [a, a, b]

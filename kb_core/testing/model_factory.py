@@ -231,17 +231,9 @@ def build_bge_m3_shaped(
     has only ~1.5k pieces; the extra rows are never indexed by the tokenizer but make parameter count, memory
     and the sparse head's ``vocab_size``-wide scatter match the real model.
     """
-    return _build(
-        Path(target_dir),
-        num_layers=num_layers,
-        hidden_size=hidden_size,
-        heads=heads,
-        intermediate=intermediate,
-        vocab_texts=vocab_texts,
-        seed=seed,
-        vocab_size=vocab_size,
-        spm_vocab_size=1500,
-        init_std=init_std,
+    return build_tiny_bge_m3(
+        target_dir, num_layers=num_layers, hidden_size=hidden_size, heads=heads, intermediate=intermediate,
+        vocab_texts=vocab_texts, seed=seed, vocab_size=vocab_size, spm_vocab_size=1500, init_std=init_std,
     )
 
 
