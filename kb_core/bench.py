@@ -38,8 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb_core.keyword_index import KnowledgeIndex
-from kb_core.text import normalize_term
+from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.stats import percentile
+from kb_core.terms import normalize_term
 
 log = logging.getLogger("kb_core.bench")
 
@@ -136,8 +137,10 @@ def query_mix(corpus: Corpus, *, count: int = 100, seed: int = 11) -> dict[str, 
 
 # -- measurement helpers ------------------------------------------------------------------------------------
 def _percentile(values: Sequence[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(p / 100 * len(ordered)) - 1))]
+    value = percentile(values, p)
+    if value is None:
+        raise ValueError("no samples")
+    return value
 
 
 def _time_calls(fn: Callable[[str], Any], queries: Sequence[str], repeat: int) -> list[float]:
@@ -284,11 +287,11 @@ def _lookup_queries(corpus: Corpus, count: int, seed: int = 5) -> dict[str, list
 def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | None, configured_model: str,
                   variants: Sequence[str]) -> dict[str, Any]:
     from kb_core.bootstrap import open_knowledge_base
-    from kb_core.documents import DocumentService
-    from kb_core.embedding import FlagEmbedder
-    from kb_core.l1_search import VectorSearcher
-    from kb_core.lookup import HybridLookup
+    from kb_core.documents.service import DocumentService
+    from kb_core.retrieval.l1_search import VectorSearcher
+    from kb_core.retrieval.lookup import HybridLookup
     from kb_core.settings import load_settings
+    from kb_core.storage.embedding import FlagEmbedder
 
     results: dict[str, Any] = {}
     root = workdir / "l1"
@@ -359,9 +362,9 @@ def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | No
 # -- ingest -------------------------------------------------------------------------------------------------
 def bench_ingest(workdir: Path, *, bge_path: Path, chunks: int, docs: int) -> dict[str, Any]:
     from kb_core.bootstrap import open_knowledge_base
-    from kb_core.chunking import chunk_markdown
-    from kb_core.embedding import FlagEmbedder
+    from kb_core.documents.chunking import chunk_markdown
     from kb_core.settings import load_settings
+    from kb_core.storage.embedding import FlagEmbedder
 
     root = workdir / "ingest"
     corpus = generate_corpus(root / "source", max(docs, 8), seed=31, min_kb=2, max_kb=8)

@@ -7,16 +7,16 @@ import logging
 import threading
 import time
 
-from kb_core import text_analysis
-from kb_core.documents import DocumentService
-from kb_core.embedding import FlagEmbedder
-from kb_core.keyword_index import KnowledgeIndex
+from kb_core import terms as text_analysis
+from kb_core.documents.service import DocumentService
 from kb_core.knowledge_base import KnowledgeBase
-from kb_core.l1_search import VectorSearcher
-from kb_core.lookup import HybridLookup
-from kb_core.metadata_store import MetadataStore
+from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.retrieval.l1_search import VectorSearcher
+from kb_core.retrieval.lookup import HybridLookup
 from kb_core.settings import Settings, load_settings
-from kb_core.vector_store import MilvusVectorStore, collection_name
+from kb_core.storage.embedding import FlagEmbedder
+from kb_core.storage.metadata_store import MetadataStore
+from kb_core.storage.vector_store import MilvusVectorStore, collection_name
 
 log = logging.getLogger(__name__)
 

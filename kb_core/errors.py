@@ -1,4 +1,21 @@
-"""The one exception root of kb_core: pages catch `KnowledgeBaseError` and show it."""
+"""Every error kb_core raises on purpose, under one root: pages catch `KnowledgeBaseError` and show it.
+
+```
+KnowledgeBaseError
+├── InvalidInputError        the caller's input is wrong: fix it and try again
+│   ├── SettingsError        a setting (env KB_*, kb.yaml); the message names it
+│   ├── FrontmatterError     a frontmatter block that is not usable
+│   └── ToolArgumentError    `lookup_knowledge` arguments an agent got wrong
+├── BackendError             a backend failed: retry, or fix the backend
+│   ├── MetadataStoreError   the SQL database
+│   ├── VectorStoreError     Milvus
+│   └── EmbeddingError       the embedding model
+└── DocumentError            a document operation failed at `step`; what it changed was undone
+    └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
+```
+
+Messages are written for the person who sees them: what failed, and what to do about it.
+"""
 
 from __future__ import annotations
 
@@ -7,5 +24,50 @@ class KnowledgeBaseError(Exception):
     """Root of every error kb_core raises on purpose. The message is written for the person who sees it."""
 
 
-class SettingsError(KnowledgeBaseError, ValueError):
+class InvalidInputError(KnowledgeBaseError):
+    """The input is wrong (a file, a setting, tool arguments); nothing was changed."""
+
+
+class SettingsError(InvalidInputError):
     """A setting is invalid; the message names the setting."""
+
+
+class FrontmatterError(InvalidInputError):
+    """Why a block is not usable frontmatter; `parse_frontmatter` turns it into a WARN and `None`."""
+
+
+class ToolArgumentError(InvalidInputError):
+    """`lookup_knowledge` was called with arguments it cannot use; the agent gets the message as `error`."""
+
+
+class BackendError(KnowledgeBaseError):
+    """A backend (database, Milvus, embedding model) failed; the message says what was being done."""
+
+
+class MetadataStoreError(BackendError):
+    """The database failed; the message says what was being done."""
+
+
+class VectorStoreError(BackendError):
+    """Milvus failed; the message says what was being done."""
+
+
+class EmbeddingError(BackendError):
+    """The embedding model is unavailable or failed on the given texts."""
+
+
+class DocumentError(KnowledgeBaseError):
+    """A document operation failed at `step`; everything it had changed was undone (unless it says not)."""
+
+    def __init__(self, step: str, message: str, *, prefix_step: bool = True):
+        super().__init__(f"{step} failed: {message}" if prefix_step else message)
+        self.step = step
+
+
+class UploadRejected(DocumentError, InvalidInputError):
+    """The upload was refused before anything was written."""
+
+    STEP = "validate"
+
+    def __init__(self, message: str):
+        super().__init__(self.STEP, message, prefix_step=False)

@@ -5,17 +5,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kb_core.documents import DeleteOutcome, DocumentService, Progress, ReindexReport, SyncReport, UploadOutcome
-from kb_core.embedding import FlagEmbedder, ModelState
+from kb_core.agent.tool import CallRecorder, LookupTool, ToolResponse
+from kb_core.documents.lint import UploadPreview, preview_upload
+from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, SyncReport, UploadOutcome
 from kb_core.errors import KnowledgeBaseError
-from kb_core.keyword_index import KeywordClaim, KnowledgeIndex
-from kb_core.l1_search import VectorSearcher
-from kb_core.lint import UploadPreview, preview_upload
-from kb_core.lookup import HybridLookup, LookupResult
-from kb_core.metadata_store import DocumentRecord, MetadataStore, ToolCallRecord
+from kb_core.progress import Progress
+from kb_core.retrieval.keyword_index import KeywordClaim, KnowledgeIndex
+from kb_core.retrieval.l1_search import VectorSearcher
+from kb_core.retrieval.lookup import HybridLookup, LookupResult
 from kb_core.settings import Settings
-from kb_core.tool import CallRecorder, LookupTool, ToolResponse
-from kb_core.vector_store import ChunkRow, MilvusVectorStore
+from kb_core.storage.embedding import ModelState
+from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
+from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,9 @@ class KnowledgeBase:
         self,
         settings: Settings,
         index: KnowledgeIndex,
-        metadata: MetadataStore,
-        vectors: MilvusVectorStore,
-        embedder: FlagEmbedder,
+        metadata: MetadataRepository,
+        vectors: ChunkStore,
+        embedder: Embedder,
         documents: DocumentService,
         lookup: HybridLookup,
         searcher: VectorSearcher,

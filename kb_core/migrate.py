@@ -8,8 +8,8 @@ import logging
 import sys
 
 from kb_core.errors import KnowledgeBaseError
-from kb_core.metadata_store import MetadataStore
 from kb_core.settings import load_settings
+from kb_core.storage.metadata_store import MetadataStore
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -150,8 +150,7 @@ class Settings(BaseSettings):
 
     # -- derived paths ---------------------------------------------------------------------------------
     def resolve_path(self, value: str | Path) -> Path:
-        path = Path(value).expanduser()
-        return path if path.is_absolute() else self.app_root / path
+        return resolve_path(value, self.app_root)
 
     @property
     def base_dir(self) -> Path:
@@ -167,6 +166,13 @@ class Settings(BaseSettings):
         if self.milvus_uri and "://" in self.milvus_uri:
             return self.milvus_uri
         return str(self.resolve_path(self.milvus_uri or "kb_milvus.db"))
+
+
+def resolve_path(value: str | os.PathLike[str], app_root: str | os.PathLike[str]) -> Path:
+    """The one path resolver: `~` expanded, relative paths taken against the application root. Settings and
+    the L0 index both use it, so they never disagree about where `base_path` is."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else Path(app_root) / path
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -1,7 +1,11 @@
-"""Tokenising the way Milvus' jieba analyzer does, for the L1 relevance filter and the "why" panel.
+"""How text becomes comparable terms; shared by documents, retrieval and storage (imports nothing of kb_core).
 
-Milvus Lite cannot report how it analysed a query (`run_analyzer` is unimplemented), so the relevance
-filter re-tokenises with jieba itself, with the same stop words the collection's analyzer drops.
+- `normalize_term`: NFKC + casefold + trim, the one normalisation of keywords and queries (L0 matching,
+  keyword de-duplication, grouping of tool-call misses).
+- `terms` / `coverage` / `STOP_WORDS`: tokenising the way Milvus' jieba analyzer does, for the L1
+  relevance filter and the "why" panel. Milvus Lite cannot report how it analysed a query (`run_analyzer`
+  is unimplemented), so the filter re-tokenises with jieba itself, with the same stop words the
+  collection's analyzer drops.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import unicodedata
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +26,17 @@ STOP_WORDS = frozenset(
     at from this that these those it its as can could should would i you we they he she my your our me
     """.split()
 )
+
+
+
+def normalize_term(text: str) -> str:
+    """NFKC, casefold, trim: "ＥＲＲ＿ＴＩＭＥＯＵＴ " and "err_timeout" normalise alike.
+
+    NUL is dropped because the L0 index uses it as a separator between keywords.
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return folded.replace("\x00", "").strip()
+
 
 _WORD = re.compile(r"[^\W_]", re.UNICODE)
 _jieba_lock = threading.Lock()

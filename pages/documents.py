@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import KnowledgeBaseError
-from kb_core.frontmatter import split_body
+from kb_core.documents.frontmatter import split_body
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import KnowledgeBaseError
-from kb_core.call_stats import is_miss, misses_by_query, percentile
+from kb_core.agent.call_stats import is_miss, misses_by_query, percentile
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()

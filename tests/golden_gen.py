@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kb_core.frontmatter import parse_frontmatter  # noqa: E402
+from kb_core.documents.frontmatter import parse_frontmatter  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "golden" / "frontmatter"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kb_core.bench import NaiveIndex, generate_corpus, main, query_mix
-from kb_core.keyword_index import KnowledgeIndex
+from kb_core.retrieval.keyword_index import KnowledgeIndex
 
 
 def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatch):

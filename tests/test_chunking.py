@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb_core.chunking import chunk_markdown
+from kb_core.documents.chunking import chunk_markdown
 
 DOC = """---
 title: T

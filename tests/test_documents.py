@@ -11,9 +11,9 @@ from conftest import NO_MODEL, assert_consistent, doc
 from sqlalchemy.exc import OperationalError
 
 from kb_core import KnowledgeBaseError
-from kb_core.db_models import DocumentStatus
-from kb_core.documents import DocumentError
-from kb_core.validation import UploadRejected
+from kb_core.documents.service import DocumentError
+from kb_core.documents.validation import UploadRejected
+from kb_core.storage.db_models import DocumentStatus
 
 PAYMENT = doc("支付网关错误码定义", ["ERR_TIMEOUT", "超时", "支付网关"], "记录了支付网关所有核心错误码的含义及排查方向",
               "# 支付网关错误码\n\n## 1. 超时类错误\n\nERR_TIMEOUT 表示渠道在 3 秒内未响应，需要查询订单最终状态。\n")
@@ -188,7 +188,7 @@ def inject(kb, monkeypatch, where: str) -> None:
     elif where == "database commit":
         monkeypatch.setattr(kb.metadata, "unit_of_work", lambda: _commit_fails(kb.metadata))
     elif where == "file write":
-        import kb_core.documents as documents
+        import kb_core.documents.service as documents
 
         monkeypatch.setattr(documents.os, "replace", _boom)
     else:  # pragma: no cover
@@ -240,7 +240,7 @@ def test_error_names_the_failed_step(kb, monkeypatch):
 def test_failed_delete_leaves_a_state_that_a_retry_completes(kb, monkeypatch, tmp_path, where):
     record = kb.upload("a.md", PAYMENT.encode(), "api").document
     if where == "database commit":
-        from kb_core.metadata_store import MetadataStoreError
+        from kb_core.storage.metadata_store import MetadataStoreError
 
         def fail(_doc_id):
             raise MetadataStoreError("injected: cannot delete the document row")
@@ -276,7 +276,7 @@ def test_failed_file_removal_is_recorded_and_retry_completes(kb, monkeypatch, tm
 
 
 def test_database_outage_before_writing_refuses_cleanly(kb, monkeypatch, tmp_path):
-    from kb_core.metadata_store import MetadataStoreError
+    from kb_core.storage.metadata_store import MetadataStoreError
 
     def down(_path):
         raise MetadataStoreError("injected: cannot read from the database")

@@ -8,7 +8,7 @@ import math
 import pytest
 from conftest import NO_MODEL, assert_consistent
 
-from kb_core.embedding import EmbeddingError, FlagEmbedder
+from kb_core.storage.embedding import EmbeddingError, FlagEmbedder
 
 
 def _cos(a, b):
@@ -35,7 +35,7 @@ def test_loading_happens_in_the_background(tiny_model):
 
 
 def test_unavailable_model_says_so_once_and_refuses_to_invent_vectors(caplog):
-    with caplog.at_level(logging.WARNING, logger="kb_core.embedding"):
+    with caplog.at_level(logging.WARNING, logger="kb_core.storage.embedding"):
         embedder = FlagEmbedder("BAAI/bge-m3-not-cached-here")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "full text" in warnings[0].getMessage()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kb_core import Frontmatter, has_frontmatter, parse_frontmatter
-from kb_core.frontmatter import FrontmatterError, parse_frontmatter_strict, split_body
+from kb_core.documents.frontmatter import FrontmatterError, parse_frontmatter_strict, split_body
 
 GOLDEN = Path(__file__).parent / "golden" / "frontmatter"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.md"))
@@ -54,7 +54,7 @@ def test_req_1_2_no_frontmatter_returns_none_without_raising(caplog):
 
 def test_req_1_3_malformed_frontmatter_logs_one_warn_and_returns_none(caplog):
     content = "---\ntitle: 缺少结束标记\nkeywords: [ERR_TIMEOUT\n# 正文\n"
-    with caplog.at_level(logging.WARNING, logger="kb_core.frontmatter"):
+    with caplog.at_level(logging.WARNING, logger="kb_core.documents.frontmatter"):
         assert parse_frontmatter(content, source="bad.md") is None
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1

@@ -151,9 +151,10 @@ def test_trace_explains_the_decision(index):
 
 
 def test_one_info_line_per_lookup_with_request_id(index, caplog):
-    with caplog.at_level(logging.INFO, logger="kb_core.lookup"):
+    with caplog.at_level(logging.INFO, logger="kb_core.retrieval.lookup"):
         result = HybridLookup(index, RecordingL1()).lookup("ERR_TIMEOUT")
-    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO and r.name == "kb_core.lookup"]
+    infos = [r.getMessage() for r in caplog.records
+             if r.levelno == logging.INFO and r.name == "kb_core.retrieval.lookup"]
     assert len(infos) == 1 and result.trace.request_id in infos[0]
 
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kb_core.mcp import build_server
-from kb_core.tool import TOOL_DESCRIPTION
+from kb_core.agent.mcp_server import build_server
+from kb_core.agent.tool import TOOL_DESCRIPTION
 
 PAYMENT = "knowledge_base/api/payment-errors.md"
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import inspect, text
 
-from kb_core.db_models import DocumentStatus
-from kb_core.metadata_store import DocumentValues, MetadataStore, MetadataStoreError, redact_url
+from kb_core.storage.db_models import DocumentStatus
+from kb_core.storage.metadata_store import DocumentValues, MetadataStore, MetadataStoreError, redact_url
 
 VALUES = DocumentValues(
     file_name="支付-errors 🚀.md",
@@ -100,7 +100,7 @@ def test_tool_calls_are_recorded(store):
 
 
 def test_two_processes_migrating_at_once_both_succeed(db_url):
-    code = ("import sys; from kb_core.metadata_store import MetadataStore; "
+    code = ("import sys; from kb_core.storage.metadata_store import MetadataStore; "
             "MetadataStore(sys.argv[1]).migrate(); print('ok')")
     procs = [subprocess.Popen([sys.executable, "-c", code, db_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(3)]

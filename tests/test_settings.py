@@ -82,3 +82,14 @@ def test_embedded_defaults_live_under_the_app_root(tmp_path):
     assert settings.resolved_milvus_uri == str(tmp_path / "kb_milvus.db")
     remote = load_settings(app_root=tmp_path, milvus_uri="http://milvus:19530")
     assert remote.resolved_milvus_uri == "http://milvus:19530"
+
+
+def test_settings_and_l0_index_resolve_base_path_alike(tmp_path, monkeypatch):
+    """One resolver: `~` in base_path means the home directory to both, not a folder named '~'."""
+    from kb_core import KnowledgeIndex
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    settings = load_settings(app_root=tmp_path, base_path="~/kb")
+    index = KnowledgeIndex(settings.base_path, app_root=settings.app_root)
+    assert settings.base_dir == index.base_dir == tmp_path / "home/kb"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kb_core import TOOL_NAME, lookup_knowledge, openai_tool_schema
-from kb_core.call_stats import misses_by_query, percentile
+from kb_core.agent.call_stats import misses_by_query, percentile
 
 REPO = Path(__file__).resolve().parent.parent
 PAYMENT = "knowledge_base/api/payment-errors.md"
@@ -79,7 +79,7 @@ def test_req_7_2_every_call_is_recorded(sample_kb):
 
 
 def test_a_database_outage_never_breaks_a_lookup(sample_kb, monkeypatch, caplog):
-    from kb_core.metadata_store import MetadataStoreError
+    from kb_core.storage.metadata_store import MetadataStoreError
 
     calls = []
 
@@ -89,7 +89,7 @@ def test_a_database_outage_never_breaks_a_lookup(sample_kb, monkeypatch, caplog)
         raise MetadataStoreError("injected: cannot record a tool call: server has gone away")
 
     monkeypatch.setattr(sample_kb.metadata, "record_tool_call", down)
-    with caplog.at_level("WARNING", logger="kb_core.tool"):
+    with caplog.at_level("WARNING", logger="kb_core.agent.tool"):
         answers = [sample_kb.lookup_knowledge("ERR_TIMEOUT") for _ in range(3)]
         assert all(a["found"] for a in answers)
         sample_kb.flush_call_log()

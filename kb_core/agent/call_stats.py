@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from kb_core.metadata_store import ToolCallRecord
-from kb_core.text import normalize_term
+from kb_core.stats import percentile
+from kb_core.storage.metadata_store import ToolCallRecord
+from kb_core.terms import normalize_term
+
+__all__ = ["MissGroup", "is_miss", "misses_by_query", "percentile"]
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,3 @@ def misses_by_query(calls: Sequence[ToolCallRecord]) -> list[MissGroup]:
             sources=sources,
         ))
     return sorted(result, key=lambda g: (-g.not_found, -g.calls, g.query))
-
-
-def percentile(values: Sequence[float], p: float) -> float | None:
-    """Nearest-rank percentile (p in 0..100); `None` for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[min(rank, len(ordered)) - 1]

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from kb_core.agent.tool import MAX_QUERY_CHARS, TOOL_DESCRIPTION, TOOL_NAME
 from kb_core.knowledge_base import KnowledgeBase
-from kb_core.tool import MAX_QUERY_CHARS, TOOL_DESCRIPTION, TOOL_NAME
 
 log = logging.getLogger(__name__)
 

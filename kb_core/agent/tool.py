@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kb_core.lookup import HybridLookup, LookupResult
+from kb_core.errors import ToolArgumentError
+from kb_core.retrieval.lookup import HybridLookup, LookupResult
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +53,6 @@ def openai_tool_schema() -> dict[str, Any]:
     """The tool as an OpenAI-style function-calling schema (also accepted by LangChain's `bind_tools`)."""
     return {"type": "function", "function": {"name": TOOL_NAME, "description": TOOL_DESCRIPTION,
                                              "parameters": INPUT_SCHEMA}}
-
-
-class ToolArgumentError(ValueError):
-    pass
 
 
 def validate_arguments(arguments: Any) -> tuple[str, str | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb_core.frontmatter import split_body
+from kb_core.documents.frontmatter import split_body
 
 DEFAULT_MAX_CHARS = 800
 DEFAULT_OVERLAP = 100

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from kb_core.text import normalize_term
+from kb_core.errors import FrontmatterError
+from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +45,6 @@ class Frontmatter:
             "category": self.category,
             "extra": self.extra,
         }
-
-
-class FrontmatterError(ValueError):
-    """Why a block is not usable frontmatter; `parse_frontmatter` turns it into a WARN and `None`."""
 
 
 @dataclass(frozen=True)

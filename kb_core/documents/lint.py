@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict
+from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
 from kb_core.errors import KnowledgeBaseError
-from kb_core.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict
-from kb_core.keyword_index import KnowledgeIndex
-from kb_core.validation import decode_markdown, validate_category, validate_file_name
+from kb_core.retrieval.keyword_index import KnowledgeIndex
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 

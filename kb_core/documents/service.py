@@ -15,37 +15,24 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kb_core.chunking import Chunk, chunk_markdown
-from kb_core.db_models import DocumentStatus
-from kb_core.embedding import FlagEmbedder
-from kb_core.errors import KnowledgeBaseError
-from kb_core.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict
-from kb_core.keyword_index import KnowledgeEntry, KnowledgeIndex
-from kb_core.metadata_store import DocumentRecord, DocumentValues, MetadataStore
-from kb_core.validation import UploadRejected, decode_markdown, validate_category, validate_file_name
-from kb_core.vector_store import FULLTEXT_PROFILE, ChunkRow, MilvusVectorStore
+from kb_core.documents.chunking import Chunk, chunk_markdown
+from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
+from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
+from kb_core.errors import DocumentError, FrontmatterError, KnowledgeBaseError, UploadRejected
+from kb_core.progress import Progress, no_progress
+from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex
+from kb_core.storage.db_models import DocumentStatus
+from kb_core.storage.metadata_store import DocumentRecord, DocumentValues
+from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
+from kb_core.storage.vector_store import FULLTEXT_PROFILE
 
 log = logging.getLogger(__name__)
 
-# progress(stage, done, total): stages are "parsing", "chunking", "embedding", "saving", "indexing", "done".
-Progress = Callable[[str, int, int], None]
-
-
-def _no_progress(stage: str, done: int, total: int) -> None:
-    pass
-
-
-class DocumentError(KnowledgeBaseError):
-    """A document operation failed at `step`; everything it had changed was undone (unless it says not)."""
-
-    def __init__(self, step: str, message: str):
-        super().__init__(f"{step} failed: {message}")
-        self.step = step
-
+__all__ = ["DeleteOutcome", "DocumentError", "DocumentService", "Progress", "ReindexReport", "SyncReport",
+           "UploadOutcome"]
 
 @dataclass(frozen=True)
 class UploadOutcome:
@@ -120,9 +107,9 @@ class DocumentService:
     def __init__(
         self,
         index: KnowledgeIndex,
-        metadata: MetadataStore,
-        vectors: MilvusVectorStore,
-        embedder: FlagEmbedder | None,
+        metadata: MetadataRepository,
+        vectors: ChunkStore,
+        embedder: Embedder | None,
         *,
         max_upload_bytes: int,
     ):
@@ -140,7 +127,7 @@ class DocumentService:
         return self._embedder.model_id if self._embedder is not None else FULLTEXT_PROFILE
 
     # -- preparing -----------------------------------------------------------------------------------
-    def prepare(self, text: str, *, source: str, progress: Progress = _no_progress) -> PreparedDocument:
+    def prepare(self, text: str, *, source: str, progress: Progress = no_progress) -> PreparedDocument:
         progress("parsing", 0, 1)
         warnings: list[str] = []
         problem = None
@@ -169,13 +156,13 @@ class DocumentService:
         if self._embedder is not None:
             progress("embedding", 0, len(texts))
             try:
-                vectors = self._embedder.encode_documents(texts, progress=lambda d, t: progress("embedding", d, t))
+                vectors = self._embedder.encode_documents(texts, progress=progress)
             except Exception as exc:  # noqa: BLE001
                 raise DocumentError("embedding", f"{type(exc).__name__}: {exc}") from exc
         return PreparedDocument(text, fm, problem, chunks, texts, vectors, tuple(warnings))
 
     # -- upload --------------------------------------------------------------------------------------
-    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress = _no_progress) -> UploadOutcome:
+    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress = no_progress) -> UploadOutcome:
         name = validate_file_name(file_name)
         category = validate_category(category)
         text = decode_markdown(data, max_bytes=self._max_upload_bytes, file_name=name)
@@ -361,7 +348,7 @@ class DocumentService:
             log.error("could not record the failed deletion of %d: %s", doc_id, exc)
 
     # -- re-index and sync ---------------------------------------------------------------------------
-    def reindex(self, doc_id: int, *, progress: Progress = _no_progress) -> DocumentRecord:
+    def reindex(self, doc_id: int, *, progress: Progress = no_progress) -> DocumentRecord:
         """Re-parse, re-chunk and re-embed a document from its saved file (e.g. after a model change)."""
         with self._write_lock:
             row = self._metadata.get(doc_id)
@@ -369,7 +356,7 @@ class DocumentService:
                 raise DocumentError("reindex", f"document {doc_id} does not exist")
             return self._index_from_disk(row.file_path, row, progress)
 
-    def reindex_all(self, *, progress: Progress = _no_progress) -> ReindexReport:
+    def reindex_all(self, *, progress: Progress = no_progress) -> ReindexReport:
         rows = self._metadata.list_documents()
         done: list[str] = []
         failed: list[tuple[str, str]] = []
@@ -398,7 +385,7 @@ class DocumentService:
         return self._store(file_path, name, category, data, sha256(data), prepared, existing, write_file=None,
                            progress=progress)
 
-    def sync(self, *, progress: Progress = _no_progress) -> SyncReport:
+    def sync(self, *, progress: Progress = no_progress) -> SyncReport:
         """Index `.md` files placed under the knowledge base by hand; report rows whose file has gone."""
         rows = {r.file_path: r for r in self._metadata.list_documents()}
         on_disk = [self._index.display_path(rel) for rel in self._index.markdown_files()]
@@ -415,7 +402,7 @@ class DocumentService:
                     unchanged.append(file_path)
                     continue
                 with self._write_lock:
-                    self._index_from_disk(file_path, row, _no_progress)
+                    self._index_from_disk(file_path, row, no_progress)
                 (updated if row is not None else added).append(file_path)
             except (KnowledgeBaseError, OSError) as exc:
                 failed.append((file_path, str(exc)))

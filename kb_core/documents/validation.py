@@ -5,16 +5,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from kb_core.errors import KnowledgeBaseError
+from kb_core.errors import UploadRejected
+
+__all__ = ["UploadRejected", "decode_markdown", "validate_category", "validate_file_name"]
 
 CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 MAX_NAME_BYTES = 200  # well under the 255-byte file name limit of common file systems, leaves room for temp names
-
-
-class UploadRejected(KnowledgeBaseError):
-    """The upload was refused before anything was written."""
-
-    step = "validate"
 
 
 def validate_category(category: str) -> str:

@@ -25,8 +25,9 @@ from pathlib import Path, PurePosixPath
 
 import ahocorasick
 
-from kb_core.frontmatter import MAX_BLOCK_BYTES, Frontmatter, parse_frontmatter
-from kb_core.text import normalize_term
+from kb_core.documents.frontmatter import MAX_BLOCK_BYTES, Frontmatter, parse_frontmatter
+from kb_core.settings import resolve_path
+from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +182,7 @@ class KnowledgeIndex:
         root = Path(app_root) if app_root is not None else Path.cwd()
         self._display_base = configured
         self._app_root = root
-        self._base = Path(base_path) if Path(base_path).is_absolute() else root / Path(base_path)
+        self._base = resolve_path(base_path, root)
         self._snapshot = _Snapshot(())
         self._write_lock = threading.Lock()
 
@@ -197,8 +198,7 @@ class KnowledgeIndex:
 
     def resolve(self, file_path: str | os.PathLike[str]) -> Path | None:
         """The real path of a display path (or an absolute one), or `None` when it lies outside the base."""
-        raw = Path(file_path)
-        candidate = raw if raw.is_absolute() else self._app_root / raw
+        candidate = resolve_path(file_path, self._app_root)
         try:
             real = candidate.resolve()
             base = self._base.resolve()
@@ -326,9 +326,6 @@ class KnowledgeIndex:
 
     def __len__(self) -> int:
         return len(self._snapshot.entries)
-
-    def len(self) -> int:  # the issue's contract names it `len()`; `len(index)` works too
-        return len(self)
 
     def __contains__(self, file_path: object) -> bool:
         return file_path in self._snapshot.position

@@ -12,10 +12,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kb_core import text_analysis
-from kb_core.embedding import FlagEmbedder
-from kb_core.lookup import L1Hit
-from kb_core.vector_store import ChunkRow, MilvusVectorStore
+from kb_core import terms as text_analysis
+from kb_core.retrieval.lookup import L1Hit
+from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder
 
 log = logging.getLogger(__name__)
 
@@ -31,12 +30,12 @@ class _Candidate:
 
 
 class VectorSearcher:
-    """Implements `L1Searcher` over a `MilvusVectorStore` and an optional embedder."""
+    """Implements `L1Searcher` over a `ChunkStore` and an optional `Embedder`."""
 
     def __init__(
         self,
-        store: MilvusVectorStore,
-        embedder: FlagEmbedder | None,
+        store: ChunkStore,
+        embedder: Embedder | None,
         *,
         min_coverage: float = 0.5,
         min_dense_score: float = 0.4,

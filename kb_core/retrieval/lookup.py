@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from kb_core.keyword_index import KnowledgeIndex, L0Match
+from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match
 
 log = logging.getLogger(__name__)
 

@@ -13,34 +13,17 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from kb_core.errors import KnowledgeBaseError
+from kb_core.errors import EmbeddingError
+from kb_core.progress import Progress
+from kb_core.storage.ports import Vector
 
 log = logging.getLogger(__name__)
 
-Vector = list[float]
-Progress = Callable[[int, int], None]
-
-
-class EmbeddingError(KnowledgeBaseError):
-    """The embedding model is unavailable or failed on the given texts."""
-
-
-@runtime_checkable
-class Embedder(Protocol):
-    @property
-    def model_id(self) -> str: ...
-
-    @property
-    def dimension(self) -> int: ...
-
-    def encode_queries(self, texts: Sequence[str]) -> list[Vector]: ...
-
-    def encode_documents(self, texts: Sequence[str], progress: Progress | None = None) -> list[Vector]: ...
 
 
 @dataclass(frozen=True)
@@ -271,7 +254,7 @@ class FlagEmbedder:
         for start in range(0, len(texts), step):
             vectors.extend(self._encode(texts[start : start + step]))
             if progress is not None:
-                progress(len(vectors), len(texts))
+                progress("embedding", len(vectors), len(texts))
         return vectors
 
 

@@ -23,16 +23,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from kb_core.db_models import ApiDocument, DocumentStatus, ToolCall, utcnow
-from kb_core.errors import KnowledgeBaseError, SettingsError
+from kb_core.errors import MetadataStoreError, SettingsError
+from kb_core.storage.db_models import ApiDocument, DocumentStatus, ToolCall, utcnow
 
 log = logging.getLogger(__name__)
 
 _MIGRATION_LOCK = "kb_core_migrate"
-
-
-class MetadataStoreError(KnowledgeBaseError):
-    """The database failed; the message says what was being done."""
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -144,7 +140,7 @@ class MetadataStore:
         try:
             with self._migration_lock() as connection:
                 cfg = AlembicConfig()
-                cfg.set_main_option("script_location", "kb_core:migrations")
+                cfg.set_main_option("script_location", "kb_core.storage:migrations")
                 cfg.attributes["connection"] = connection
                 command.upgrade(cfg, revision)
                 connection.commit()

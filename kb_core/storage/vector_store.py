@@ -12,13 +12,16 @@ import hashlib
 import logging
 import re
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kb_core.errors import KnowledgeBaseError
-from kb_core.text_analysis import STOP_WORDS
+from kb_core.errors import KnowledgeBaseError, VectorStoreError
+from kb_core.storage.ports import ChunkRow, ScoredChunk
+from kb_core.terms import STOP_WORDS
+
+__all__ = ["ChunkRow", "FULLTEXT_PROFILE", "MilvusVectorStore", "ScoredChunk", "collection_name"]
 
 log = logging.getLogger(__name__)
 
@@ -38,31 +41,6 @@ MAX_TEXT = 65535
 FULLTEXT_PROFILE = "fulltext"
 
 
-class VectorStoreError(KnowledgeBaseError):
-    """Milvus failed; the message says what was being done."""
-
-
-@dataclass(frozen=True)
-class ChunkRow:
-    doc_id: int
-    source: str
-    category: str
-    chunk_no: int
-    heading: str
-    text: str
-    dense: list[float] | None = None
-
-    @property
-    def chunk_id(self) -> str:
-        return f"{self.doc_id}:{self.chunk_no}"
-
-
-@dataclass(frozen=True)
-class ScoredChunk:
-    row: ChunkRow
-    score: float  # BM25: higher is better (Lite's negative distances are flipped); dense: cosine
-
-
 def collection_name(model_id: str | None, dimension: int | None) -> str:
     """`kb_bge_m3_1024_1a2b3c` for a model, `kb_fulltext` without one."""
     if not model_id or not dimension:
@@ -74,6 +52,17 @@ def collection_name(model_id: str | None, dimension: int | None) -> str:
 
 def is_local_uri(uri: str) -> bool:
     return "://" not in uri
+
+
+@contextmanager
+def _milvus(what: str) -> Iterator[None]:
+    """Turn whatever pymilvus raises (a zoo of types) into a `VectorStoreError` saying `what` failed."""
+    try:
+        yield
+    except KnowledgeBaseError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - pymilvus raises many unrelated types
+        raise VectorStoreError(f"{what}: {exc}") from exc
 
 
 def _escape(value: str) -> str:
@@ -185,50 +174,34 @@ class MilvusVectorStore:
                     raise VectorStoreError(f"chunk {row.chunk_id} has no {self._dense_dim}-d vector")
                 item["dense"] = row.dense
             data.append(item)
-        try:
+        with _milvus(f"cannot write {len(rows)} chunks to Milvus"):
             self.client().upsert(self._collection, data)
             # Lite rebuilds BM25 statistics per query until the segment is flushed (DESIGN.md).
             self.client().flush(self._collection)
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - pymilvus raises a zoo of types
-            raise VectorStoreError(f"cannot write {len(rows)} chunks to Milvus: {exc}") from exc
 
     def delete_document(self, doc_id: int) -> None:
-        try:
+        with _milvus(f"cannot delete the vectors of document {doc_id}"):
             self.client().delete(self._collection, filter=f"doc_id == {int(doc_id)}")
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise VectorStoreError(f"cannot delete the vectors of document {doc_id}: {exc}") from exc
 
     def delete_chunks_from(self, doc_id: int, first_chunk_no: int) -> None:
         """Drop a document's chunks numbered `first_chunk_no` and up (left over from a longer version)."""
-        try:
+        with _milvus(f"cannot delete stale chunks of document {doc_id}"):
             stale = f"doc_id == {int(doc_id)} and chunk_no >= {int(first_chunk_no)}"
             self.client().delete(self._collection, filter=stale)
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise VectorStoreError(f"cannot delete stale chunks of document {doc_id}: {exc}") from exc
 
     # -- reads ---------------------------------------------------------------------------------------
     def chunks_of(self, doc_id: int, *, with_vectors: bool = False) -> list[ChunkRow]:
         fields = _OUTPUT + (["dense"] if with_vectors and self._dense_dim is not None else [])
-        try:
+        with _milvus(f"cannot read the chunks of document {doc_id}"):
             rows = self.client().query(self._collection, filter=f"doc_id == {int(doc_id)}", output_fields=fields,
                                        consistency_level="Strong", limit=16384)
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise VectorStoreError(f"cannot read the chunks of document {doc_id}: {exc}") from exc
         chunks = [self._row(r) for r in rows]
         return sorted(chunks, key=lambda c: c.chunk_no)
 
     def document_ids(self) -> set[int]:
         """Every document id with chunks in the collection (iterates: no row limit)."""
         ids: set[int] = set()
-        try:
+        with _milvus("cannot list documents in Milvus"):
             iterator = self.client().query_iterator(self._collection, batch_size=5000, filter="doc_id >= 0",
                                                     output_fields=["doc_id"], consistency_level="Strong")
             try:
@@ -236,20 +209,12 @@ class MilvusVectorStore:
                     ids.update(int(r["doc_id"]) for r in batch)
             finally:
                 iterator.close()
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise VectorStoreError(f"cannot list documents in Milvus: {exc}") from exc
         return ids
 
     def count_chunks(self) -> int:
-        try:
+        with _milvus("cannot count chunks in Milvus"):
             rows = self.client().query(self._collection, filter="", output_fields=["count(*)"],
                                        consistency_level="Strong")
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise VectorStoreError(f"cannot count chunks in Milvus: {exc}") from exc
         return int(rows[0]["count(*)"]) if rows else 0
 
     def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]:
@@ -269,12 +234,8 @@ class MilvusVectorStore:
                                   "output_fields": _OUTPUT, "consistency_level": "Strong"}
         if category:
             kwargs["filter"] = f'category == "{_escape(category)}"'
-        try:
+        with _milvus(f"Milvus {field} search failed"):
             result = self.client().search(self._collection, data=data, **kwargs)
-        except KnowledgeBaseError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise VectorStoreError(f"Milvus {field} search failed: {exc}") from exc
         return list(result[0]) if result else []
 
     @staticmethod

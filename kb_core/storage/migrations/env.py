@@ -3,7 +3,7 @@ in `config.attributes["connection"]`; the operator command `python -m kb_core.mi
 
 from alembic import context
 
-from kb_core.db_models import Base
+from kb_core.storage.db_models import Base
 
 config = context.config
 target_metadata = Base.metadata

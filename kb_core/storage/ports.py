@@ -1,0 +1,125 @@
+"""The ports the services depend on: what they need of the metadata store, the chunk store and the
+embedder, as `Protocol`s, plus the chunk values that cross the boundary.
+
+`DocumentService`, `VectorSearcher` and `KnowledgeBase` are typed against these, never against
+`MetadataStore`, `MilvusVectorStore` or `FlagEmbedder`, so a test double (or another backend) only has to
+provide these methods. The composition root (`kb_core.bootstrap`) is the one place that names the adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from kb_core.progress import Progress
+
+if TYPE_CHECKING:
+    from kb_core.storage.db_models import DocumentStatus
+    from kb_core.storage.embedding import ModelState
+    from kb_core.storage.metadata_store import DocumentRecord, DocumentValues, ToolCallRecord
+
+Vector = list[float]
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """One chunk as stored in the vector store: its text, where it comes from, and its dense vector."""
+
+    doc_id: int
+    source: str
+    category: str
+    chunk_no: int
+    heading: str
+    text: str
+    dense: list[float] | None = None
+
+    @property
+    def chunk_id(self) -> str:
+        return f"{self.doc_id}:{self.chunk_no}"
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    row: ChunkRow
+    score: float  # BM25: higher is better (Lite's negative distances are flipped); dense: cosine
+
+
+@runtime_checkable
+class MetadataRepository(Protocol):
+    """Document rows and the tool-call log (SQL: `MetadataStore`)."""
+
+    @property
+    def url(self) -> str: ...
+
+    def unit_of_work(self) -> AbstractContextManager[Any]: ...
+
+    def stage_document(self, session: Any, values: DocumentValues, doc_id: int | None = None) -> int: ...
+
+    def get(self, doc_id: int) -> DocumentRecord | None: ...
+
+    def get_by_path(self, file_path: str) -> DocumentRecord | None: ...
+
+    def list_documents(self) -> list[DocumentRecord]: ...
+
+    def count_documents(self) -> int: ...
+
+    def count_chunks(self) -> int: ...
+
+    def set_status(self, doc_id: int, status: DocumentStatus, last_error: str | None) -> None: ...
+
+    def delete_document(self, doc_id: int) -> bool: ...
+
+    def record_tool_call(self, **fields: Any) -> Any: ...
+
+    def recent_tool_calls(self, limit: int = 200) -> list[ToolCallRecord]: ...
+
+    def dispose(self) -> None: ...
+
+
+@runtime_checkable
+class ChunkStore(Protocol):
+    """Chunks with full text and (optionally) dense vectors (Milvus: `MilvusVectorStore`)."""
+
+    @property
+    def uri(self) -> str: ...
+
+    @property
+    def collection(self) -> str: ...
+
+    @property
+    def has_dense(self) -> bool: ...
+
+    def upsert(self, rows: Sequence[ChunkRow]) -> None: ...
+
+    def delete_document(self, doc_id: int) -> None: ...
+
+    def delete_chunks_from(self, doc_id: int, first_chunk_no: int) -> None: ...
+
+    def chunks_of(self, doc_id: int, *, with_vectors: bool = False) -> list[ChunkRow]: ...
+
+    def document_ids(self) -> set[int]: ...
+
+    def count_chunks(self) -> int: ...
+
+    def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]: ...
+
+    def search_dense(self, vector: Vector, *, limit: int, category: str | None = None) -> list[ScoredChunk]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text -> dense vectors (FlagEmbedding: `FlagEmbedder`). `state` says whether it can encode yet."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def state(self) -> ModelState: ...
+
+    def encode_queries(self, texts: Sequence[str]) -> list[Vector]: ...
+
+    def encode_documents(self, texts: Sequence[str], progress: Progress | None = None) -> list[Vector]: ...
