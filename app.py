@@ -16,19 +16,22 @@ if str(APP_ROOT) not in sys.path:
 import streamlit as st  # noqa: E402
 
 from pages.shell.sidebar import render_status  # noqa: E402
-from pages.shell.wiring import knowledge_base  # noqa: E402
+from pages.shell.wiring import knowledge_base, run_by_app_py  # noqa: E402
 
 st.set_page_config(page_title="Knowledge base console", page_icon="📚", layout="wide")
 
+# One script per page at the top of pages/, no url_path: each URL is its file name (/upload is pages/upload.py),
+# the same name Streamlit's legacy pages/ mode gives it on a fresh server's first request (see pages/__init__.py).
 PAGES = APP_ROOT / "pages"
 navigation = st.navigation(
     [
         st.Page(PAGES / "playground.py", title="Lookup playground", icon="🔎", default=True),
-        st.Page(PAGES / "documents.py", title="Documents", icon="📚", url_path="documents"),
-        st.Page(PAGES / "upload.py", title="Upload", icon="⬆️", url_path="upload"),
-        st.Page(PAGES / "tool_calls.py", title="Tool calls", icon="🧾", url_path="tool-calls"),
+        st.Page(PAGES / "documents.py", title="Documents", icon="📚"),
+        st.Page(PAGES / "upload.py", title="Upload", icon="⬆️"),
+        st.Page(PAGES / "tool_calls.py", title="Tool calls", icon="🧾"),
     ]
 )
-kb = knowledge_base()
-navigation.run()
+with run_by_app_py():
+    kb = knowledge_base()
+    navigation.run()
 render_status(kb)  # after the page, so the sidebar shows what the page's action just changed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import streamlit as st
 from conftest import NO_MODEL, doc
 from streamlit.testing.v1 import AppTest
 
+REPO = Path(__file__).resolve().parent.parent
 APP = str(Path(__file__).resolve().parent / "app_entry.py")
 PAYMENT = "knowledge_base/api/payment-errors.md"
 
@@ -65,6 +67,27 @@ def test_sidebar_shows_store_counts_and_model_state(synced_sample):
 def test_sidebar_flags_a_mismatch(app_root, sample_root):
     at = run_page("documents")  # files on disk, nothing synced yet; the sidebar is on every page
     assert any("Mismatch" in w.value and "Sync folder" in w.value for w in at.sidebar.warning)
+
+
+def test_a_page_file_run_on_its_own_goes_through_app_py(app_root):
+    """AppTest on app.py itself re-detects pages/ beside it at every run, so Streamlit runs pages/upload.py on its
+    own, as a fresh server does for a deep link: the page hands the run over to app.py (see pages/__init__.py)."""
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.switch_page("pages/upload.py").run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.title] == ["⬆️ Upload documents"]  # once: the page ran inside app.py only
+    assert [m.label for m in at.sidebar.metric] == ["L0", "Database", "Milvus"]
+
+
+def test_every_page_script_is_a_navigation_page_named_by_its_file():
+    """The legacy pages/ mode finds a fresh server's deep link only by file name: the top-level pages/*.py are
+    exactly app.py's st.Page scripts, and none sets a url_path that the legacy mode would not know."""
+    calls = [node for node in ast.walk(ast.parse((REPO / "app.py").read_text(encoding="utf-8")))
+             if isinstance(node, ast.Call) and ast.unparse(node.func) == "st.Page"]
+    assert [ast.unparse(call.args[0].left) for call in calls] == ["PAGES"] * len(calls)
+    assert sorted(call.args[0].right.value for call in calls) == sorted(
+        path.name for path in (REPO / "pages").glob("*.py") if path.name != "__init__.py")
+    assert [ast.unparse(call) for call in calls if any(k.arg == "url_path" for k in call.keywords)] == []
 
 
 def test_invalid_settings_show_an_error_instead_of_a_traceback(app_root, monkeypatch):

@@ -133,7 +133,7 @@ def page():
             browser.close()
 
 
-APP_PAGES = ["Lookup playground", "Documents", "Upload"]  # st.navigation in app.py (titles, not file names)
+APP_PAGES = ["Lookup playground", "Documents", "Upload", "Tool calls"]  # app.py's st.navigation (titles)
 
 
 def _open(page, server, path: str, title: str) -> None:
@@ -190,20 +190,33 @@ def _look_up(page, query: str) -> None:
 @pytest.mark.timeout(180)
 def test_a_deep_link_on_a_fresh_server_runs_app_py(server, page):
     """The first request of a fresh server is a deep link (a bookmark, a reload after a restart). Streamlit treats
-    a `pages/` folder next to the main script as a v1 multipage app until some run calls `st.navigation`: it
-    would run pages/upload.py alone (every pages/*.py listed as a page, no sidebar status, no wide layout)."""
+    the `pages/` folder next to app.py as a legacy (v1) multipage app until some run calls `st.navigation`, and
+    runs pages/upload.py on its own; the page hands the run over to app.py (pages/__init__.py). Without that, the
+    sidebar would list every pages/*.py by file name and show no status; with page scripts Streamlit does not
+    find, it would show its "Page not found" dialog over the right page."""
     from playwright.sync_api import expect
 
     page.goto(f"{server['url']}/upload")
     expect(page.get_by_role("heading", name="Upload documents")).to_be_visible(timeout=TIMEOUT_MS)
     _wait_idle(page)
-    nav = page.get_by_test_id("stSidebar").get_by_role("navigation")
+    sidebar = page.get_by_test_id("stSidebar")
+    nav = sidebar.get_by_role("navigation")
     links = [" ".join(text.split()) for text in nav.get_by_role("link").all_inner_texts()]
     missing = [name for name in APP_PAGES if nav.get_by_role("link", name=name, exact=True).count() == 0]
-    assert not missing, (
+    assert not missing and len(links) == len(APP_PAGES), (
         f"the sidebar lists {links}, not app.py's st.navigation pages: Streamlit ran the page file on its own "
         "(v1 multipage mode, triggered by the `pages/` folder next to app.py)")
-    expect(page.get_by_test_id("stSidebar").get_by_role("heading", name="Status", exact=True)).to_be_visible()
+    expect(sidebar.get_by_role("heading", name="Status", exact=True)).to_be_visible()
+    expect(sidebar.get_by_test_id("stMetric")).to_have_count(3)
+    expect(page.get_by_text("Page not found")).to_have_count(0)  # Streamlit's modal for an unknown url path
+
+    # The server has left the legacy mode for good: the next page comes from app.py's navigation as usual.
+    nav.get_by_role("link", name="Tool calls", exact=True).click()
+    expect(page.get_by_role("heading", name="Tool calls", exact=False).first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page).to_have_url(f"{server['url']}/tool_calls")
+    _wait_idle(page)
+    expect(sidebar.get_by_role("heading", name="Status", exact=True)).to_be_visible()
+    expect(page.get_by_text("Page not found")).to_have_count(0)
 
 
 @pytest.mark.timeout(300)

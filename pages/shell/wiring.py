@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import runpy
+from collections.abc import Iterator
+from pathlib import Path
+
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, open_knowledge_base
+
+APP_PY = Path(__file__).resolve().parents[2] / "app.py"
+_app_py_runs_this = contextvars.ContextVar("app_py_runs_this", default=False)
 
 
 @st.cache_resource(show_spinner="Opening the knowledge base…")
@@ -12,26 +21,36 @@ def _open_knowledge_base() -> KnowledgeBase:
     return open_knowledge_base()
 
 
-def leave_legacy_multipage_mode() -> None:
-    """Run app.py's navigation even when a fresh server's first request is a deep link.
-
-    Streamlit treats a `pages/` folder next to the entry script as a legacy (v1) multipage app until some
-    run calls `st.navigation`; a bookmark or a reload of `/upload` on a fresh server would then run this page
-    file alone (no sidebar status, helper modules listed as pages). Every page calls this first: it clears
-    the legacy flag and reruns, and the rerun goes through app.py like any other.
-    """
+@contextlib.contextmanager
+def run_by_app_py() -> Iterator[None]:
+    """app.py runs its page inside this block, so `hand_over_to_app_py()` can tell app.py started the page."""
+    token = _app_py_runs_this.set(True)
     try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # pragma: no cover - a future Streamlit without the legacy mode
+        yield
+    finally:
+        _app_py_runs_this.reset(token)
+
+
+def hand_over_to_app_py() -> None:
+    """If Streamlit started a page file on its own, run app.py in its place and end this script run.
+
+    That happens only before the server's first `st.navigation` call: until then Streamlit serves a deep link
+    such as `/upload` as the legacy multipage app of the `pages/` folder, i.e. runs `pages/upload.py` alone
+    (see `pages/__init__.py`). app.py's `st.navigation` ends that mode for every session (documented Streamlit
+    behaviour), resolves the same URL to the same page and runs it with the sidebar, all within this run.
+    """
+    if _app_py_runs_this.get():
         return
-    if getattr(PagesManager, "uses_pages_directory", False):
-        PagesManager.uses_pages_directory = False
-        st.rerun()
+    runpy.run_path(str(APP_PY), run_name="__main__")
+    st.stop()  # the page already ran inside app.py: skip the rest of this file
 
 
 def knowledge_base() -> KnowledgeBase:
-    """The process-wide `KnowledgeBase`; on failure shows the reason and stops the page."""
-    leave_legacy_multipage_mode()
+    """The process-wide `KnowledgeBase`; on failure shows the reason and stops the page.
+
+    Every page calls this first, which also routes a page file Streamlit started on its own through app.py.
+    """
+    hand_over_to_app_py()
     try:
         return _open_knowledge_base()
     except KnowledgeBaseError as exc:
