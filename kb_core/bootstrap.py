@@ -28,7 +28,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     settings = settings or load_settings()
     metadata = MetadataStore(settings.resolved_database_url)
     metadata.migrate()
-    index = KnowledgeIndex(settings.base_path, app_root=settings.app_root)
+    index = KnowledgeIndex(settings.base_path, app_root=settings.app_root, matching=settings.l0_matching)
     index.load()
     embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
                             precision=settings.embedding_precision)

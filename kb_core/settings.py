@@ -32,6 +32,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("embedding", "precision"): "embedding_precision",
     ("upload", "max-bytes"): "max_upload_bytes",
     ("l1", "min-dense-score"): "min_dense_score",
+    ("l0", "matching"): "l0_matching",
 }
 _ENV_PREFIX = "KB_"
 
@@ -94,6 +95,9 @@ class Settings(BaseSettings):
     embedding_precision: Literal["auto", "fp32", "bf16", "fp16", "int8"] = Field(
         default="auto", description="KB_EMBEDDING_PRECISION: auto = fp16 on GPU, bf16 on CPUs with bf16, else fp32")
     max_upload_bytes: int = Field(default=5 * 1024 * 1024, description="KB_MAX_UPLOAD_BYTES")
+    l0_matching: Literal["words", "substring"] = Field(
+        default="words",
+        description="KB_L0_MATCHING: words (word-aligned, ranked) or substring (decision I3 as written)")
     min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
                                    description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")
 

@@ -14,6 +14,9 @@ import logging
 import re
 import threading
 import unicodedata
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,101 @@ def normalize_term(text: str) -> str:
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
     return folded.replace("\x00", "").strip()
+
+
+# Question words and filler: they say how something is asked, not what it is about, so they do not count
+# toward the content terms a relevant chunk must contain. (Not in STOP_WORDS: the Milvus analyzer keeps them.)
+FILLER_WORDS = frozenset(
+    """
+    如何 怎么 怎样 怎么办 什么 什么样 为什么 哪些 哪个 哪里 是否 可以 能否 有关 相关 关于
+    遇到 出现 报错 时候 问题 情况 一下
+    请问 请 该 应该 需要 进行 使用 通过 介绍 说明 解释 含义 意思 查看 了解 一些 这种 那种 多少 几种
+    what what's whats how why where when which who whom whose explain explained describe tell show give get
+    about regarding read learn know find use using used need want should would could can may might does do
+    did doing done is are was were be been being mean means meaning work works there here please me my our
+    your any some more most also just only very much many way ways thing things document documents docs doc
+    page pages see look
+    """.split()
+)
+
+# A Latin letter, a digit or the underscore: where one of these sits at the edge of a keyword, the
+# neighbouring character must not be one too ("AI" is not in "explain"; "支付" is in "支付网关").
+WORD_CHARS = "0-9A-Za-z_\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
+_WORD_CHAR = re.compile(f"[{WORD_CHARS}]")
+# Identifiers: parts joined by _ . - / (keepalive_pool_size, plugin_attr.prometheus.export_addr, KST-5003),
+# letters and digits mixed (E73011, http2), camelCase (keyClaimName). Matched on the original spelling.
+_IDENTIFIER = re.compile(
+    r"(?<![0-9A-Za-z_])(?:"
+    r"[0-9A-Za-z]+(?:[_.\-/]+[0-9A-Za-z]+)+"
+    r"|[A-Za-z]+[0-9][0-9A-Za-z]*|[0-9]+[A-Za-z][0-9A-Za-z]*"
+    r"|[a-z]+[A-Z][0-9A-Za-z]*"
+    r"|_*[A-Za-z0-9]+_[_A-Za-z0-9]*"
+    r")(?![0-9A-Za-z_])"
+)
+
+
+def is_word_char(ch: str) -> bool:
+    return bool(_WORD_CHAR.match(ch))
+
+
+def aligned(text: str, start: int, stop: int) -> bool:
+    """True when `text[start:stop]` is word-aligned: at each edge that is a Latin letter, digit or underscore,
+    the character just outside is not one (or there is none)."""
+    if start > 0 and is_word_char(text[start]) and is_word_char(text[start - 1]):
+        return False
+    return not (stop < len(text) and is_word_char(text[stop - 1]) and is_word_char(text[stop]))
+
+
+def contains_aligned(text: str, part: str) -> bool:
+    """`part` occurs in `text` at a word-aligned place (both already normalised)."""
+    start = text.find(part)
+    while start != -1:
+        if aligned(text, start, start + len(part)):
+            return True
+        start = text.find(part, start + 1)
+    return False
+
+
+_ACRONYM = re.compile(r"(?<![0-9A-Za-z_])[A-Z]{2,}[0-9A-Z]*(?![0-9A-Za-z_])")
+
+
+def identifiers(text: str) -> list[str]:
+    """Identifier-like tokens of `text` (and upper-case acronyms such as TPS, XYZ), lower-cased, in order,
+    each once."""
+    return [token for token, _strict in _identifier_tokens(text)]
+
+
+def _identifier_tokens(text: str) -> list[tuple[str, bool]]:
+    """(token, strict): strict ones (with `_ . /`, digits, camelCase, acronyms) name one specific thing; a
+    lower-case hyphenated word (`proxy-rewrite`, but also `per-interface`) is kept whole but is not strict."""
+    seen: dict[str, bool] = {}
+    for match in _IDENTIFIER.finditer(text):
+        raw = match.group(0).strip("._-/")
+        token = raw.lower()
+        if not token or not (any(c.isalpha() for c in token) or "." in token):
+            continue
+        strict = any(c in "_./" for c in raw) or any(c.isdigit() for c in raw) or raw != raw.lower()
+        seen[token] = seen.get(token, False) or strict
+    for match in _ACRONYM.finditer(_IDENTIFIER.sub(" ", text)):
+        seen[match.group(0).lower()] = True
+    return list(seen.items())
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    """What a query is about, for the L1 relevance check."""
+
+    terms: tuple[str, ...]  # content terms: no stop words, no filler; identifiers whole
+    whole: frozenset[str]  # terms that count only where they occur whole and word-aligned
+    required: tuple[str, ...]  # strict identifiers: a relevant chunk contains at least one of them
+
+
+def analyse_query(text: str) -> QueryTerms:
+    tokens = _identifier_tokens(text)
+    whole = [t for t, _ in tokens]
+    terms = list(dict.fromkeys([*whole, *(t for t in terms_of(_ACRONYM.sub(" ", _IDENTIFIER.sub(" ", text)))
+                                          if t not in FILLER_WORDS)]))
+    return QueryTerms(tuple(terms), frozenset(whole), tuple(t for t, strict in tokens if strict))
 
 
 _WORD = re.compile(r"[^\W_]", re.UNICODE)
@@ -62,7 +160,15 @@ def warm_up() -> None:
 
 
 def terms(text: str) -> list[str]:
-    """Distinct lower-cased content tokens of `text`, in order (stop words and punctuation removed)."""
+    """Distinct lower-cased content tokens of `text`, in order (stop words and punctuation removed).
+
+    Identifiers stay whole (`key_claim_name`, not key / claim / name): jieba would split them on `_` and `.`.
+    """
+    return list(dict.fromkeys([*identifiers(text), *terms_of(_ACRONYM.sub(" ", _IDENTIFIER.sub(" ", text)))]))
+
+
+def terms_of(text: str) -> list[str]:
+    """jieba's tokens of `text`, lower-cased, without stop words and punctuation, each once."""
     seen: dict[str, None] = {}
     for token in _tokenizer().cut(text.lower()):
         token = token.strip()
@@ -71,10 +177,16 @@ def terms(text: str) -> list[str]:
     return list(seen)
 
 
-def coverage(query_terms: list[str], text: str) -> tuple[float, list[str]]:
-    """Share of the query's terms that occur in `text`, and which ones."""
+def content_terms(text: str) -> list[str]:
+    """`terms` without question words and filler: what a query is about."""
+    return list(analyse_query(text).terms)
+
+
+def coverage(query_terms: Sequence[str], text: str, whole: AbstractSet[str] = frozenset()) -> tuple[float, list[str]]:
+    """Share of the query's terms that occur in `text`, and which ones. A term in `whole` (an identifier)
+    counts only where it occurs whole and word-aligned ("err_timeout" is not in "err_timeout_4071")."""
     if not query_terms:
         return 0.0, []
     haystack = text.lower()
-    matched = [t for t in query_terms if t in haystack]
+    matched = [t for t in query_terms if (contains_aligned(haystack, t) if t in whole else t in haystack)]
     return len(matched) / len(query_terms), matched

@@ -95,13 +95,18 @@ else:
     st.subheader("Why")
     timing = " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in trace.timings_ms.items())
     st.caption(f"request `{trace.request_id}` · {timing}")
-    st.markdown(f"**L0** — {len(trace.l0_matches)} document(s) matched")
+    st.markdown(f"**L0** — {trace.l0_count} document(s) matched")
+    if trace.primary_reason:
+        st.markdown(f"Primary: `{trace.l0_matches[0].entry.file_path}` — {trace.primary_reason}")
     for match in trace.l0_matches:
         chips = " ".join(
             f":orange-background[**{kw}**]" if kw in match.keywords else f"`{kw}`" for kw in match.entry.keywords
         )
         how = ", ".join(match.explain())
-        st.markdown(f"- `{match.entry.file_path}` — {match.entry.title}  \n  {chips}  \n  _{how}_")
+        rarity = f" · rarest: “{match.rarest_keyword}” (claimed by {match.claimed_by})" if match.claimed_by else ""
+        st.markdown(f"- `{match.entry.file_path}` — {match.entry.title}  \n  {chips}  \n  _{how}{rarity}_")
+    if trace.l0_count > len(trace.l0_matches):
+        st.caption(f"… and {trace.l0_count - len(trace.l0_matches)} more")
     for stale in trace.stale_sources:
         st.markdown(f"- ~~`{stale}`~~ matched but its file is gone (skipped)")
     st.markdown(f"**L1** — {trace.l1_reason}")

@@ -28,7 +28,7 @@ def test_generated_corpus_has_realistic_frontmatter_and_the_reference_agrees(tmp
     assert len(sizes) == 60 and min(sizes) >= 2 * 1024 and max(sizes) <= 21 * 1024
     index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
     assert index.load() == 60
-    naive = NaiveIndex(index)
+    naive = NaiveIndex(index.entries(), index.matching)
     for queries in query_mix(corpus, count=20).values():
         for q in queries:
             assert index.exact_match(q) == naive.exact_match(q)

@@ -138,8 +138,9 @@ def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
     kb = open_knowledge_base(make_settings(tmp_path, model=NO_MODEL))
     try:
         assert len(kb.index) == 1000
-        # "KW_999" also contains KW_9 and KW_99: the two-way match returns all three, in index order
-        assert [e.title for e in kb.index.exact_match("KW_999")] == ["Doc 9", "Doc 99", "Doc 999"]
+        # "KW_999" contains KW_9 and KW_99 only inside a longer word: the word rule returns KW_999 alone
+        assert [e.title for e in kb.index.exact_match("KW_999")] == ["Doc 999"]
+        assert [e.title for e in kb.index.exact_match("kw_99 and kw_9")] == ["Doc 9", "Doc 99"]
     finally:
         kb.close()
 

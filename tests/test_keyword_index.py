@@ -263,24 +263,29 @@ def test_lookups_while_another_thread_adds_and_removes(tmp_path):
 keyword = st.text(min_size=1, max_size=6, alphabet="abcAB超时支付_ ")
 
 
+@pytest.mark.parametrize("matching", ["words", "substring"])
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(keyword, min_size=1, max_size=4), min_size=1, max_size=8), st.text(max_size=12,
-       alphabet="abcAB超时支付_ x"))
-def test_property_exact_match_never_returns_duplicates_and_agrees_with_naive(keyword_lists, query):
+       alphabet="abcAB超时支付_ x."))
+def test_property_exact_match_never_returns_duplicates_and_agrees_with_naive(matching, keyword_lists, query):
+    """The index equals the brute-force reference in each mode; `substring` is decision I3's loop verbatim."""
     from kb_core.terms import normalize_term
+    from kb_core.testing.naive_l0 import NaiveIndex
 
-    index = KnowledgeIndex("knowledge_base", app_root=Path.cwd())
+    index = KnowledgeIndex("knowledge_base", app_root=Path.cwd(), matching=matching)
     entries = [_entry(f"d{i}", *kws) for i, kws in enumerate(keyword_lists)]
-    for entry in entries:
-        index.add(entry)
+    with index.bulk():
+        for entry in entries:
+            index.add(entry)
     found = index.exact_match(query)
     assert len({e.file_path for e in found}) == len(found)
-    q = normalize_term(query)
-    naive = [
-        e for e in entries
-        if q and any(normalize_term(k) and (normalize_term(k) in q or q in normalize_term(k)) for k in e.keywords)
-    ]
-    assert found == naive
+    assert found == NaiveIndex(entries, matching).exact_match(query)
+    assert sorted(m.entry.file_path for m in index.match(query)) == sorted(e.file_path for e in found)
+    if matching == "substring":
+        q = normalize_term(query)
+        literal = [e for e in entries if q and any(
+            normalize_term(k) and (normalize_term(k) in q or q in normalize_term(k)) for k in e.keywords)]
+        assert found == literal
 
 
 def test_matches_explain_their_direction(payment_index):
@@ -288,3 +293,97 @@ def test_matches_explain_their_direction(payment_index):
     assert set(match.contained_in_query) == {"支付网关", "超时"}
     [partial] = payment_index.match("支付")
     assert partial.contained_in_query == () and partial.explain() == ["“支付网关” contains the query"]
+
+
+# -- the word rule (issue 10), with the spec's literal rule as a mode -------------------------------------
+def _index_of(*entries: KnowledgeEntry, matching: str = "words") -> KnowledgeIndex:
+    index = KnowledgeIndex("knowledge_base", app_root=Path.cwd(), matching=matching)
+    with index.bulk():
+        for entry in entries:
+            index.add(entry)
+    return index
+
+
+def _paths(index: KnowledgeIndex, query: str) -> list[str]:
+    return [m.entry.file_path.rsplit("/", 1)[-1] for m in index.match(query)]
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("AI gateway timeouts", ["ai.md"]),
+    ("please explain the detailed failed request", []),  # AI inside explain / detailed / failed
+    ("how do I configure the client timeout", []),  # CLI inside client
+    ("install the CLI first", ["cli.md"]),
+    ("查询ERR_TIMEOUT的含义", ["err.md"]),  # CJK edges: plain containment
+    ("err_timeout", ["err.md"]),
+    ("ERR_TIMEOUT_4071", []),  # the code continues: a different code
+    ("a", []),  # not every "a" in every keyword
+    ("支付网关超时问题", ["pay.md"]),
+    ("支付", ["pay.md"]),  # the query inside a keyword
+    ("Kestrel 2.0 upgrade", ["v2.md"]),
+    ("Kestrel 12.0", []),
+])
+def test_word_rule(query, expected):
+    index = _index_of(_entry("ai", "AI"), _entry("cli", "CLI"), _entry("err", "ERR_TIMEOUT"),
+                      _entry("pay", "支付网关", "超时"), _entry("v2", "2.0"), _entry("apisix", "Apache APISIX"))
+    assert _paths(index, query) == expected
+
+
+def test_substring_mode_is_decision_i3_as_written():
+    index = _index_of(_entry("ai", "AI"), _entry("cli", "CLI"), _entry("err", "ERR_TIMEOUT"), matching="substring")
+    assert _paths(index, "please explain the client error") == ["ai.md", "cli.md"]
+    assert _paths(index, "ERR_TIMEOUT_4071") == ["err.md"]
+
+
+def test_longest_keyword_wins_at_the_same_place():
+    entries = [_entry("security", "AI Security")] + [_entry(f"ai-{i}", "AI") for i in range(12)]
+    index = _index_of(*entries)
+    assert _paths(index, "Where can I read about AI Security") == ["security.md"]
+    # an AI elsewhere in the query still counts
+    assert len(index.match("AI Security for the AI gateway")) == 13
+    # the spec's literal rule counts the hidden one too
+    assert len(_index_of(*entries, matching="substring").match("Where can I read about AI Security")) == 13
+
+
+def test_several_hits_are_ranked_by_the_rarest_then_the_longer_keyword():
+    entries = [_entry(f"plugin-{i}", "Plugin", "Apache APISIX") for i in range(75)]
+    entries.insert(40, _entry("proxy-rewrite", "proxy-rewrite", "Plugin", "Apache APISIX"))
+    entries.insert(3, _entry("rewrite", "rewrite", "Plugin"))
+    entries.insert(50, _entry("upstream", "upstream"))
+    index = _index_of(*entries)
+    matches = index.match("How does the proxy-rewrite plugin change the upstream URI?")
+    assert len(matches) == 78
+    first, second = matches[0], matches[1]
+    assert first.entry.file_path.endswith("proxy-rewrite.md")
+    assert (first.rarest_keyword, first.claimed_by) == ("proxy-rewrite", 1)
+    # `upstream`: also claimed by one document, but shorter
+    assert second.entry.file_path.endswith("/upstream.md") and second.claimed_by == 1
+    # then the `Plugin` documents in index order; `rewrite` counts only through `Plugin`, because its
+    # occurrence lies inside "proxy-rewrite"
+    assert [m.entry.title for m in matches[2:6]] == ["plugin-0", "plugin-1", "plugin-2", "rewrite"]
+    assert matches[5].keywords == ("Plugin",) and matches[5].claimed_by == 77
+    # exact_match keeps Spec 3.2's index order
+    assert [e.file_path for e in index.exact_match("proxy-rewrite plugin")][3] == entries[3].file_path
+
+
+def test_thousands_of_hits_are_counted_without_building_them():
+    entries = [_entry(f"d{i}", "Apache APISIX", f"KW_{i}") for i in range(5000)]
+    index = _index_of(*entries)
+    matches = index.match("Apache APISIX")
+    assert len(matches) == 5000
+    assert matches[0].entry.file_path.endswith("/d0.md") and matches[-1].entry.file_path.endswith("/d4999.md")
+    assert len(matches.tied_with_first()) == 1000  # capped: the lookup only needs to know it is a tie
+    assert len(index.exact_match("apache apisix")) == 5000
+
+
+def test_bulk_changes_publish_once_at_the_end():
+    index = _index_of(_entry("a", "alpha"))
+    with index.bulk():
+        index.add(_entry("b", "beta"))
+        index.remove("knowledge_base/x/a.md")
+        assert _paths(index, "alpha") == ["a.md"] and _paths(index, "beta") == []  # readers see the old index
+    assert _paths(index, "alpha") == [] and _paths(index, "beta") == ["b.md"]
+
+
+def test_claimants_use_the_posting_lists():
+    index = _index_of(_entry("a", "Nacos", "x"), _entry("b", "nacos"), _entry("c", "Nacos 2.0"))
+    assert index.claimants("NACOS") == ["knowledge_base/x/a.md", "knowledge_base/x/b.md"]

@@ -83,8 +83,11 @@ def test_req_5_1_content_is_cut_at_2000_characters(index, sample_root):
     assert len(content) == 2003 and content.endswith("...")
 
 
-def test_req_5_2_several_matches_return_first_l0_and_l1_supplement(index):
-    l1 = RecordingL1([hit(PAYMENT, "same doc chunk", 0.95), hit(TIMEOUT, "timeout chunk", 0.9)])
+def test_req_5_2_several_matches_return_first_l0_and_l1_supplement(sample_root):
+    """Spec 5.2 as written (KB_L0_MATCHING=substring): the first L0 match in index order is the primary."""
+    index = KnowledgeIndex("knowledge_base/", app_root=sample_root, matching="substring")
+    index.load()
+    l1 = RecordingL1([hit(TIMEOUT, "timeout chunk", 0.95), hit(PAYMENT, "same doc chunk", 0.9)])
     result = HybridLookup(index, l1).lookup("超时")
     data = result.to_dict()
     assert data["found"] is True
@@ -96,10 +99,21 @@ def test_req_5_2_several_matches_return_first_l0_and_l1_supplement(index):
     assert data["supplement"] == {"content": "timeout chunk", "source": TIMEOUT, "matchType": "semantic_L1"}
 
 
-def test_req_5_2_supplement_falls_back_to_top_hit_when_all_share_primary(index):
-    l1 = RecordingL1([hit(PAYMENT, "a"), hit(PAYMENT, "b")])
+def test_req_5_2_ranked_first_l0_match_is_the_primary(index):
+    """The default rule ranks the hits: `接口超时` (contains the query, claimed by 1 document) beats `超时`
+    (claimed by 2), so the troubleshooting page is the primary, and the supplement comes from another one."""
+    l1 = RecordingL1([hit(TIMEOUT, "same doc chunk", 0.95), hit(PAYMENT, "payment chunk", 0.9)])
     result = HybridLookup(index, l1).lookup("超时")
-    assert result.supplement.content == "a" and result.supplement.source == PAYMENT
+    data = result.to_dict()
+    assert data["primary"]["source"] == TIMEOUT and data["primary"]["confidence"] == "low"
+    assert data["supplement"] == {"content": "payment chunk", "source": PAYMENT, "matchType": "semantic_L1"}
+    assert result.trace.primary_reason == "“接口超时” is claimed by 1 document; “超时” by 2"
+
+
+def test_req_5_2_supplement_falls_back_to_top_hit_when_all_share_primary(index):
+    l1 = RecordingL1([hit(TIMEOUT, "a"), hit(TIMEOUT, "b")])
+    result = HybridLookup(index, l1).lookup("超时")
+    assert result.supplement.content == "a" and result.supplement.source == TIMEOUT
 
 
 def test_req_5_3_no_l0_match_returns_l1_only(index):
@@ -125,7 +139,7 @@ def test_l1_failure_returns_what_l0_found_and_logs_error_with_request_id(index, 
     with caplog.at_level(logging.ERROR):
         result = HybridLookup(index, l1).lookup("超时")
     assert result.found is True
-    assert result.primary.source == PAYMENT and result.supplement is None
+    assert result.primary.source == TIMEOUT and result.supplement is None
     assert "milvus down" in result.trace.l1_error
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any(result.trace.request_id in m and "milvus down" in m for m in errors)

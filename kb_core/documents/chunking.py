@@ -10,14 +10,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kb_core.documents.cleaning import clean_body
 from kb_core.documents.frontmatter import split_body
 
+# The heading of the chunk that restates a document's frontmatter (title, summary, keywords) for search:
+# L1 recognises it, and answers with that document's body instead of repeating its metadata.
+FRONTMATTER_HEADING = "(frontmatter)"
 DEFAULT_MAX_CHARS = 800
 DEFAULT_OVERLAP = 100
 
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _SENTENCE_END = re.compile(r"(?<=[。！？.!?；;])\s*")
 
 
@@ -163,10 +166,10 @@ def _pack(blocks: list[_Block], max_chars: int, overlap: int) -> list[str]:
 def chunk_markdown(
     content: str, *, max_chars: int = DEFAULT_MAX_CHARS, overlap: int = DEFAULT_OVERLAP
 ) -> list[Chunk]:
-    """Chunks of a whole Markdown document (frontmatter and HTML comments removed)."""
+    """Chunks of a whole Markdown document (frontmatter and boilerplate removed, see `cleaning`)."""
     if max_chars <= 0:
         raise ValueError("max_chars must be positive")
-    body = _HTML_COMMENT.sub("", split_body(content))
+    body = clean_body(split_body(content))
     chunks: list[Chunk] = []
     for path, lines in _sections(body):
         for text in _pack(_blocks(lines), max_chars, min(overlap, max_chars // 2)):

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kb_core.documents.chunking import Chunk, chunk_markdown
+from kb_core.documents.chunking import FRONTMATTER_HEADING, Chunk, chunk_markdown
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
 from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
 from kb_core.errors import DocumentError, FrontmatterError, KnowledgeBaseError, UploadRejected
@@ -148,7 +148,8 @@ class DocumentService:
         title = fm.title if fm else ""
         texts = [c.embedding_text(title) for c in chunks]
         if fm is not None and header_text(fm):
-            chunks = [Chunk(0, (), header_text(fm))] + [Chunk(c.chunk_no + 1, c.heading_path, c.text) for c in chunks]
+            chunks = [Chunk(0, (FRONTMATTER_HEADING,), header_text(fm)),
+                      *(Chunk(c.chunk_no + 1, c.heading_path, c.text) for c in chunks)]
             texts = [chunks[0].text] + texts
         if not chunks:
             raise UploadRejected(f"{source} has no text to index")
@@ -393,6 +394,18 @@ class DocumentService:
         updated: list[str] = []
         unchanged: list[str] = []
         failed: list[tuple[str, str]] = []
+        with self._index.bulk():  # one L0 rebuild for the whole batch, not one per file
+            self._sync_files(on_disk, rows, added, updated, unchanged, failed, progress)
+        missing = tuple(sorted(set(rows) - set(on_disk)))
+        self._index.load()  # L0 follows the disk, in scan order
+        progress("done", len(on_disk), len(on_disk))
+        log.info("sync: %d added, %d updated, %d unchanged, %d failed, %d rows without a file",
+                 len(added), len(updated), len(unchanged), len(failed), len(missing))
+        return SyncReport(tuple(added), tuple(updated), tuple(unchanged), tuple(failed), missing)
+
+    def _sync_files(self, on_disk: list[str], rows: dict[str, DocumentRecord], added: list[str],
+                    updated: list[str], unchanged: list[str], failed: list[tuple[str, str]],
+                    progress: Progress) -> None:
         for i, file_path in enumerate(on_disk):
             progress("syncing", i, len(on_disk))
             row = rows.get(file_path)
@@ -407,9 +420,3 @@ class DocumentService:
             except (KnowledgeBaseError, OSError) as exc:
                 failed.append((file_path, str(exc)))
                 log.warning("sync could not index %s: %s", file_path, exc)
-        missing = tuple(sorted(set(rows) - set(on_disk)))
-        self._index.load()  # L0 follows the disk, in scan order
-        progress("done", len(on_disk), len(on_disk))
-        log.info("sync: %d added, %d updated, %d unchanged, %d failed, %d rows without a file",
-                 len(added), len(updated), len(unchanged), len(failed), len(missing))
-        return SyncReport(tuple(added), tuple(updated), tuple(unchanged), tuple(failed), missing)

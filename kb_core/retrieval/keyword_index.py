@@ -1,37 +1,36 @@
 """L0: the in-memory keyword index over every document's frontmatter (Specs 3, 6, 9).
 
-Matching is the spec's two-way test (decision I3) on normalised text: a document matches when the query
-contains one of its keywords, or one of its keywords contains the query. Neither direction loops over the
-keywords in Python:
+This module owns the index's life: scanning the base folder, adding and removing entries, paths, and reading
+a document for an answer. Matching and ranking live in `keyword_matching` (the `words` rule by default, the
+spec's literal `substring` rule as a mode).
 
-- "query contains keyword": an Aho-Corasick automaton over all keywords, one pass over the query;
-- "keyword contains query": `str.find` over all keywords joined by NUL, mapped back with `bisect`.
-
-Readers never lock. Writers build a new immutable `_Snapshot` under a lock and swap one reference, so a
-lookup sees the index either before or after an upload, never half-way (the spirit of decision I2's
-CopyOnWriteArrayList). The automaton is built lazily, once per snapshot, so a bulk load costs one build.
+Readers never lock. Writers build a new immutable snapshot under a lock — completely, search structures
+included — and then swap one reference, so a lookup sees the index either before or after an upload, never
+half-way (the spirit of decision I2's CopyOnWriteArrayList), and the first lookup after a change is as fast
+as any other. `bulk()` defers the rebuild to the end of a batch of changes.
 """
 
 from __future__ import annotations
 
-import bisect
 import codecs
+import contextlib
 import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import ahocorasick
-
+from kb_core.documents.cleaning import clean_document
 from kb_core.documents.frontmatter import MAX_BLOCK_BYTES, Frontmatter, parse_frontmatter
+from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, RankedMatches, Snapshot
 from kb_core.settings import resolve_path
 from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
-_SEPARATOR = "\x00"  # normalize_term() removes NUL, so it never occurs inside a keyword or a query
+__all__ = ["KeywordClaim", "KnowledgeEntry", "KnowledgeIndex", "L0Match", "LoadReport", "RankedMatches"]
 
 
 @dataclass(frozen=True)
@@ -51,20 +50,6 @@ class KnowledgeEntry:
             summary=fm.summary,
             category=category or fm.category,
         )
-
-
-@dataclass(frozen=True)
-class L0Match:
-    """One matched document and the keywords that matched it (the console highlights them)."""
-
-    entry: KnowledgeEntry
-    keywords: tuple[str, ...]
-    # the keywords the query contains; the others contain the query (Spec 3.1's two directions)
-    contained_in_query: tuple[str, ...] = ()
-
-    def explain(self) -> list[str]:
-        return [f"query contains “{k}”" if k in self.contained_in_query else f"“{k}” contains the query"
-                for k in self.keywords]
 
 
 @dataclass(frozen=True)
@@ -100,91 +85,26 @@ def _read_head(path: Path) -> str:
     return decoder.decode(data, final=len(data) < _HEAD_BYTES)
 
 
-class _Snapshot:
-    """An immutable view of the index. Search structures are built on first use, once."""
-
-    def __init__(self, entries: tuple[KnowledgeEntry, ...]):
-        self.entries = entries
-        self.position = {entry.file_path: i for i, entry in enumerate(entries)}
-        self._built = False
-        self._build_lock = threading.Lock()
-
-    def _build(self) -> None:
-        # keyword_owner[k] = (entry position, original keyword) for the k-th (entry, keyword) pair
-        owners: list[tuple[int, str]] = []
-        normalized: list[str] = []
-        automaton = ahocorasick.Automaton()
-        by_term: dict[str, list[int]] = {}
-        for pos, entry in enumerate(self.entries):
-            for keyword in entry.keywords:
-                term = normalize_term(keyword)
-                if not term:
-                    continue
-                by_term.setdefault(term, []).append(len(owners))
-                owners.append((pos, keyword))
-                normalized.append(term)
-        for term, ids in by_term.items():
-            automaton.add_word(term, tuple(ids))
-        if by_term:
-            automaton.make_automaton()
-        self.automaton = automaton if by_term else None
-        self.owners = owners
-        self.joined = _SEPARATOR.join(normalized)
-        offsets, at = [], 0
-        for term in normalized:
-            offsets.append(at)
-            at += len(term) + 1
-        self.offsets = offsets
-        self.longest = max((len(t) for t in normalized), default=0)
-
-    def ensure_built(self) -> None:
-        if self._built:
-            return
-        with self._build_lock:
-            if not self._built:
-                self._build()
-                self._built = True
-
-    def match(self, query: str) -> list[L0Match]:
-        term = normalize_term(query)
-        if not term or not self.entries:
-            return []
-        self.ensure_built()
-        hits: dict[int, list[str]] = {}
-        inside: dict[int, list[str]] = {}
-
-        def hit(owner_id: int, contained: bool = False) -> None:
-            pos, keyword = self.owners[owner_id]
-            found = hits.setdefault(pos, [])
-            if keyword not in found:
-                found.append(keyword)
-            if contained and keyword not in inside.setdefault(pos, []):
-                inside[pos].append(keyword)
-
-        if self.automaton is not None:
-            for _end, ids in self.automaton.iter(term):
-                for owner_id in ids:
-                    hit(owner_id, contained=True)
-        if len(term) <= self.longest:
-            joined, start = self.joined, 0
-            while (at := joined.find(term, start)) != -1:
-                hit(bisect.bisect_right(self.offsets, at) - 1)
-                start = at + 1
-        return [L0Match(self.entries[pos], tuple(hits[pos]), tuple(inside.get(pos, ()))) for pos in sorted(hits)]
-
-
 class KnowledgeIndex:
     """The L0 index. `base_path` is kept as configured for display paths (`knowledge_base/api/x.md`) and
     resolved against `app_root` (default: the current directory) for disk access."""
 
-    def __init__(self, base_path: str | os.PathLike[str], *, app_root: str | os.PathLike[str] | None = None):
+    def __init__(self, base_path: str | os.PathLike[str], *, app_root: str | os.PathLike[str] | None = None,
+                 matching: str = "words"):
+        if matching not in MATCHING_MODES:
+            raise ValueError(f"matching must be one of {', '.join(MATCHING_MODES)}, not {matching!r}")
+        self._matching = matching
         configured = PurePosixPath(Path(base_path).as_posix())
         root = Path(app_root) if app_root is not None else Path.cwd()
         self._display_base = configured
         self._app_root = root
         self._base = resolve_path(base_path, root)
-        self._snapshot = _Snapshot(())
-        self._write_lock = threading.Lock()
+        self._snapshot = Snapshot((), matching)
+        self._write_lock = threading.RLock()
+        self._bulk_depth = 0
+        # entries changed inside bulk(), not yet built: path -> entry, in index order
+        self._pending: dict[str, KnowledgeEntry] | None = None
+        self._normalized: dict[str, str] = {}  # keyword -> normalised, reused by every rebuild
 
     # -- paths ---------------------------------------------------------------------------------------
     @property
@@ -237,8 +157,8 @@ class KnowledgeIndex:
                 continue
             entries.append(KnowledgeEntry.from_frontmatter(display, fm, self.category_of(relative)))
         with self._write_lock:
-            self._snapshot = _Snapshot(tuple(entries))
-        self._snapshot.ensure_built()
+            self._pending = None
+            self._snapshot = Snapshot(tuple(entries), self._matching, self._normalized)
         seconds = time.perf_counter() - started
         log.info(
             "L0 index loaded from %s: scanned=%d indexed=%d skipped=%d failed=%d in %.1f ms",
@@ -264,38 +184,63 @@ class KnowledgeIndex:
         return parts[0] if len(parts) > 1 else None
 
     # -- updates -------------------------------------------------------------------------------------
+    @property
+    def matching(self) -> str:
+        return self._matching
+
+    def _current_entries(self) -> dict[str, KnowledgeEntry]:
+        if self._pending is not None:
+            return self._pending
+        return {entry.file_path: entry for entry in self._snapshot.entries}
+
+    def _publish(self, entries: dict[str, KnowledgeEntry]) -> None:
+        """Build the new snapshot completely, then swap it in (or keep collecting inside `bulk()`)."""
+        if self._bulk_depth:
+            self._pending = entries
+        else:
+            self._pending = None
+            if len(self._normalized) > 4 * sum(len(e.keywords) for e in entries.values()) + 1024:
+                self._normalized = {}  # keywords of removed documents pile up: start afresh now and then
+            self._snapshot = Snapshot(tuple(entries.values()), self._matching, self._normalized)
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Batch many `add`/`remove` calls into one rebuild at the end (readers see the old index until then)."""
+        with self._write_lock:
+            self._bulk_depth += 1
+        try:
+            yield
+        finally:
+            with self._write_lock:
+                self._bulk_depth -= 1
+                if self._bulk_depth == 0 and self._pending is not None:
+                    self._publish(self._pending)
+
     def add(self, entry: KnowledgeEntry) -> None:
         """Add an entry at the end, or replace the entry with the same `file_path` in place."""
         with self._write_lock:
-            current = self._snapshot
-            entries = list(current.entries)
-            pos = current.position.get(entry.file_path)
-            if pos is None:
-                entries.append(entry)
-            else:
-                entries[pos] = entry
-            self._snapshot = _Snapshot(tuple(entries))
+            entries = self._current_entries()
+            entries[entry.file_path] = entry  # a dict keeps the position of a replaced key
+            self._publish(entries)
 
     def remove(self, file_path: str) -> bool:
         with self._write_lock:
-            current = self._snapshot
-            pos = current.position.get(file_path)
-            if pos is None:
+            entries = self._current_entries()
+            if entries.pop(file_path, None) is None:
                 return False
-            entries = current.entries[:pos] + current.entries[pos + 1 :]
-            self._snapshot = _Snapshot(entries)
+            self._publish(entries)
             return True
 
     # -- queries -------------------------------------------------------------------------------------
     def exact_match(self, query: str) -> list[KnowledgeEntry]:
-        """Every document whose keywords match the query, in index order, each once."""
-        return [m.entry for m in self.match(query)]
+        """Every document whose keywords match the query, in index order, each once (Spec 3.2)."""
+        snapshot = self._snapshot
+        return [snapshot.entries[p] for p in snapshot.match(query).positions_in_index_order()]
 
-    def match(self, query: str) -> list[L0Match]:
-        """`exact_match` plus the keywords that matched each document."""
-        if not isinstance(query, str):
-            return []
-        return self._snapshot.match(query)
+    def match(self, query: str) -> RankedMatches:
+        """The matched documents, ranked (the lookup's primary is the first), with the keywords that matched
+        each. A lazy sequence: `len()` is the total; only the items read are built."""
+        return self._snapshot.match(query if isinstance(query, str) else "")
 
     def get(self, file_path: str) -> KnowledgeEntry | None:
         snapshot = self._snapshot
@@ -318,8 +263,8 @@ class KnowledgeIndex:
 
     def claimants(self, keyword: str) -> list[str]:
         """Documents whose keywords equal `keyword` after normalisation."""
-        term = normalize_term(keyword)
-        return [e.file_path for e in self._snapshot.entries if any(normalize_term(k) == term for k in e.keywords)]
+        snapshot = self._snapshot
+        return [snapshot.entries[p].file_path for p in snapshot.claimed_by(keyword)]
 
     def entries(self) -> list[KnowledgeEntry]:
         return list(self._snapshot.entries)
@@ -330,8 +275,9 @@ class KnowledgeIndex:
     def __contains__(self, file_path: object) -> bool:
         return file_path in self._snapshot.position
 
-    def read_document(self, file_path: str, max_chars: int = 2000) -> str | None:
-        """The raw text, cut to `max_chars` characters plus "..." when longer (Spec 3.3).
+    def read_document(self, file_path: str, max_chars: int = 2000, *, clean: bool = False) -> str | None:
+        """The text, cut to `max_chars` characters plus "..." when longer (Spec 3.3). `clean=True` (answers)
+        drops boilerplate first: HTML comments, `<head>` blocks, MDX import/export lines outside code.
 
         `None` when the file is missing (logged as ERROR) or the path resolves outside the base: agent code
         may pass anything, and `../../etc/passwd` must not be read.
@@ -348,6 +294,8 @@ class KnowledgeIndex:
         except OSError as exc:
             log.error("cannot read document %s: %s", file_path, exc)
             return None
+        if clean:
+            text = clean_document(text)
         if max_chars >= 0 and len(text) > max_chars:
             return text[:max_chars] + "..."
         return text

@@ -1,10 +1,17 @@
 """L1: BM25 full text + dense vectors over the Milvus chunks, fused with reciprocal-rank fusion.
 
 The two searches run separately and are fused here (RRF, k=60) rather than with Milvus' `hybrid_search`,
-so every hit knows which retrievers found it — the console's "why" panel shows it. A hit must also be
-relevant, not merely the nearest: it needs at least half of the query's content terms (the lexical
-evidence), or, for a dense-only hit, a cosine of at least `min_dense_score`. Without that, "完全不存在的内容XYZ"
-would always "find" something (Spec 5.4).
+so every hit knows which retrievers found it — the console's "why" panel shows it. Then:
+
+- Relevance, not mere nearness: a hit needs at least half of the query's content terms (question words and
+  filler such as "如何", "有关", "what", "explain" do not count), or, for a dense-only hit, a cosine of at
+  least `min_dense_score`. An identifier in the query (`key_claim_name`, `E73011`, `proxy-rewrite`) counts
+  only where it occurs whole, and a hit must contain at least one of the query's identifiers: a code that
+  occurs nowhere finds nothing (Spec 5.4's "完全不存在的内容XYZ" → found: false).
+- Titles: a query equal to a document's title, or containing all of its content words, ranks that
+  document first.
+- Body, not metadata: when the best chunk of a document is its frontmatter chunk (title, summary, keywords
+  restated for search), the hit carries that document's best body chunk instead.
 """
 
 from __future__ import annotations
@@ -13,8 +20,11 @@ import logging
 from dataclasses import dataclass
 
 from kb_core import terms as text_analysis
+from kb_core.documents.chunking import FRONTMATTER_HEADING
+from kb_core.errors import KnowledgeBaseError
 from kb_core.retrieval.lookup import L1Hit
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder
+from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +49,7 @@ class VectorSearcher:
         *,
         min_coverage: float = 0.5,
         min_dense_score: float = 0.4,
-        candidates: int = 10,
+        candidates: int = 20,
     ):
         self._store = store
         self._embedder = embedder
@@ -67,22 +77,76 @@ class VectorSearcher:
                 cand.dense = hit.score
                 cand.rrf += 1.0 / (RRF_K + rank + 1)
 
-        query_terms = text_analysis.terms(query)
+        analysed = text_analysis.analyse_query(query)
+        query_terms, whole, required = list(analysed.terms), analysed.whole, analysed.required
+        title_rank = _TitleMatcher(query, query_terms)
+        ranked = sorted(fused.values(), key=lambda c: (title_rank(c.row), c.rrf), reverse=True)
         hits: list[L1Hit] = []
-        for cand in sorted(fused.values(), key=lambda c: c.rrf, reverse=True):
-            share, _matched = text_analysis.coverage(query_terms, cand.row.text)
-            lexical = cand.bm25 is not None and share >= self._min_coverage
-            semantic = cand.dense is not None and cand.dense >= self._min_dense_score
-            if not (lexical or semantic):
+        used: set[str] = set()
+        for cand in ranked:
+            if cand.row.chunk_id in used:
                 continue
+            title_match = title_rank(cand.row) == 2
+            share, _matched = text_analysis.coverage(query_terms, cand.row.text, whole)
+            identifier_share = text_analysis.coverage(required, cand.row.text, whole)[0] if required else 1.0
+            has_identifier = identifier_share > 0
+            # every identifier of the query, found whole, is evidence enough ("admin_key_required 设置成 false")
+            lexical = cand.bm25 is not None and (share >= self._min_coverage or (required and identifier_share == 1))
+            semantic = cand.dense is not None and cand.dense >= self._min_dense_score
+            if not (title_match or (has_identifier and (lexical or semantic))):
+                continue
+            row = self._body_of(cand.row, ranked, used) if _is_frontmatter(cand.row) else cand.row
+            used.update((cand.row.chunk_id, row.chunk_id))
             retrievers = tuple(name for name, score in (("dense", cand.dense), ("bm25", cand.bm25))
                                if score is not None)
             scores = tuple((name, round(score, 4)) for name, score in (("dense", cand.dense), ("bm25", cand.bm25))
                            if score is not None)
-            hits.append(L1Hit(content=cand.row.text, source=cand.row.source, score=round(cand.rrf, 6),
-                              retrievers=retrievers, retriever_scores=scores, heading=cand.row.heading,
-                              chunk_id=cand.row.chunk_id, doc_id=cand.row.doc_id))
+            hits.append(L1Hit(content=row.text, source=row.source, score=round(cand.rrf, 6),
+                              retrievers=retrievers, retriever_scores=scores, heading=row.heading,
+                              chunk_id=row.chunk_id, doc_id=row.doc_id))
             if len(hits) >= top_k:
                 break
         log.debug("L1 %r: %d candidates, %d relevant (terms %s)", query, len(fused), len(hits), query_terms)
         return hits
+
+    def _body_of(self, meta: ChunkRow, ranked: list[_Candidate], used: set[str]) -> ChunkRow:
+        """The document's best-ranked body chunk among the candidates, else its first body chunk."""
+        for cand in ranked:
+            if cand.row.doc_id == meta.doc_id and not _is_frontmatter(cand.row) and cand.row.chunk_id not in used:
+                return cand.row
+        try:
+            body = [c for c in self._store.chunks_of(meta.doc_id) if not _is_frontmatter(c)]
+        except KnowledgeBaseError as exc:
+            log.warning("cannot read the body of document %d, answering with its metadata: %s", meta.doc_id, exc)
+            return meta
+        return body[0] if body else meta
+
+
+def _is_frontmatter(row: ChunkRow) -> bool:
+    return row.heading == FRONTMATTER_HEADING
+
+
+class _TitleMatcher:
+    """2: the query is the document's title; 1: the query holds every content word of the title; 0: neither.
+
+    Only frontmatter chunks carry the title (their first line), so only they are ranked up; a document's
+    body chunk then stands in for it (`_body_of`)."""
+
+    def __init__(self, query: str, query_terms: list[str]):
+        self._query = normalize_term(query)
+        self._terms = set(query_terms)
+        self._cache: dict[str, int] = {}
+
+    def __call__(self, row: ChunkRow) -> int:
+        if not _is_frontmatter(row):
+            return 0
+        found = self._cache.get(row.chunk_id)
+        if found is None:
+            title = row.text.split("\n", 1)[0]
+            if normalize_term(title) == self._query:
+                found = 2
+            else:
+                title_terms = text_analysis.content_terms(title)
+                found = 1 if title_terms and self._terms.issuperset(title_terms) else 0
+            self._cache[row.chunk_id] = found
+        return found

@@ -1,7 +1,10 @@
 """The L0 -> L1 decision and the result shape (Specs 4 and 5).
 
 Exactly one L0 hit answers at once with confidence "high" and L1 is not called (decision D1). Zero or
-several L0 hits call L1 once (`top_k=3, category=None`) and add its best chunk as the supplement.
+several L0 hits call L1 once (`top_k=3, category=None`) and add its best chunk as the supplement. Among
+several L0 hits the primary is the best ranked (rarest keyword, then longer keyword); a tie at the top is
+broken by L1's order, then by index order. The primary's content is the frontmatter block plus the cleaned
+body (no licence comments, `<head>` blocks or MDX imports), cut at 2,000 characters.
 """
 
 from __future__ import annotations
@@ -12,12 +15,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match
+from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match, RankedMatches
 
 log = logging.getLogger(__name__)
 
 PRIMARY_MAX_CHARS = 2000
 L1_TOP_K = 3
+TRACE_MATCHES = 20  # the "why" panel lists this many L0 hits and "and N more"
 
 
 @dataclass(frozen=True)
@@ -81,13 +85,19 @@ class LookupTrace:
     request_id: str
     query: str
     section_title: str | None
-    l0_matches: tuple[L0Match, ...]
+    l0_matches: tuple[L0Match, ...]  # the ranked head (at most TRACE_MATCHES)
     l1_called: bool
     l1_reason: str
     l1_hits: tuple[L1Hit, ...] = ()
     l1_error: str | None = None
     stale_sources: tuple[str, ...] = ()  # L0 entries whose file could not be read
     timings_ms: dict[str, float] = field(default_factory=dict)
+    l0_total: int | None = None  # all L0 hits (None: as many as l0_matches)
+    primary_reason: str = ""  # one line: why the primary won over the other L0 hits
+
+    @property
+    def l0_count(self) -> int:
+        return len(self.l0_matches) if self.l0_total is None else self.l0_total
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,9 +105,12 @@ class LookupTrace:
             "query": self.query,
             "sectionTitle": self.section_title,
             "l0Matches": [
-                {"source": m.entry.file_path, "title": m.entry.title, "keywords": list(m.keywords)}
+                {"source": m.entry.file_path, "title": m.entry.title, "keywords": list(m.keywords),
+                 "rarestKeyword": m.rarest_keyword, "claimedBy": m.claimed_by}
                 for m in self.l0_matches
             ],
+            "l0Total": self.l0_count,
+            "primaryReason": self.primary_reason,
             "l1Called": self.l1_called,
             "l1Reason": self.l1_reason,
             "l1Hits": [
@@ -147,31 +160,26 @@ class HybridLookup:
 
         t = time.perf_counter()
         matches = self._index.match(query)
+        total = len(matches)
         timings["l0"] = _ms(t)
-        log.debug("[%s] L0 matched %d document(s): %s", request_id, len(matches),
-                  [m.entry.file_path for m in matches])
+        log.debug("[%s] L0 matched %d document(s)", request_id, total)
 
         t = time.perf_counter()
-        primary_content: str | None = None
         stale: list[str] = []
         # A matched entry whose file has gone (deleted by hand) cannot answer; it is reported, not served.
-        while matches:
-            primary_content = self._index.read_document(matches[0].entry.file_path, PRIMARY_MAX_CHARS)
-            if primary_content is not None:
-                break
-            stale.append(matches[0].entry.file_path)
-            matches = matches[1:]
+        first, primary_content = self._first_readable(matches, 0, stale)
+        remaining = total - len(stale)
         timings["read"] = _ms(t)
 
         l1_hits: list[L1Hit] = []
         l1_error: str | None = None
-        if len(matches) == 1:
+        if remaining == 1:
             l1_called, reason = False, L1_SKIPPED_UNIQUE
         elif not (isinstance(query, str) and query.strip()):
             l1_called, reason = False, L1_SKIPPED_BLANK
         else:
             l1_called = True
-            reason = L1_CALLED_SEVERAL if matches else L1_CALLED_NONE
+            reason = L1_CALLED_SEVERAL if remaining else L1_CALLED_NONE
             t = time.perf_counter()
             try:
                 l1_hits = list(self._l1.search(query, top_k=L1_TOP_K, category=None))
@@ -182,11 +190,13 @@ class HybridLookup:
         log.debug("[%s] %s", request_id, reason)
 
         primary = None
-        if matches:
+        primary_reason = ""
+        if first is not None:
+            first, primary_content, primary_reason = self._break_tie(matches, first, primary_content, l1_hits, stale)
             primary = Primary(
                 content=primary_content or "",
-                source=matches[0].entry.file_path,
-                confidence="high" if len(matches) == 1 else "low",
+                source=matches[first].entry.file_path,
+                confidence="high" if remaining == 1 else "low",
             )
         supplement = None
         if l1_hits:
@@ -195,21 +205,76 @@ class HybridLookup:
                 best = next((h for h in l1_hits if h.source != primary.source), l1_hits[0])
             supplement = Supplement(content=best.content, source=best.source)
 
+        head = [m for m in matches[:TRACE_MATCHES] if m.entry.file_path not in stale]
+        if first is not None and first >= TRACE_MATCHES:
+            head = [matches[first], *head[: TRACE_MATCHES - 1]]
+        elif first is not None and head and head[0] is not matches[first]:
+            head.remove(matches[first])
+            head.insert(0, matches[first])
         timings["total"] = _ms(started)
         trace = LookupTrace(
             request_id=request_id,
             query=query,
             section_title=section_title,
-            l0_matches=tuple(matches),
+            l0_matches=tuple(head),
             l1_called=l1_called,
             l1_reason=reason,
             l1_hits=tuple(l1_hits),
             l1_error=l1_error,
             stale_sources=tuple(stale),
             timings_ms=timings,
+            l0_total=remaining,
+            primary_reason=primary_reason,
         )
         result = LookupResult(found=primary is not None or supplement is not None,
                               primary=primary, supplement=supplement, trace=trace)
         log.info("[%s] lookup %r: found=%s l0=%d l1=%s in %.1f ms", request_id, query, result.found,
-                 len(matches), "called" if l1_called else "skipped", timings["total"])
+                 remaining, "called" if l1_called else "skipped", timings["total"])
         return result
+
+    def _first_readable(self, matches: RankedMatches, start: int, stale: list[str]) -> tuple[int | None, str | None]:
+        for i in range(start, len(matches)):
+            path = matches[i].entry.file_path
+            if path in stale:
+                continue
+            content = self._index.read_document(path, PRIMARY_MAX_CHARS, clean=True)
+            if content is not None:
+                return i, content
+            stale.append(path)
+        return None, None
+
+    def _break_tie(self, matches: RankedMatches, first: int, content: str | None, l1_hits: list[L1Hit],
+                   stale: list[str]) -> tuple[int, str | None, str]:
+        """Among the hits ranked equal with the first, prefer the one L1 ranks highest; say why in one line."""
+        if len(matches) - len(stale) <= 1:
+            return first, content, ""
+        if self._index.matching == "substring":  # the spec as written: the first hit in index order
+            return first, content, "first in index order (KB_L0_MATCHING=substring)"
+        tied = [i for i in (matches.tied_with_first() or [first]) if matches[i].entry.file_path not in stale]
+        chosen = first
+        if len(tied) > 1 and l1_hits:
+            by_path = {matches[i].entry.file_path: i for i in tied}
+            preferred = next((by_path[h.source] for h in l1_hits if h.source in by_path), None)
+            if preferred is not None and preferred != first:
+                text = self._index.read_document(matches[preferred].entry.file_path, PRIMARY_MAX_CHARS, clean=True)
+                if text is not None:
+                    chosen, content = preferred, text
+        won = matches[chosen]
+        if len(tied) > 1:
+            how = "L1 ranks it highest" if chosen != first or (l1_hits and any(
+                h.source == won.entry.file_path for h in l1_hits)) else "first in index order"
+            return chosen, content, (f"tied with {len(tied) - 1} other document(s) on “{won.rarest_keyword}” "
+                                     f"(claimed by {won.claimed_by}); {how}")
+        runner_up = next((matches[i] for i in range(min(len(matches), TRACE_MATCHES + 1))
+                          if i != chosen and matches[i].entry.file_path not in stale), None)
+        if runner_up is None:
+            return chosen, content, ""
+        if runner_up.claimed_by != won.claimed_by:
+            return chosen, content, (f"“{won.rarest_keyword}” is claimed by {_documents(won.claimed_by)}; "
+                                     f"“{runner_up.rarest_keyword}” by {runner_up.claimed_by}")
+        return chosen, content, (f"“{won.rarest_keyword}” is longer than “{runner_up.rarest_keyword}” "
+                                 f"(each claimed by {_documents(won.claimed_by)})")
+
+
+def _documents(n: int) -> str:
+    return f"{n} document" if n == 1 else f"{n} documents"

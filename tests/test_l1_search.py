@@ -1,0 +1,47 @@
+"""L1 on real stores (SQLite + Milvus Lite, BM25): answers carry body text, titles rank first, and codes
+that occur nowhere find nothing."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import doc
+
+GATEWAY = doc("Gateway upstream keepalive", [], "How the gateway reuses upstream connections.",
+              "# Keepalive\n\nSet `keepalive_pool_size` to the number of idle connections kept per upstream.\n\n"
+              "## Timeouts\n\nIdle connections close after `keepalive_timeout` seconds.\n")
+REGISTRY = doc("注册中心集群部署", [], "介绍注册中心集群的部署方式和节点数量建议",
+               "# 集群\n\n生产环境建议至少三个节点，节点之间通过 Raft 协议同步数据。\n")
+
+
+@pytest.fixture
+def kb(open_kb):
+    kb = open_kb()
+    kb.upload("keepalive.md", GATEWAY.encode(), "gateway")
+    kb.upload("cluster.md", REGISTRY.encode(), "registry")
+    return kb
+
+
+def test_a_summary_query_is_answered_with_body_text_not_the_metadata_chunk(kb):
+    result = kb.lookup("How the gateway reuses upstream connections")
+    assert result.supplement is not None and result.supplement.source.endswith("gateway/keepalive.md")
+    assert "keywords:" not in result.supplement.content and "keepalive" in result.supplement.content.lower()
+    assert result.trace.l1_hits[0].heading != "(frontmatter)"
+
+
+@pytest.mark.parametrize("title", ["注册中心集群部署", "gateway upstream keepalive"])
+def test_a_title_query_ranks_that_document_first(kb, title):
+    assert kb.lookup(title).supplement.source.endswith(("registry/cluster.md", "gateway/keepalive.md"))
+    assert kb.lookup(title).trace.l1_hits[0].source == kb.lookup(title).supplement.source
+
+
+def test_identifiers_must_occur_whole(kb):
+    assert kb.lookup("keepalive_pool_size").supplement.source.endswith("gateway/keepalive.md")
+    assert kb.lookup("what is keepalive_pool_size_max").found is False
+    assert kb.lookup("keepalive_pool 怎么设置").found is False  # a part of an identifier is not the identifier
+    assert kb.lookup("完全不存在的内容XYZ").found is False
+
+
+def test_question_words_do_not_count_as_content(kb):
+    """"如何" / "有关" / "how" are not what a question is about: the topic words alone must carry it."""
+    result = kb.lookup("有关注册中心集群部署节点数量的建议是什么")
+    assert result.supplement is not None and result.supplement.source.endswith("registry/cluster.md")
