@@ -9,6 +9,7 @@ import time
 
 from kb_core import terms as text_analysis
 from kb_core.documents.service import DocumentService
+from kb_core.errors import KnowledgeBaseError
 from kb_core.knowledge_base import KnowledgeBase
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher
@@ -49,6 +50,10 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
                                 max_upload_bytes=settings.max_upload_bytes)
     kb = KnowledgeBase(settings, index, metadata, vectors, embedder, documents, HybridLookup(index, searcher),
                        searcher)
+    try:
+        documents.recover()  # finish or undo what a crash left PENDING (only those rows are read)
+    except KnowledgeBaseError as exc:
+        log.error("could not check for interrupted writes: %s", exc)
     log.info("knowledge base open in %.2f s: %d L0 documents, database %s, Milvus %s (%s), model %s: %s",
              time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
              settings.embedding_model, embedder.state.state)

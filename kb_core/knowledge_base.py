@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from kb_core.agent.tool import CallRecorder, LookupTool, ToolResponse
 from kb_core.documents.lint import UploadPreview, preview_upload
-from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, SyncReport, UploadOutcome
+from kb_core.documents.service import (
+    DeleteOutcome,
+    DocumentService,
+    RecoveryReport,
+    ReindexReport,
+    RepairReport,
+    SyncReport,
+    UploadOutcome,
+)
 from kb_core.errors import KnowledgeBaseError
 from kb_core.progress import Progress
 from kb_core.retrieval.keyword_index import KeywordClaim, KnowledgeIndex
@@ -27,10 +36,13 @@ class StoreCounts:
     files: int  # .md files under the knowledge base
     database: int | None  # None when the database could not be read
     milvus: int | None  # documents with vectors; None when Milvus could not be read
+    database_chunks: int | None = None  # the chunks the rows say they have
+    milvus_chunks: int | None = None  # the chunks Milvus holds
 
     @property
     def consistent(self) -> bool:
-        return self.database is not None and self.files == self.database == self.milvus
+        return (self.database is not None and self.files == self.database == self.milvus
+                and self.database_chunks == self.milvus_chunks)
 
     @property
     def problems(self) -> list[str]:
@@ -38,7 +50,11 @@ class StoreCounts:
         if self.database is not None and self.files != self.database:
             found.append(f"{self.files} files on disk but {self.database} in the database: run Sync folder")
         if self.database is not None and self.milvus is not None and self.milvus != self.database:
-            found.append(f"{self.database} documents in the database but {self.milvus} in Milvus: re-index")
+            found.append(f"{self.database} documents in the database but {self.milvus} in Milvus: run repair")
+        elif (self.database_chunks is not None and self.milvus_chunks is not None
+              and self.database_chunks != self.milvus_chunks):
+            found.append(f"Milvus holds {self.milvus_chunks} chunks against {self.database_chunks} in the "
+                         "database: run repair")
         return found
 
 
@@ -85,6 +101,7 @@ class KnowledgeBase:
         self._searcher = searcher
         self._recorder = CallRecorder(metadata)
         self._tool = LookupTool(lookup, self._recorder)
+        self._status_cache: tuple[float, KnowledgeBaseStatus] | None = None
 
     # -- queries -------------------------------------------------------------------------------------
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
@@ -137,36 +154,68 @@ class KnowledgeBase:
 
     # -- changes -------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None) -> UploadOutcome:
+        self._status_cache = None
         return self._documents.upload(file_name, data, category, **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
+        self._status_cache = None
         return self._documents.delete(doc_id)
 
     def reindex(self, doc_id: int, *, progress: Progress | None = None) -> DocumentRecord:
+        self._status_cache = None
         return self._documents.reindex(doc_id, **_p(progress))
 
     def reindex_all(self, *, progress: Progress | None = None) -> ReindexReport:
+        self._status_cache = None
         return self._documents.reindex_all(**_p(progress))
 
     def sync(self, *, progress: Progress | None = None) -> SyncReport:
+        self._status_cache = None
         return self._documents.sync(**_p(progress))
 
+    def repair(self, *, delete_missing: bool = False, progress: Progress | None = None) -> RepairReport:
+        """Reconcile disk, database, Milvus and L0 (see `DocumentService.repair`)."""
+        report = self._documents.repair(delete_missing=delete_missing, **_p(progress))
+        self._status_cache = None
+        return report
+
+    def recover(self) -> RecoveryReport:
+        """Finish or undo writes a crash left PENDING (opening the knowledge base does this too)."""
+        return self._documents.recover()
+
     # -- status --------------------------------------------------------------------------------------
-    def status(self) -> KnowledgeBaseStatus:
+    def status(self, max_age: float = 5.0) -> KnowledgeBaseStatus:
+        """What each store holds. Every page render shows it, so it is cached for `max_age` seconds (and
+        dropped by every write through this object)."""
+        cached = self._status_cache
+        if cached is not None and time.monotonic() - cached[0] < max_age:
+            return cached[1]
+        status = self._read_status()
+        self._status_cache = (time.monotonic(), status)
+        return status
+
+    def _read_status(self) -> KnowledgeBaseStatus:
         database_error = milvus_error = None
         try:
             db_count: int | None = self.metadata.count_documents()
         except KnowledgeBaseError as exc:
             db_count, database_error = None, str(exc)
+        db_chunks = milvus_chunks = None
         try:
-            # Every page render shows this: compare chunk totals (two cheap counts) and list the document ids
-            # in Milvus (a scan of every chunk) only when the totals disagree.
-            chunks_agree = db_count is not None and self.vectors.count_chunks() == self.metadata.count_chunks()
+            db_chunks = self.metadata.count_chunks() if db_count is not None else None
+        except KnowledgeBaseError as exc:
+            database_error = str(exc)
+        try:
+            # Compare chunk totals (two cheap counts) and list the document ids in Milvus (a scan of every
+            # chunk) only when the totals disagree.
+            milvus_chunks = self.vectors.count_chunks()
+            chunks_agree = db_chunks is not None and milvus_chunks == db_chunks
             milvus_count: int | None = db_count if chunks_agree else len(self.vectors.document_ids())
         except KnowledgeBaseError as exc:
             milvus_count, milvus_error = None, str(exc)
         return KnowledgeBaseStatus(
-            counts=StoreCounts(len(self.index), len(self.index.markdown_files()), db_count, milvus_count),
+            counts=StoreCounts(len(self.index), len(self.index.markdown_files()), db_count, milvus_count,
+                               db_chunks, milvus_chunks),
             database_url=self.metadata.url,
             database_error=database_error,
             milvus_uri=self.vectors.uri,

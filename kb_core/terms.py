@@ -72,6 +72,22 @@ _IDENTIFIER = re.compile(
 )
 
 
+MAX_KEYWORDS = 64  # per document in L0; more is a list of everything, not keywords
+
+
+def weak_keyword_reason(keyword: str) -> str | None:
+    """Why a keyword is useless for L0 (it would match nearly every query), or `None` when it is fine.
+    `e` would make every query with an "e" in a word... ambiguous; `的` is in every Chinese sentence."""
+    term = normalize_term(keyword)
+    if len(term) < 2:
+        return "shorter than 2 characters"
+    if not any(ch.isalpha() for ch in term):
+        return "only digits or punctuation"
+    if term in STOP_WORDS or term in FILLER_WORDS:
+        return "a stop word"
+    return None
+
+
 def is_word_char(ch: str) -> bool:
     return bool(_WORD_CHAR.match(ch))
 

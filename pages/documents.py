@@ -156,11 +156,15 @@ with tab_list:
 with tab_keywords:
     claims = kb.keyword_map()
     collisions = [c for c in claims if c.collides]
-    st.metric("Ambiguous keywords", len(collisions), help="Keywords claimed by several documents: a query that "
+    weak = [c for c in claims if c.weak]
+    m1, m2 = st.columns(2)
+    m1.metric("Ambiguous keywords", len(collisions), help="Keywords claimed by several documents: a query that "
               "matches them gets confidence 'low' and an L1 supplement instead of one exact answer.")
+    m2.metric("Weak keywords (ignored by L0)", len(weak), help="Shorter than 2 characters, only digits or "
+              "punctuation, a stop word, or beyond a document's 64th keyword: they would match almost anything.")
     st.dataframe(
         [{"keyword": c.keyword, "documents": len(c.file_paths), "claimed by": "\n".join(c.file_paths),
-          "ambiguous": "⚠️" if c.collides else ""} for c in claims],
+          "ambiguous": "⚠️" if c.collides else "", "ignored by L0": c.weak or ""} for c in claims],
         hide_index=True,
     )
 

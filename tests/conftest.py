@@ -141,6 +141,8 @@ def assert_consistent(kb) -> None:
     import hashlib
     import json as _json
 
+    from kb_core.retrieval.keyword_index import split_keywords
+
     rows = kb.metadata.list_documents()
     by_path = {r.file_path: r for r in rows}
     disk = {kb.index.display_path(rel) for rel in kb.index.markdown_files()}
@@ -158,4 +160,10 @@ def assert_consistent(kb) -> None:
     with_frontmatter = {r.file_path: _json.loads(r.metadata_json) for r in rows if r.metadata_json}
     assert set(l0) == set(with_frontmatter), f"L0 {sorted(l0)} != rows with frontmatter {sorted(with_frontmatter)}"
     for path, meta in with_frontmatter.items():
-        assert list(l0[path].keywords) == meta["keywords"]
+        kept, _ignored = split_keywords(tuple(meta["keywords"]))
+        assert l0[path].keywords == kept
+    pending = [(r.file_path, r.pending_operation) for r in rows if r.pending_operation or r.status != "INDEXED"]
+    assert pending == [], f"rows still pending or failed: {pending}"
+    counts = {r.id: r.chunk_count for r in rows}
+    beyond = [(d, c) for d, c in kb.vectors.chunk_keys() if d not in counts or c >= counts[d]]
+    assert beyond == [], f"vectors without a row or beyond the row's chunk count: {beyond[:10]}"

@@ -3,12 +3,10 @@ upload, replace, delete, re-index and sync, with failures injected at every step
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import pytest
 from conftest import NO_MODEL, assert_consistent, doc
-from sqlalchemy.exc import OperationalError
 
 from kb_core import KnowledgeBaseError
 from kb_core.documents.service import DocumentError
@@ -164,19 +162,6 @@ def _boom(*_args, **_kwargs):
     raise RuntimeError("injected failure")
 
 
-@contextlib.contextmanager
-def _commit_fails(store):
-    """A real transaction whose COMMIT fails (the database went away at the last moment)."""
-    session = store._sessions()
-    try:
-        session.begin()
-        yield session
-        session.rollback()
-        raise OperationalError("COMMIT", {}, Exception("injected: server has gone away"))
-    finally:
-        session.close()
-
-
 def inject(kb, monkeypatch, where: str) -> None:
     if where == "embedding":
         monkeypatch.setattr(kb.embedder, "encode_documents", _boom)
@@ -185,8 +170,10 @@ def inject(kb, monkeypatch, where: str) -> None:
     elif where == "milvus delete":
         monkeypatch.setattr(kb.vectors, "delete_document", _boom)
         monkeypatch.setattr(kb.vectors, "delete_chunks_from", _boom)
-    elif where == "database commit":
-        monkeypatch.setattr(kb.metadata, "unit_of_work", lambda: _commit_fails(kb.metadata))
+    elif where == "database commit":  # the last step: the row would go from PENDING to INDEXED
+        monkeypatch.setattr(kb.metadata, "finish_write", _boom)
+    elif where == "intent record":  # the first step: the row as PENDING
+        monkeypatch.setattr(kb.metadata, "save_document", _boom)
     elif where == "file write":
         import kb_core.documents.service as documents
 
@@ -195,7 +182,7 @@ def inject(kb, monkeypatch, where: str) -> None:
         raise AssertionError(where)
 
 
-UPLOAD_FAILURES = ["embedding", "file write", "milvus write", "database commit"]
+UPLOAD_FAILURES = ["embedding", "intent record", "file write", "milvus write", "database commit"]
 
 
 @pytest.mark.parametrize("where", UPLOAD_FAILURES)
@@ -372,6 +359,10 @@ def test_status_flags_vectors_missing_behind_our_back(kb):
     kb.vectors.delete_document(first.id)  # e.g. someone dropped rows in Milvus directly
     counts = kb.status().counts
     assert (counts.database, counts.milvus) == (2, 1)
-    assert not counts.consistent and any("re-index" in p for p in counts.problems)
+    assert not counts.consistent and any("run repair" in p for p in counts.problems)
+    report = kb.repair()
+    assert report.reindexed == (first.file_path,)
+    assert kb.status().counts.consistent
+    assert_consistent(kb)
     kb.reindex(first.id)
     assert kb.status().counts.consistent

@@ -116,6 +116,22 @@ else:  # pragma: no cover - PyYAML wheels ship libyaml
     _LOADER = _SourceTextLoader
 
 
+def _refuse_anchors_and_aliases(block: str) -> None:
+    """Any anchor (`&a`) or alias (`*a`) is refused before anything is built: a scalar alias bomb
+    (`pad: &a "<30 KB>"`, `bomb: [*a, *a, …]`) is small as YAML and huge as JSON. Real frontmatter has no
+    need for either. Only blocks that contain `&` or `*` pay for the event scan."""
+    if "&" not in block and "*" not in block:
+        return
+    try:
+        for event in yaml.parse(block, Loader=_LOADER):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                line = event.start_mark.line + 2 if event.start_mark is not None else "?"
+                kind = "aliases" if isinstance(event, yaml.AliasEvent) else "anchors"
+                raise FrontmatterError(f"YAML {kind} are not allowed in frontmatter (line {line})")
+    except yaml.YAMLError:
+        return  # the real load below reports the syntax error with its position
+
+
 def _refuse_shared_containers(data: Any) -> None:
     """An alias to a list or mapping loads as the *same* object twice; that is how alias bombs look."""
     seen: set[int] = set()
@@ -132,6 +148,7 @@ def _refuse_shared_containers(data: Any) -> None:
 def _load_yaml(block: str) -> Any:
     if len(block.encode("utf-8", "surrogatepass")) > MAX_BLOCK_BYTES:
         raise FrontmatterError(f"frontmatter block is larger than {MAX_BLOCK_BYTES // 1024} KiB")
+    _refuse_anchors_and_aliases(block)
     try:
         data = yaml.load(block, Loader=_LOADER)  # noqa: S506 - SafeLoader subclasses
     except yaml.MarkedYAMLError as exc:

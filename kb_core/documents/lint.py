@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict
 from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
 from kb_core.errors import KnowledgeBaseError
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.retrieval.keyword_index import KnowledgeIndex, split_keywords
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
@@ -68,7 +68,10 @@ def preview_upload(
         missing = [field for field in ("title", "keywords", "summary") if not getattr(fm, field)]
         if missing:
             findings.append(Finding(WARNING, "missing required field(s): " + ", ".join(missing)))
-        for keyword in fm.keywords:
+        kept, ignored = split_keywords(fm.keywords)
+        for keyword, reason in ignored:
+            findings.append(Finding(WARNING, f"keyword “{keyword}” is ignored by L0: {reason}"))
+        for keyword in kept:
             others = [p for p in index.claimants(keyword) if p != file_path]
             if others:
                 findings.append(Finding(WARNING, f"L0 will be ambiguous for: {keyword} — also in {', '.join(others)}"))

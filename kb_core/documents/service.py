@@ -13,9 +13,13 @@ import hashlib
 import json
 import logging
 import os
+import re
+import socket
 import tempfile
 import threading
-from dataclasses import dataclass, field
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from kb_core.documents.chunking import FRONTMATTER_HEADING, Chunk, chunk_markdown
@@ -31,7 +35,8 @@ from kb_core.storage.vector_store import FULLTEXT_PROFILE
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeleteOutcome", "DocumentError", "DocumentService", "Progress", "ReindexReport", "SyncReport",
+__all__ = ["DeleteOutcome", "DocumentError", "DocumentService", "Progress", "RecoveryReport", "ReindexReport",
+           "RepairReport", "SyncReport",
            "UploadOutcome"]
 
 @dataclass(frozen=True)
@@ -55,6 +60,39 @@ class SyncReport:
     unchanged: tuple[str, ...] = ()
     failed: tuple[tuple[str, str], ...] = ()
     missing_files: tuple[str, ...] = ()  # rows whose file has gone from disk
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    finished: tuple[str, ...] = ()  # interrupted uploads completed from the file on disk
+    undone: tuple[str, ...] = ()  # interrupted uploads without a file, and interrupted deletes, completed
+    left_to_live_writers: tuple[str, ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()
+    temp_files_removed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    recovery: RecoveryReport
+    orphan_documents: tuple[int, ...] = ()  # document ids whose vectors had no row (deleted)
+    trimmed: tuple[str, ...] = ()  # documents with vectors beyond their chunk count (deleted)
+    reindexed: tuple[str, ...] = ()  # documents with fewer vectors than chunks (re-indexed)
+    missing_files: tuple[str, ...] = ()  # rows whose file has gone (delete them with delete_missing=True)
+    deleted: tuple[str, ...] = ()
+    sync: SyncReport | None = None
+    failed: tuple[tuple[str, str], ...] = ()
+
+    def summary(self) -> str:
+        parts = [f"{len(self.recovery.finished) + len(self.recovery.undone)} interrupted writes completed",
+                 f"{len(self.orphan_documents)} orphan documents' vectors deleted",
+                 f"{len(self.trimmed)} documents' stale chunks deleted",
+                 f"{len(self.reindexed)} documents re-indexed",
+                 f"{len(self.missing_files)} rows without a file", f"{len(self.deleted)} deleted"]
+        if self.sync is not None:
+            parts.append(f"{len(self.sync.added)} files added, {len(self.sync.updated)} updated")
+        if self.failed or (self.sync and self.sync.failed):
+            parts.append(f"{len(self.failed) + len(self.sync.failed if self.sync else ())} failed")
+        return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -91,7 +129,8 @@ def sha256(data: bytes) -> str:
 def write_atomic(target: Path, data: bytes) -> None:
     """Temp file in the same directory + fsync + rename: readers see the old or the new file, never half."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:50]}.", suffix=".tmp")
+    # the writer's pid is in the name: a temp file whose writer died is removed by `recover`
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:50]}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -101,6 +140,52 @@ def write_atomic(target: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_TEMP_NAME = re.compile(r"^\..*\.(\d+)\.[^.]+\.tmp$")
+# Who writes: recorded with every PENDING row, so a restart can tell a crashed writer from a live one.
+PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_is_gone(owner: str | None) -> bool:
+    """True when the process that left a row PENDING is certainly not running any more (same host, dead pid,
+    or this process under a new identity). Rows of live writers elsewhere are left to them."""
+    if not owner:
+        return True
+    host, _, rest = owner.partition(":")
+    pid_text, _, token = rest.partition(":")
+    if owner == PROCESS_OWNER:
+        return False
+    if host != socket.gethostname():
+        return False
+    try:
+        pid = int(pid_text)
+    except ValueError:
+        return True
+    if pid == os.getpid():
+        return token != PROCESS_OWNER.rsplit(":", 1)[-1]
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _values_of(record: DocumentRecord) -> DocumentValues:
+    return DocumentValues(**{f.name: getattr(record, f.name) for f in fields(DocumentValues)})
+
+
+def _run_undos(undo: list[tuple[str, Callable[[], None]]]) -> list[str]:
+    problems: list[str] = []
+    for what, action in reversed(undo):
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 - keep undoing the rest; report what could not be undone
+            problems.append(f"{what}: {exc}")
+            log.error("rollback incomplete: %s: %s", what, exc)
+    return problems
 
 
 class DocumentService:
@@ -170,13 +255,25 @@ class DocumentService:
         relative = f"{category}/{name}"
         file_path = self._index.display_path(relative)
         target = self._index.base_dir / category / name
+        folder = target.parent
+        if (folder.exists() or folder.is_symlink()) and not self._index.is_inside(folder):
+            raise UploadRejected(f"the category folder {category}/ is a link leading outside the knowledge base; "
+                                 "nothing is written there")
+        if target.is_symlink():
+            raise UploadRejected(f"{file_path} is a link; replace the file it points to instead")
         digest = sha256(bytes(data))
+        existing = self._read_row(file_path)
+        if existing is not None and self._is_current(existing, digest, target):
+            progress("done", 1, 1)
+            return UploadOutcome("unchanged", existing, ("identical to the indexed version: nothing to do",))
+        # Parsing, chunking and embedding (seconds to minutes for a big document) run before the write lock:
+        # other uploads, deletes and re-indexes do not wait for them.
+        prepared = self.prepare(text, source=file_path, progress=progress)
         with self._write_lock:
-            existing = self._read_row(file_path)
+            existing = self._read_row(file_path)  # again: another writer may have been faster
             if existing is not None and self._is_current(existing, digest, target):
                 progress("done", 1, 1)
                 return UploadOutcome("unchanged", existing, ("identical to the indexed version: nothing to do",))
-            prepared = self.prepare(text, source=file_path, progress=progress)
             record = self._store(file_path, name, category, bytes(data), digest, prepared, existing,
                                  write_file=target, progress=progress)
         action = "replaced" if existing is not None else "indexed"
@@ -211,25 +308,24 @@ class DocumentService:
         write_file: Path | None,
         progress: Progress,
     ) -> DocumentRecord:
-        """The write phase, undone in reverse on any failure."""
-        old_bytes: bytes | None = None
-        old_chunks: list[ChunkRow] = []
+        """The write phase: intent record (row PENDING) -> file -> vectors -> row INDEXED -> L0.
+
+        Each step pushes its undo before it starts; any exception — including `BaseException`s such as a
+        Streamlit rerun raised from a progress callback — runs the undos in reverse and is re-raised. A crash
+        (kill -9) leaves the row PENDING, which the next opening (`recover`) finishes or undoes.
+        """
         step = "read the previous version"
         try:
-            if write_file is not None and write_file.exists():
-                old_bytes = write_file.read_bytes()
-            if existing is not None:
-                old_chunks = self._vectors.chunks_of(existing.id, with_vectors=True)
+            old_bytes = write_file.read_bytes() if write_file is not None and write_file.exists() else None
+            old_chunks = self._vectors.chunks_of(existing.id, with_vectors=True) if existing is not None else []
         except Exception as exc:  # noqa: BLE001
             raise DocumentError(step, f"{type(exc).__name__}: {exc}") from exc
 
-        doc_id: int | None = None
-        file_written = vectors_touched = False
         values = DocumentValues(
             file_name=name,
             category=category,
             file_path=file_path,
-            status=DocumentStatus.INDEXED,
+            status=DocumentStatus.PENDING,
             metadata_json=(json.dumps(prepared.frontmatter.to_dict(), ensure_ascii=False)
                            if prepared.frontmatter else None),
             content_sha256=digest,
@@ -238,35 +334,41 @@ class DocumentService:
             embedding_model=self.profile,
             last_error=None,
         )
+        undo: list[tuple[str, Callable[[], None]]] = []
+        doc_id: int | None = existing.id if existing is not None else None
         try:
+            step = "database"
+            doc_id = self._metadata.save_document(values, doc_id, pending=("upload", PROCESS_OWNER))
+            if existing is None:
+                undo.append(("row", lambda: self._metadata.delete_document(doc_id)))
+            else:
+                undo.append(("row", lambda: self._metadata.save_document(_values_of(existing), existing.id)))
             if write_file is not None:
                 step = "save file"
                 progress("saving", 0, 1)
+                undo.append(("file", lambda: write_atomic(write_file, old_bytes) if old_bytes is not None
+                             else write_file.unlink(missing_ok=True)))
                 write_atomic(write_file, data)
-                file_written = True
-            step = "database"
-            with self._metadata.unit_of_work() as session:
-                doc_id = self._metadata.stage_document(session, values, existing.id if existing else None)
-                progress("indexing", 0, len(prepared.chunks))
-                # Upsert by `{doc_id}:{chunk_no}` first, then drop chunks a longer old version had: a failed
-                # write leaves the old vectors untouched. A new document has nothing to keep, so any
-                # partial write is simply deleted on the way out.
-                vectors_touched = existing is None
-                step = "write vectors"
-                self._vectors.upsert(self._rows(doc_id, file_path, category, prepared))
-                vectors_touched = True
-                if len(old_chunks) > len(prepared.chunks):
-                    step = "delete stale vectors"
-                    self._vectors.delete_chunks_from(doc_id, len(prepared.chunks))
-                step = "database commit"
+            step = "write vectors"
+            progress("indexing", 0, len(prepared.chunks))
+            # Upsert by `{doc_id}:{chunk_no}` first, then drop chunks a longer old version had: a failed write
+            # leaves the old vectors untouched. The undo is pushed first: a write can fail half-way.
+            undo.append(("vectors", lambda: self._restore_vectors(doc_id, old_chunks, len(prepared.chunks))))
+            self._vectors.upsert(self._rows(doc_id, file_path, category, prepared))
+            if len(old_chunks) > len(prepared.chunks):
+                step = "delete stale vectors"
+                self._vectors.delete_chunks_from(doc_id, len(prepared.chunks))
+            step = "database commit"
             progress("indexing", len(prepared.chunks), len(prepared.chunks))
-        except Exception as exc:  # noqa: BLE001 - whatever failed, undo and report the step
-            undo_problems = self._undo(doc_id if vectors_touched else None, old_chunks, len(prepared.chunks),
-                                       write_file if file_written else None, old_bytes)
+            self._metadata.finish_write(doc_id)
+        except BaseException as exc:  # noqa: BLE001 - whatever failed or interrupted: undo, then re-raise
+            problems = _run_undos(undo)
             message = f"{type(exc).__name__}: {exc}"
-            if undo_problems:
-                message += "; and the rollback was incomplete (" + "; ".join(undo_problems) + "): run sync"
+            if problems:
+                message += "; and the rollback was incomplete (" + "; ".join(problems) + "): run repair"
             log.error("storing %s failed at %s: %s", file_path, step, message)
+            if not isinstance(exc, Exception):
+                raise
             raise DocumentError(step, message) from exc
 
         self._update_l0(file_path, prepared.frontmatter, category)
@@ -275,30 +377,15 @@ class DocumentService:
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
         return record
 
-    def _undo(self, doc_id: int | None, old_chunks: list[ChunkRow], new_count: int, written: Path | None,
-              old_bytes: bytes | None) -> list[str]:
-        problems: list[str] = []
-        if doc_id is not None:
-            try:
-                if not old_chunks:
-                    self._vectors.delete_document(doc_id)
-                else:
-                    self._vectors.upsert(old_chunks)
-                    if new_count > len(old_chunks):
-                        self._vectors.delete_chunks_from(doc_id, len(old_chunks))
-            except Exception as exc:  # noqa: BLE001
-                problems.append(f"vectors of document {doc_id}: {exc}")
-        if written is not None:
-            try:
-                if old_bytes is None:
-                    written.unlink(missing_ok=True)
-                else:
-                    write_atomic(written, old_bytes)
-            except Exception as exc:  # noqa: BLE001
-                problems.append(f"file {written}: {exc}")
-        for problem in problems:
-            log.error("rollback incomplete: %s", problem)
-        return problems
+    def _restore_vectors(self, doc_id: int | None, old_chunks: list[ChunkRow], new_count: int) -> None:
+        if doc_id is None:
+            return
+        if not old_chunks:
+            self._vectors.delete_document(doc_id)
+            return
+        self._vectors.upsert(old_chunks)
+        if new_count > len(old_chunks):
+            self._vectors.delete_chunks_from(doc_id, len(old_chunks))
 
     def _rows(self, doc_id: int, file_path: str, category: str, prepared: PreparedDocument) -> list[ChunkRow]:
         vectors = prepared.vectors or [None] * len(prepared.chunks)
@@ -316,31 +403,39 @@ class DocumentService:
 
     # -- delete --------------------------------------------------------------------------------------
     def delete(self, doc_id: int) -> DeleteOutcome:
+        """Intent record first (row PENDING "delete"), then vectors -> file -> L0 -> row. A failure or a crash
+        part-way leaves the row marked, and deleting again (or opening the knowledge base) finishes it."""
         with self._write_lock:
             try:
                 row = self._metadata.get(doc_id)
+                if row is None:
+                    return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
+                self._metadata.set_pending(doc_id, "delete", PROCESS_OWNER)
             except KnowledgeBaseError as exc:
-                raise DocumentError("database", str(exc)) from exc
-            if row is None:
-                return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
-            try:
-                self._vectors.delete_document(doc_id)
-            except Exception as exc:  # noqa: BLE001
-                raise DocumentError("delete vectors", f"{exc}; nothing was deleted, try again") from exc
-            real = self._index.resolve(row.file_path)
-            try:
-                if real is not None:
-                    real.unlink(missing_ok=True)
-            except OSError as exc:
-                self._mark_incomplete(doc_id, f"deletion incomplete: the file could not be removed ({exc})")
-                raise DocumentError("delete file", f"{exc}; the vectors are gone, delete again to finish") from exc
-            self._index.remove(row.file_path)
-            try:
-                self._metadata.delete_document(doc_id)
-            except KnowledgeBaseError as exc:
-                raise DocumentError("delete row", f"{exc}; file and vectors are gone, delete again to finish") from exc
+                raise DocumentError("database", f"{exc}; nothing was deleted") from exc
+            self._finish_delete(row)
         log.info("deleted document %d (%s)", doc_id, row.file_path)
         return DeleteOutcome(True, row.file_path, f"deleted {row.file_path}")
+
+    def _finish_delete(self, row: DocumentRecord) -> None:
+        try:
+            self._vectors.delete_document(row.id)
+        except Exception as exc:  # noqa: BLE001
+            raise DocumentError("delete vectors", f"{exc}; the document is marked for deletion: delete it again "
+                                                  "(or reopen / repair) to finish") from exc
+        # the path itself, never where a link points: deleting removes the link, not a file elsewhere
+        real = self._index.lexical_path(row.file_path)
+        try:
+            if real is not None:
+                real.unlink(missing_ok=True)
+        except OSError as exc:
+            self._mark_incomplete(row.id, f"deletion incomplete: the file could not be removed ({exc})")
+            raise DocumentError("delete file", f"{exc}; the vectors are gone, delete again to finish") from exc
+        self._index.remove(row.file_path)
+        try:
+            self._metadata.delete_document(row.id)
+        except KnowledgeBaseError as exc:
+            raise DocumentError("delete row", f"{exc}; file and vectors are gone, delete again to finish") from exc
 
     def _mark_incomplete(self, doc_id: int, message: str) -> None:
         try:
@@ -348,14 +443,65 @@ class DocumentService:
         except KnowledgeBaseError as exc:
             log.error("could not record the failed deletion of %d: %s", doc_id, exc)
 
+    # -- crash recovery --------------------------------------------------------------------------------
+    def recover(self) -> RecoveryReport:
+        """Finish or undo what a crashed writer left PENDING, and remove its stray temp files. Cheap: it
+        reads only the pending rows. Rows a live writer (another process) is working on are left alone."""
+        finished: list[str] = []
+        undone: list[str] = []
+        left: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for row in self._metadata.pending_documents():
+            if not owner_is_gone(row.pending_owner):
+                left.append(row.file_path)
+                continue
+            try:
+                with self._write_lock:
+                    if row.pending_operation == "delete":
+                        self._finish_delete(row)
+                        undone.append(row.file_path)
+                        continue
+                    real = self._index.lexical_path(row.file_path)
+                    if real is not None and real.is_file():
+                        self._index_from_disk(row.file_path, row, no_progress)  # the file on disk wins
+                        finished.append(row.file_path)
+                    else:  # the file never arrived: the upload did not happen
+                        self._vectors.delete_document(row.id)
+                        self._index.remove(row.file_path)
+                        self._metadata.delete_document(row.id)
+                        undone.append(row.file_path)
+            except (KnowledgeBaseError, OSError) as exc:
+                failed.append((row.file_path, str(exc)))
+                log.error("could not recover the interrupted write of %s: %s", row.file_path, exc)
+        removed = self._remove_stray_temp_files()
+        if finished or undone or failed or removed:
+            log.warning("recovered interrupted writes: %d finished, %d undone, %d failed, %d temp files removed",
+                        len(finished), len(undone), len(failed), len(removed))
+        return RecoveryReport(tuple(finished), tuple(undone), tuple(left), tuple(failed), tuple(removed))
+
+    def _remove_stray_temp_files(self) -> list[str]:
+        removed: list[str] = []
+        base = self._index.base_dir
+        if not base.is_dir():
+            return removed
+        for tmp in base.rglob(".*.tmp"):
+            match = _TEMP_NAME.match(tmp.name)
+            if match is None or not owner_is_gone(f"{socket.gethostname()}:{match.group(1)}:"):
+                continue
+            try:
+                tmp.unlink()
+                removed.append(str(tmp))
+            except OSError as exc:
+                log.warning("cannot remove stray temp file %s: %s", tmp, exc)
+        return removed
+
     # -- re-index and sync ---------------------------------------------------------------------------
     def reindex(self, doc_id: int, *, progress: Progress = no_progress) -> DocumentRecord:
         """Re-parse, re-chunk and re-embed a document from its saved file (e.g. after a model change)."""
-        with self._write_lock:
-            row = self._metadata.get(doc_id)
-            if row is None:
-                raise DocumentError("reindex", f"document {doc_id} does not exist")
-            return self._index_from_disk(row.file_path, row, progress)
+        row = self._metadata.get(doc_id)
+        if row is None:
+            raise DocumentError("reindex", f"document {doc_id} does not exist")
+        return self._index_from_disk(row.file_path, row, progress)
 
     def reindex_all(self, *, progress: Progress = no_progress) -> ReindexReport:
         rows = self._metadata.list_documents()
@@ -372,7 +518,7 @@ class DocumentService:
         return ReindexReport(tuple(done), tuple(failed))
 
     def _index_from_disk(self, file_path: str, existing: DocumentRecord | None, progress: Progress) -> DocumentRecord:
-        real = self._index.resolve(file_path)
+        real = self._index.lexical_path(file_path)
         if real is None or not real.is_file():
             raise DocumentError("read file", f"{file_path} is not on disk")
         relative = self._index.relative_path(file_path) or ""
@@ -382,9 +528,70 @@ class DocumentService:
         category, name = validate_category(parts[0]), validate_file_name(parts[1])
         data = real.read_bytes()
         text = decode_markdown(data, max_bytes=max(self._max_upload_bytes, len(data)), file_name=file_path)
-        prepared = self.prepare(text, source=file_path, progress=progress)
-        return self._store(file_path, name, category, data, sha256(data), prepared, existing, write_file=None,
-                           progress=progress)
+        prepared = self.prepare(text, source=file_path, progress=progress)  # outside the lock
+        with self._write_lock:
+            existing = self._metadata.get_by_path(file_path)  # the row as it is now, under the lock
+            return self._store(file_path, name, category, data, sha256(data), prepared, existing,
+                               write_file=None, progress=progress)
+
+    def repair(self, *, delete_missing: bool = False, progress: Progress = no_progress) -> RepairReport:
+        """One reconciliation of disk, database, Milvus and L0: finish interrupted writes; delete vectors
+        whose row does not exist or whose chunk number is beyond the row's chunk count; re-index documents
+        with missing vectors; index files without rows (sync); report rows whose file has gone (and delete
+        them, with their vectors, when `delete_missing`); rebuild L0 under the write lock."""
+        recovery = self.recover()
+        progress("checking vectors", 0, 1)
+        orphans: set[int] = set()
+        trimmed: list[str] = []
+        incomplete: list[DocumentRecord] = []
+        with self._write_lock:
+            rows = {r.id: r for r in self._metadata.list_documents()}
+            per_doc: dict[int, tuple[int, int]] = {}  # doc id -> (chunks, highest chunk_no + 1)
+            for doc_id, chunk_no in self._vectors.chunk_keys():
+                count, top = per_doc.get(doc_id, (0, 0))
+                per_doc[doc_id] = (count + 1, max(top, chunk_no + 1))
+            for doc_id, (_count, top) in per_doc.items():
+                row = rows.get(doc_id)
+                if row is None:
+                    orphans.add(doc_id)
+                    self._vectors.delete_document(doc_id)
+                elif top > row.chunk_count:
+                    trimmed.append(row.file_path)
+                    self._vectors.delete_chunks_from(doc_id, row.chunk_count)
+            for doc_id, row in rows.items():
+                count = min(per_doc.get(doc_id, (0, 0))[0], row.chunk_count)
+                if count < row.chunk_count and row.pending_operation is None:
+                    incomplete.append(row)
+            missing = [r for r in rows.values()
+                       if r.pending_operation is None and not ((p := self._index.lexical_path(r.file_path))
+                                                               and p.is_file())]
+        reindexed: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for row in incomplete:
+            if row in missing:
+                continue
+            try:
+                self._index_from_disk(row.file_path, row, no_progress)
+                reindexed.append(row.file_path)
+            except (KnowledgeBaseError, OSError) as exc:
+                failed.append((row.file_path, str(exc)))
+        deleted: list[str] = []
+        if delete_missing:
+            for row in missing:
+                try:
+                    with self._write_lock:
+                        self._metadata.set_pending(row.id, "delete", PROCESS_OWNER)
+                        self._finish_delete(row)
+                    deleted.append(row.file_path)
+                except KnowledgeBaseError as exc:
+                    failed.append((row.file_path, str(exc)))
+        synced = self.sync(progress=progress)
+        report = RepairReport(recovery=recovery, orphan_documents=tuple(sorted(orphans)),
+                              trimmed=tuple(trimmed), reindexed=tuple(reindexed),
+                              missing_files=tuple(r.file_path for r in missing if r.file_path not in deleted),
+                              deleted=tuple(deleted), sync=synced, failed=tuple(failed))
+        log.info("repair: %s", report.summary())
+        return report
 
     def sync(self, *, progress: Progress = no_progress) -> SyncReport:
         """Index `.md` files placed under the knowledge base by hand; report rows whose file has gone."""
@@ -397,7 +604,8 @@ class DocumentService:
         with self._index.bulk():  # one L0 rebuild for the whole batch, not one per file
             self._sync_files(on_disk, rows, added, updated, unchanged, failed, progress)
         missing = tuple(sorted(set(rows) - set(on_disk)))
-        self._index.load()  # L0 follows the disk, in scan order
+        with self._write_lock:  # a listing taken under the lock cannot miss a concurrent upload
+            self._index.load()  # L0 follows the disk, in scan order
         progress("done", len(on_disk), len(on_disk))
         log.info("sync: %d added, %d updated, %d unchanged, %d failed, %d rows without a file",
                  len(added), len(updated), len(unchanged), len(failed), len(missing))
@@ -414,8 +622,7 @@ class DocumentService:
                 if row is not None and real is not None and self._is_current(row, sha256(real.read_bytes()), real):
                     unchanged.append(file_path)
                     continue
-                with self._write_lock:
-                    self._index_from_disk(file_path, row, no_progress)
+                self._index_from_disk(file_path, row, no_progress)
                 (updated if row is not None else added).append(file_path)
             except (KnowledgeBaseError, OSError) as exc:
                 failed.append((file_path, str(exc)))

@@ -10,6 +10,9 @@ from kb_core.errors import UploadRejected
 __all__ = ["UploadRejected", "decode_markdown", "validate_category", "validate_file_name"]
 
 CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
+                               *(f"LPT{i}" for i in range(10))})
+_LOOK_ALIKE_SLASHES = "\u2044\u2215\u29f8\u29f9\u2571\u2572\uff0f\uff3c\u244a\u29f5\u27cb\u27cd"
 MAX_NAME_BYTES = 200  # well under the 255-byte file name limit of common file systems, leaves room for temp names
 
 
@@ -31,6 +34,11 @@ def validate_file_name(file_name: str) -> str:
         raise UploadRejected(f"the file name {file_name!r} contains control characters")
     if "/" in name or "\\" in name:
         raise UploadRejected(f"the file name {file_name!r} must be a plain name, without '/' or '\\'")
+    folded = unicodedata.normalize("NFKC", name)
+    if any(ch in folded for ch in "/\\") or any(ch in name for ch in _LOOK_ALIKE_SLASHES):
+        raise UploadRejected(f"the file name {file_name!r} contains a character that looks like a slash")
+    if folded.split(".")[0].strip().upper() in _WINDOWS_RESERVED:
+        raise UploadRejected(f"the file name {file_name!r} is reserved on Windows; choose another name")
     if ".." in name:
         raise UploadRejected(f"the file name {file_name!r} must not contain '..'")
     if name != name.strip():

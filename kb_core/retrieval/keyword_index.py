@@ -26,7 +26,7 @@ from kb_core.documents.cleaning import clean_document
 from kb_core.documents.frontmatter import MAX_BLOCK_BYTES, Frontmatter, parse_frontmatter
 from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, RankedMatches, Snapshot
 from kb_core.settings import resolve_path
-from kb_core.terms import normalize_term
+from kb_core.terms import MAX_KEYWORDS, normalize_term, weak_keyword_reason
 
 log = logging.getLogger(__name__)
 
@@ -37,19 +37,38 @@ __all__ = ["KeywordClaim", "KnowledgeEntry", "KnowledgeIndex", "L0Match", "LoadR
 class KnowledgeEntry:
     file_path: str
     title: str
-    keywords: tuple[str, ...]
+    keywords: tuple[str, ...]  # what L0 matches
     summary: str
     category: str | None = None
+    # frontmatter keywords L0 ignores, with the reason: weak ones (`e`, `的`, `1`) and any beyond the 64th
+    ignored_keywords: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_frontmatter(cls, file_path: str, fm: Frontmatter, category: str | None = None) -> KnowledgeEntry:
+        kept, ignored = split_keywords(fm.keywords)
         return cls(
             file_path=file_path,
             title=fm.title,
-            keywords=fm.keywords,
+            keywords=kept,
             summary=fm.summary,
             category=category or fm.category,
+            ignored_keywords=ignored,
         )
+
+
+def split_keywords(keywords: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(the keywords L0 uses, [(ignored keyword, why)]): weak keywords and any beyond the 64th are ignored."""
+    kept: list[str] = []
+    ignored: list[tuple[str, str]] = []
+    for keyword in keywords:
+        reason = weak_keyword_reason(keyword)
+        if reason is None and len(kept) >= MAX_KEYWORDS:
+            reason = f"more than {MAX_KEYWORDS} keywords"
+        if reason is None:
+            kept.append(keyword)
+        else:
+            ignored.append((keyword, reason))
+    return tuple(kept), tuple(ignored)
 
 
 @dataclass(frozen=True)
@@ -58,10 +77,11 @@ class KeywordClaim:
 
     keyword: str
     file_paths: tuple[str, ...]
+    weak: str | None = None  # why L0 ignores this keyword ("shorter than 2 characters", ...), if it does
 
     @property
     def collides(self) -> bool:
-        return len(self.file_paths) > 1
+        return self.weak is None and len(self.file_paths) > 1
 
 
 @dataclass(frozen=True)
@@ -105,6 +125,7 @@ class KnowledgeIndex:
         # entries changed inside bulk(), not yet built: path -> entry, in index order
         self._pending: dict[str, KnowledgeEntry] | None = None
         self._normalized: dict[str, str] = {}  # keyword -> normalised, reused by every rebuild
+        self._warned: set[tuple[str, str]] = set()
 
     # -- paths ---------------------------------------------------------------------------------------
     @property
@@ -125,6 +146,18 @@ class KnowledgeIndex:
         except (OSError, RuntimeError, ValueError):
             return None
         return real if real.is_relative_to(base) and real != base else None
+
+    def lexical_path(self, file_path: str) -> Path | None:
+        """The on-disk path of a display path *without* following links (what to unlink), or `None` when it is
+        not under the base or its folder resolves outside it."""
+        prefix = str(self._display_base) + "/"
+        if not isinstance(file_path, str) or not file_path.startswith(prefix):
+            return None
+        relative = PurePosixPath(file_path[len(prefix):])
+        if ".." in relative.parts or relative.is_absolute():
+            return None
+        path = self._base / relative
+        return path if self.is_inside(path.parent) else None
 
     def relative_path(self, file_path: str | os.PathLike[str]) -> str | None:
         real = self.resolve(file_path)
@@ -167,15 +200,56 @@ class KnowledgeIndex:
         return LoadReport(scanned, len(entries), skipped, failed, seconds)
 
     def markdown_files(self) -> list[str]:
-        """Relative POSIX paths of every `.md` file under the base, sorted (the index order)."""
+        """Relative POSIX paths of every `.md` file under the base, sorted (the index order).
+
+        Only regular files count: a FIFO, socket or device named `x.md` would block or mislead a reader, and
+        a link (file or folder) is followed only when it stays inside the base. What is skipped is logged
+        once per path."""
         found: list[str] = []
-        for dirpath, dirnames, filenames in os.walk(self._base, onerror=lambda e: log.warning("cannot list %s", e)):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            rel_dir = Path(dirpath).relative_to(self._base)
-            for name in filenames:
-                if name.lower().endswith(".md") and not name.startswith("."):
-                    found.append((rel_dir / name).as_posix())
+        base_real = self._base.resolve()
+        stack = [self._base]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError as exc:
+                log.warning("cannot list %s: %s", folder, exc)
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                path = Path(entry.path)
+                try:
+                    if entry.is_symlink():
+                        real = path.resolve()
+                        if not real.is_relative_to(base_real):
+                            self._warn_once(path, "a link leading outside the knowledge base")
+                            continue
+                        if real.is_dir():
+                            continue  # its files are listed under their real folder
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(path)
+                    elif entry.name.lower().endswith(".md"):
+                        if entry.is_file():
+                            found.append(path.relative_to(self._base).as_posix())
+                        else:
+                            self._warn_once(path, "not a regular file")
+                except OSError as exc:
+                    self._warn_once(path, f"unreadable ({exc})")
         return sorted(found)
+
+    def _warn_once(self, path: Path, why: str) -> None:
+        key = (str(path), why)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("skipping %s: %s", path, why)
+
+    def is_inside(self, path: Path) -> bool:
+        """True when `path` (a file or folder, links resolved) lies inside the base."""
+        try:
+            return path.resolve().is_relative_to(self._base.resolve())
+        except (OSError, RuntimeError):
+            return False
 
     @staticmethod
     def category_of(relative: str) -> str | None:
@@ -259,7 +333,15 @@ class KnowledgeIndex:
                 if entry.file_path not in paths:
                     paths.append(entry.file_path)
         result = [KeywordClaim(spelled, tuple(paths)) for spelled, paths in claims.values()]
-        return sorted(result, key=lambda c: (not c.collides, -len(c.file_paths), normalize_term(c.keyword)))
+        weak: dict[str, tuple[str, str, list[str]]] = {}
+        for entry in self._snapshot.entries:
+            for keyword, reason in entry.ignored_keywords:
+                spelled, why, paths = weak.setdefault(normalize_term(keyword), (keyword, reason, []))
+                if entry.file_path not in paths:
+                    paths.append(entry.file_path)
+        result += [KeywordClaim(spelled, tuple(paths), why) for spelled, why, paths in weak.values()]
+        return sorted(result, key=lambda c: (not c.collides, c.weak is not None, -len(c.file_paths),
+                                             normalize_term(c.keyword)))
 
     def claimants(self, keyword: str) -> list[str]:
         """Documents whose keywords equal `keyword` after normalisation."""

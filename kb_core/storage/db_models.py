@@ -32,6 +32,7 @@ class Base(DeclarativeBase):
 
 class ApiDocument(Base):
     __tablename__ = "api_document"
+    __table_args__ = (Index("ix_api_document_status", "status"), {"sqlite_autoincrement": True})
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     file_name: Mapped[str] = mapped_column(String(255))
@@ -49,11 +50,15 @@ class ApiDocument(Base):
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
+    # The intent record: while status is PENDING, what is in flight ("upload" | "delete") and who writes it
+    # ("host:pid:start"), so opening the knowledge base after a crash can finish or undo it.
+    pending_operation: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    pending_owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 class ToolCall(Base):
     __tablename__ = "tool_call"
-    __table_args__ = (Index("ix_tool_call_created_at", "created_at"),)
+    __table_args__ = (Index("ix_tool_call_created_at", "created_at"), {"sqlite_autoincrement": True})
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     tool_name: Mapped[str] = mapped_column(String(64))

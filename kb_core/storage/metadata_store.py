@@ -58,6 +58,8 @@ class DocumentRecord(DocumentValues):
     id: int
     created_at: datetime
     updated_at: datetime
+    pending_operation: str | None = None  # while PENDING: "upload" | "delete" (the intent record)
+    pending_owner: str | None = None  # the process writing it: "host:pid:token"
 
     @property
     def frontmatter(self) -> dict[str, Any] | None:
@@ -209,6 +211,51 @@ class MetadataStore:
         row.updated_at = utcnow()
         session.flush()
         return row.id
+
+    def save_document(self, values: DocumentValues, doc_id: int | None = None, *,
+                      pending: tuple[str, str] | None = None) -> int:
+        """Insert (or update `doc_id`) and commit; returns the id. `pending=(operation, owner)` writes the
+        intent record: the row says what is in flight and who does it until `finish_write`."""
+        with self._write("save the document row") as session:
+            row = session.get(ApiDocument, doc_id) if doc_id is not None else None
+            if row is None:
+                row = ApiDocument()
+                session.add(row)
+            for f in fields(DocumentValues):
+                setattr(row, f.name, getattr(values, f.name))
+            row.pending_operation, row.pending_owner = pending or (None, None)
+            row.updated_at = utcnow()
+            session.flush()
+            return row.id
+
+    def set_pending(self, doc_id: int, operation: str, owner: str) -> None:
+        """Record that `operation` on the row is in flight (status PENDING) before anything else is touched."""
+        with self._write("record the pending operation") as session:
+            row = session.get(ApiDocument, doc_id)
+            if row is not None:
+                row.status, row.pending_operation, row.pending_owner = DocumentStatus.PENDING, operation, owner
+                row.updated_at = utcnow()
+
+    def finish_write(self, doc_id: int, status: DocumentStatus = DocumentStatus.INDEXED,
+                     last_error: str | None = None) -> None:
+        """The last step of a write: the row is settled and no longer pending."""
+        with self._write("mark the document indexed") as session:
+            row = session.get(ApiDocument, doc_id)
+            if row is not None:
+                row.status, row.last_error = status, last_error
+                row.pending_operation = row.pending_owner = None
+                row.updated_at = utcnow()
+
+    def pending_documents(self) -> list[DocumentRecord]:
+        """Rows with a write in flight (or cut short by a crash): cheap, there are only a few."""
+        with self._read() as session:
+            rows = session.scalars(select(ApiDocument).where(ApiDocument.pending_operation.is_not(None)))
+            return [DocumentRecord.of(r) for r in rows]
+
+    def chunk_counts(self) -> dict[int, int]:
+        """Document id -> chunk count, for reconciling with the vector store."""
+        with self._read() as session:
+            return {int(i): int(n) for i, n in session.execute(select(ApiDocument.id, ApiDocument.chunk_count))}
 
     def get(self, doc_id: int) -> DocumentRecord | None:
         with self._read() as session:

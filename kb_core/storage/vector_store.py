@@ -211,6 +211,19 @@ class MilvusVectorStore:
                 iterator.close()
         return ids
 
+    def chunk_keys(self) -> list[tuple[int, int]]:
+        """(doc_id, chunk_no) of every chunk in the collection (iterates: no row limit)."""
+        keys: list[tuple[int, int]] = []
+        with _milvus("cannot list chunks in Milvus"):
+            iterator = self.client().query_iterator(self._collection, batch_size=5000, filter="doc_id >= 0",
+                                                    output_fields=["doc_id", "chunk_no"], consistency_level="Strong")
+            try:
+                while batch := iterator.next():
+                    keys.extend((int(r["doc_id"]), int(r["chunk_no"])) for r in batch)
+            finally:
+                iterator.close()
+        return keys
+
     def count_chunks(self) -> int:
         with _milvus("cannot count chunks in Milvus"):
             rows = self.client().query(self._collection, filter="", output_fields=["count(*)"],
