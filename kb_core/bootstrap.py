@@ -16,8 +16,9 @@ from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup
 from kb_core.settings import Settings, load_settings
 from kb_core.storage.embedding import FlagEmbedder
+from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex, fts5_available
 from kb_core.storage.metadata_store import MetadataStore
-from kb_core.storage.vector_store import MilvusVectorStore, collection_name
+from kb_core.storage.vector_store import MilvusVectorStore, collection_name, is_local_uri
 
 log = logging.getLogger(__name__)
 
@@ -27,21 +28,32 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     for it. `load_model=False` leaves the model unloaded until something needs a vector."""
     started = time.perf_counter()
     settings = settings or load_settings()
-    metadata = MetadataStore(settings.resolved_database_url)
-    metadata.migrate()
+    metadata = MetadataStore(settings.resolved_database_url, timeout=settings.backend_timeout)
+    try:
+        metadata.migrate()
+    except KnowledgeBaseError as exc:
+        # Degraded, not dead: L0 needs only the files. Writes and the call log report the outage until the
+        # database is back (connections are made anew then); `status()` shows it.
+        log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
     index = KnowledgeIndex(settings.base_path, app_root=settings.app_root, matching=settings.l0_matching)
     index.load()
     embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
                             precision=settings.embedding_precision)
     dimension = embedder.dimension if embedder.available else None
+    collection = collection_name(settings.embedding_model if dimension else None, dimension)
     vectors = MilvusVectorStore(
         settings.resolved_milvus_uri,
         token=settings.milvus_token,
-        collection=collection_name(settings.embedding_model if dimension else None, dimension),
+        collection=collection,
         dense_dim=dimension,
+        timeout=settings.backend_timeout,
+        fulltext=_fulltext_index(settings, collection),
     )
     text_analysis.warm_up()
-    vectors.warm_up()
+    try:
+        vectors.warm_up()
+    except KnowledgeBaseError as exc:
+        log.error("Milvus is not available; L1 reports it in each answer's trace until it is back: %s", exc)
     if load_model and embedder.available:
         embedder.start_loading()
     dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
@@ -60,6 +72,21 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     return kb
 
 
+def _fulltext_index(settings: Settings, collection: str) -> SqliteFullTextIndex | None:
+    """SQLite FTS5 beside a Milvus Lite directory (`KB_FULLTEXT=auto`), or `None` for Milvus' own BM25."""
+    uri = settings.resolved_milvus_uri
+    wanted = settings.fulltext == "sqlite" or (settings.fulltext == "auto" and is_local_uri(uri))
+    if not wanted:
+        return None
+    if not fts5_available():
+        log.warning("this Python's SQLite has no FTS5: full-text search stays on Milvus BM25")
+        return None
+    base = uri[:-3] if uri.endswith(".db") else uri
+    path = f"{base}.fulltext-{collection}.sqlite3" if is_local_uri(uri) else \
+        str(settings.app_root / f"kb.fulltext-{collection}.sqlite3")
+    return SqliteFullTextIndex(path)
+
+
 _default_lock = threading.Lock()
 _default: KnowledgeBase | None = None
 
@@ -76,5 +103,12 @@ def default_knowledge_base() -> KnowledgeBase:
 
 def lookup_knowledge(query: str, section_title: str | None = None) -> dict:
     """The agent tool on the default knowledge base: `{found, primary, supplement}` (Spec 5), logged with
-    caller "python". Bad arguments return the same shape plus an `error` string instead of raising."""
-    return default_knowledge_base().lookup_knowledge(query, section_title, caller="python")
+    caller "python". Never raises: bad arguments, or a knowledge base that cannot be opened, return the same
+    shape plus an `error` string."""
+    try:
+        kb = default_knowledge_base()
+    except Exception as exc:  # noqa: BLE001 - an agent loop must get a readable answer, not a crash
+        log.error("the knowledge base could not be opened: %s", exc)
+        return {"found": False, "primary": None, "supplement": None,
+                "error": f"the knowledge base could not be opened: {exc}"}
+    return kb.lookup_knowledge(query, section_title, caller="python")

@@ -33,6 +33,8 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("upload", "max-bytes"): "max_upload_bytes",
     ("l1", "min-dense-score"): "min_dense_score",
     ("l0", "matching"): "l0_matching",
+    ("backend", "timeout"): "backend_timeout",
+    ("l1", "fulltext"): "fulltext",
 }
 _ENV_PREFIX = "KB_"
 
@@ -98,6 +100,12 @@ class Settings(BaseSettings):
     l0_matching: Literal["words", "substring"] = Field(
         default="words",
         description="KB_L0_MATCHING: words (word-aligned, ranked) or substring (decision I3 as written)")
+    fulltext: Literal["auto", "sqlite", "milvus"] = Field(
+        default="auto", description="KB_FULLTEXT: BM25 engine; auto = SQLite FTS5 beside Milvus Lite, Milvus BM25 "
+                                    "on a server")
+    backend_timeout: float = Field(
+        default=10.0, gt=0, le=600,
+        description="KB_BACKEND_TIMEOUT: seconds any database or Milvus call may take before it fails")
     min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
                                    description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")
 

@@ -169,16 +169,25 @@ with tab_keywords:
     )
 
 with tab_maintenance:
-    st.markdown("**Sync folder** indexes `.md` files placed under the knowledge base by hand (e.g. with git) "
-                "and lists database rows whose file has gone.")
+    st.markdown("**Sync folder** reconciles disk, database, Milvus and L0: it indexes `.md` files placed under "
+                "the knowledge base by hand (e.g. with git), completes interrupted writes, deletes vectors without a "
+                "document and re-indexes documents with missing vectors, and lists rows whose file has gone.")
     if st.button("Sync folder"):
-        report = _progress_runner("Syncing the folder", lambda progress: kb.sync(progress=progress))
+        report = _progress_runner("Syncing the folder", lambda progress: kb.repair(progress=progress))
         if report is not None:
-            st.success(f"{len(report.added)} added, {len(report.updated)} updated, {len(report.unchanged)} unchanged")
-            for path, reason in report.failed:
+            synced = report.sync
+            st.success(report.summary() + (f"; {len(synced.unchanged)} unchanged" if synced else ""))
+            for path, reason in (*report.failed, *(synced.failed if synced else ())):
                 st.error(f"{path}: {reason}")
-            for path in report.missing_files:
-                st.warning(f"{path}: file is gone from disk (delete the document to drop its row and vectors)")
+            state.missing_files = list(report.missing_files)
+    if state.get("missing_files"):
+        st.warning("Files gone from disk: " + ", ".join(f"`{p}`" for p in state.missing_files))
+        if st.button(f"Delete these {len(state.missing_files)} document(s) and their vectors", key="drop-missing"):
+            report = _progress_runner("Deleting documents whose file is gone",
+                                      lambda progress: kb.repair(delete_missing=True, progress=progress))
+            if report is not None:
+                st.success(f"{len(report.deleted)} deleted")
+                state.missing_files = list(report.missing_files)
     st.markdown("**Re-index all** re-embeds every document from its saved file, e.g. after a model change.")
     if st.button("Re-index all"):
         report = _progress_runner("Re-indexing", lambda progress: kb.reindex_all(progress=progress))

@@ -325,7 +325,8 @@ def test_status_reports_each_store(kb):
     assert "password" not in status.database_url
 
 
-def test_opening_reports_a_lite_directory_locked_by_another_process(tmp_path):
+def test_a_lite_directory_locked_by_another_process_degrades_with_a_clear_message(tmp_path):
+    """Degraded, not dead: L0 answers from the files; L1, writes and status name the cause and the fix."""
     import subprocess
     import sys
     import textwrap
@@ -346,8 +347,17 @@ def test_opening_reports_a_lite_directory_locked_by_another_process(tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "open"
-        with pytest.raises(KnowledgeBaseError, match="another process.*milvus-lite server.*KB_MILVUS_URI"):
-            open_knowledge_base(make_settings(tmp_path))
+        (tmp_path / "knowledge_base/api").mkdir(parents=True)
+        (tmp_path / "knowledge_base/api/payment-errors.md").write_text(PAYMENT)
+        kb = open_knowledge_base(make_settings(tmp_path))
+        try:
+            assert kb.lookup_knowledge("ERR_TIMEOUT")["primary"]["confidence"] == "high"  # L0 from the files
+            assert "milvus-lite server" in kb.status().milvus_error and "KB_MILVUS_URI" in kb.status().milvus_error
+            with pytest.raises(KnowledgeBaseError, match="another process"):
+                kb.upload("cache.md", CACHE.encode(), "domain")
+            assert not (tmp_path / "knowledge_base/domain/cache.md").exists()
+        finally:
+            kb.close()
     finally:
         holder.kill()
         holder.wait()
@@ -366,3 +376,23 @@ def test_status_flags_vectors_missing_behind_our_back(kb):
     assert_consistent(kb)
     kb.reindex(first.id)
     assert kb.status().counts.consistent
+
+
+def test_the_model_never_blocks_writes_and_repair_fills_in_dense_vectors(open_kb, tiny_model):
+    """Uploads while the model is still loading go in for full text at once; repair adds the vectors."""
+    from kb_core.documents.service import DENSE_MISSING
+
+    kb = open_kb(model=str(tiny_model))  # open_kb waits for the model: make it look "loading" again
+    real_state = kb.embedder.state
+    kb.embedder._state = type(real_state)("loading", real_state.model_id, "not started")
+    outcome = kb.upload("a.md", PAYMENT.encode(), "api")
+    assert outcome.document.last_error == DENSE_MISSING and outcome.document.embedding_model == "fulltext"
+    assert any("full-text search only" in w for w in outcome.warnings)
+    assert kb.lookup("渠道在 3 秒内未响应").found  # BM25 finds it now
+    kb.embedder._state = real_state
+    report = kb.repair()
+    assert report.reindexed == (outcome.document.file_path,)
+    row = kb.get(outcome.document.id)
+    assert row.last_error is None and row.embedding_model == str(tiny_model)
+    assert all(c.dense is not None and c.dense[0] != 1.0 for c in kb.vectors.chunks_of(row.id, with_vectors=True))
+    assert_consistent(kb)

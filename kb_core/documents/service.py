@@ -112,6 +112,7 @@ class PreparedDocument:
     texts: list[str]  # what BM25 indexes and the embedder sees, one per chunk
     vectors: list[list[float]] | None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    dense_missing: bool = False  # the model was not ready: indexed for full text only, re-index fills it in
 
 
 def header_text(fm: Frontmatter) -> str:
@@ -143,6 +144,7 @@ def write_atomic(target: Path, data: bytes) -> None:
 
 
 _TEMP_NAME = re.compile(r"^\..*\.(\d+)\.[^.]+\.tmp$")
+DENSE_MISSING = "dense vectors missing: the model was not ready; re-index or repair adds them"
 # Who writes: recorded with every PENDING row, so a restart can tell a crashed writer from a live one.
 PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -239,13 +241,22 @@ class DocumentService:
         if not chunks:
             raise UploadRejected(f"{source} has no text to index")
         vectors = None
+        dense_missing = False
         if self._embedder is not None:
-            progress("embedding", 0, len(texts))
-            try:
-                vectors = self._embedder.encode_documents(texts, progress=progress)
-            except Exception as exc:  # noqa: BLE001
-                raise DocumentError("embedding", f"{type(exc).__name__}: {exc}") from exc
-        return PreparedDocument(text, fm, problem, chunks, texts, vectors, tuple(warnings))
+            state = self._embedder.state
+            if not state.ready:
+                # The model never blocks a write: still loading, or failed to load, the document goes in for
+                # full-text search now and `reindex` / `repair` add its dense vectors once the model is ready.
+                dense_missing = True
+                warnings.append(f"the embedding model is {state.state}: indexed for full-text search only; "
+                                "re-index (or repair) adds the dense vectors when the model is ready")
+            else:
+                progress("embedding", 0, len(texts))
+                try:
+                    vectors = self._embedder.encode_documents(texts, progress=progress)
+                except Exception as exc:  # noqa: BLE001
+                    raise DocumentError("embedding", f"{type(exc).__name__}: {exc}") from exc
+        return PreparedDocument(text, fm, problem, chunks, texts, vectors, tuple(warnings), dense_missing)
 
     # -- upload --------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress = no_progress) -> UploadOutcome:
@@ -282,7 +293,9 @@ class DocumentService:
         return UploadOutcome(action, record, prepared.warnings)
 
     def _is_current(self, row: DocumentRecord, digest: str, target: Path) -> bool:
-        if row.content_sha256 != digest or row.status != DocumentStatus.INDEXED or row.embedding_model != self.profile:
+        if row.content_sha256 != digest or row.status != DocumentStatus.INDEXED:
+            return False
+        if row.embedding_model != self.profile and not (row.last_error == DENSE_MISSING and not self._dense_ready()):
             return False
         try:
             return sha256(target.read_bytes()) == digest
@@ -331,8 +344,8 @@ class DocumentService:
             content_sha256=digest,
             size_bytes=len(data),
             chunk_count=len(prepared.chunks),
-            embedding_model=self.profile,
-            last_error=None,
+            embedding_model=FULLTEXT_PROFILE if prepared.dense_missing else self.profile,
+            last_error=DENSE_MISSING if prepared.dense_missing else None,
         )
         undo: list[tuple[str, Callable[[], None]]] = []
         doc_id: int | None = existing.id if existing is not None else None
@@ -360,7 +373,7 @@ class DocumentService:
                 self._vectors.delete_chunks_from(doc_id, len(prepared.chunks))
             step = "database commit"
             progress("indexing", len(prepared.chunks), len(prepared.chunks))
-            self._metadata.finish_write(doc_id)
+            self._metadata.finish_write(doc_id, last_error=values.last_error)
         except BaseException as exc:  # noqa: BLE001 - whatever failed or interrupted: undo, then re-raise
             problems = _run_undos(undo)
             message = f"{type(exc).__name__}: {exc}"
@@ -377,6 +390,9 @@ class DocumentService:
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
         return record
 
+    def _dense_ready(self) -> bool:
+        return self._embedder is not None and self._embedder.state.ready
+
     def _restore_vectors(self, doc_id: int | None, old_chunks: list[ChunkRow], new_count: int) -> None:
         if doc_id is None:
             return
@@ -388,7 +404,12 @@ class DocumentService:
             self._vectors.delete_chunks_from(doc_id, len(old_chunks))
 
     def _rows(self, doc_id: int, file_path: str, category: str, prepared: PreparedDocument) -> list[ChunkRow]:
-        vectors = prepared.vectors or [None] * len(prepared.chunks)
+        vectors: list[list[float] | None] = list(prepared.vectors or [None] * len(prepared.chunks))
+        if prepared.vectors is None and self._vectors.dense_dim:
+            # The collection requires a dense vector per chunk. A fixed axis vector stands in until re-index:
+            # its cosine with any real query is about 1/sqrt(dim), far below the dense relevance threshold.
+            placeholder = [1.0] + [0.0] * (self._vectors.dense_dim - 1)
+            vectors = [placeholder] * len(prepared.chunks)
         return [
             ChunkRow(doc_id=doc_id, source=file_path, category=category, chunk_no=chunk.chunk_no,
                      heading=chunk.heading, text=text, dense=vector)
@@ -560,7 +581,8 @@ class DocumentService:
                     self._vectors.delete_chunks_from(doc_id, row.chunk_count)
             for doc_id, row in rows.items():
                 count = min(per_doc.get(doc_id, (0, 0))[0], row.chunk_count)
-                if count < row.chunk_count and row.pending_operation is None:
+                dense_to_fill = row.last_error == DENSE_MISSING and self._dense_ready()
+                if (count < row.chunk_count or dense_to_fill) and row.pending_operation is None:
                     incomplete.append(row)
             missing = [r for r in rows.values()
                        if r.pending_operation is None and not ((p := self._index.lexical_path(r.file_path))

@@ -1,4 +1,4 @@
-"""Prototype: BM25 full-text search over chunks in SQLite FTS5 (C), for the embedded mode.
+"""BM25 full-text search over chunks in SQLite FTS5 (C), for the embedded mode (Milvus Lite).
 
 Milvus Lite's BM25 is pure Python (per-query posting walks and per-row validity loops), so its latency
 grows with the chunk count. Here the same text is tokenised once with jieba (the Milvus analyzer's
@@ -202,6 +202,9 @@ class SqliteFullTextIndex:
 
     def document_ids(self) -> set[int]:
         return {int(r[0]) for r in self._connection().execute("SELECT DISTINCT doc_id FROM chunks")}
+
+    def chunk_keys(self) -> list[tuple[int, int]]:
+        return [(int(d), int(n)) for d, n in self._connection().execute("SELECT doc_id, chunk_no FROM chunks")]
 
     def count_chunks(self) -> int:
         return int(self._connection().execute("SELECT count(*) FROM chunks").fetchone()[0])

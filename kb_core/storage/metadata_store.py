@@ -102,7 +102,7 @@ def redact_url(url: str) -> str:
 
 
 class MetadataStore:
-    def __init__(self, url: str, *, echo: bool = False):
+    def __init__(self, url: str, *, echo: bool = False, timeout: float = 10.0):
         try:
             parsed = make_url(url)
         except ArgumentError as exc:
@@ -113,9 +113,18 @@ class MetadataStore:
             database = parsed.database or ""
             if database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
-            kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+            kwargs["connect_args"] = {"timeout": timeout, "check_same_thread": False}
         else:
             kwargs["pool_recycle"] = 3600
+            kwargs["pool_timeout"] = timeout
+            if parsed.get_backend_name() in ("mysql", "mariadb"):
+                # a frozen server must give an error, not a hang: every socket operation has a deadline
+                seconds = max(1, round(timeout))
+                kwargs["connect_args"] = {"connect_timeout": seconds, "read_timeout": seconds,
+                                          "write_timeout": seconds}
+            elif parsed.get_backend_name() == "postgresql":
+                kwargs["connect_args"] = {"connect_timeout": max(1, round(timeout)),
+                                          "options": f"-c statement_timeout={int(timeout * 1000)}"}
         try:
             self._engine: Engine = create_engine(parsed, **kwargs)
         except (ArgumentError, ImportError) as exc:

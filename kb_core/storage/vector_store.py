@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kb_core.errors import KnowledgeBaseError, VectorStoreError
+from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex
 from kb_core.storage.ports import ChunkRow, ScoredChunk
 from kb_core.terms import STOP_WORDS
 
@@ -70,7 +71,12 @@ def _escape(value: str) -> str:
 
 
 class MilvusVectorStore:
-    def __init__(self, uri: str, *, token: str | None = None, collection: str, dense_dim: int | None):
+    def __init__(self, uri: str, *, token: str | None = None, collection: str, dense_dim: int | None,
+                 timeout: float = 10.0, fulltext: SqliteFullTextIndex | None = None):
+        self._timeout = timeout
+        # Embedded mode: BM25 runs on SQLite FTS5 (C) instead of Milvus Lite's pure-Python BM25, which grows
+        # with the chunk count (p99 441 ms against 117 ms at 20,000 chunks). Writes go to both.
+        self._fulltext = fulltext
         self._uri = uri
         self._token = token
         self._collection = collection
@@ -90,6 +96,14 @@ class MilvusVectorStore:
     def has_dense(self) -> bool:
         return self._dense_dim is not None
 
+    @property
+    def dense_dim(self) -> int | None:
+        return self._dense_dim
+
+    @property
+    def fulltext_engine(self) -> str:
+        return "SQLite FTS5" if self._fulltext is not None else "Milvus BM25"
+
     # -- connection ----------------------------------------------------------------------------------
     def client(self) -> Any:
         if self._client is None:
@@ -105,7 +119,7 @@ class MilvusVectorStore:
         if is_local_uri(self._uri):
             Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
         try:
-            client = MilvusClient(uri=self._uri, token=self._token or "")
+            client = MilvusClient(uri=self._uri, token=self._token or "", timeout=self._timeout)
         except MilvusException as exc:
             if is_local_uri(self._uri) and _locked_by_another_process(Path(self._uri)):
                 raise VectorStoreError(
@@ -149,6 +163,8 @@ class MilvusVectorStore:
         client.load_collection(name)
 
     def close(self) -> None:
+        if self._fulltext is not None:
+            self._fulltext.close()
         if self._client is not None:
             try:
                 self._client.close()
@@ -156,14 +172,36 @@ class MilvusVectorStore:
                 self._client = None
 
     def warm_up(self) -> None:
-        """Open the collection and run one BM25 query, so the first user query does not pay for it."""
+        """Open the collection and run one BM25 query, so the first user query does not pay for it. A
+        full-text index that is empty while Milvus holds chunks (a knowledge base from before the index
+        existed) is filled from Milvus first."""
+        self.client()
+        if self._fulltext is not None and self._fulltext.count_chunks() == 0 and self.count_chunks() > 0:
+            self._backfill_fulltext()
         self.search_bm25("warm up", limit=1)
+
+    def _backfill_fulltext(self) -> None:
+        assert self._fulltext is not None
+        copied = 0
+        with _milvus("cannot copy chunks from Milvus into the full-text index"):
+            iterator = self.client().query_iterator(self._collection, batch_size=1000, filter="doc_id >= 0",
+                                                    output_fields=_OUTPUT, consistency_level="Strong")
+            try:
+                while batch := iterator.next():
+                    self._fulltext.upsert([self._row(r) for r in batch])
+                    copied += len(batch)
+            finally:
+                iterator.close()
+        log.info("filled the full-text index with %d chunks from Milvus", copied)
 
     # -- writes --------------------------------------------------------------------------------------
     def upsert(self, rows: Sequence[ChunkRow]) -> None:
         """Write chunks by primary key `{doc_id}:{chunk_no}`, replacing chunks with the same key."""
         if not rows:
             return
+        if self._fulltext is not None:
+            with _milvus(f"cannot write {len(rows)} chunks to the full-text index"):
+                self._fulltext.upsert(rows)
         data = []
         for row in rows:
             item = {"id": row.chunk_id, "doc_id": row.doc_id, "source": row.source[:1024],
@@ -175,26 +213,34 @@ class MilvusVectorStore:
                 item["dense"] = row.dense
             data.append(item)
         with _milvus(f"cannot write {len(rows)} chunks to Milvus"):
-            self.client().upsert(self._collection, data)
+            self.client().upsert(self._collection, data, timeout=self._timeout)
             # Lite rebuilds BM25 statistics per query until the segment is flushed (DESIGN.md).
-            self.client().flush(self._collection)
+            self.client().flush(self._collection, timeout=self._timeout)
 
     def delete_document(self, doc_id: int) -> None:
         with _milvus(f"cannot delete the vectors of document {doc_id}"):
-            self.client().delete(self._collection, filter=f"doc_id == {int(doc_id)}")
+            if self._fulltext is not None:
+                self._fulltext.delete_document(doc_id)
+            self.client().delete(self._collection, filter=f"doc_id == {int(doc_id)}", timeout=self._timeout)
 
     def delete_chunks_from(self, doc_id: int, first_chunk_no: int) -> None:
         """Drop a document's chunks numbered `first_chunk_no` and up (left over from a longer version)."""
         with _milvus(f"cannot delete stale chunks of document {doc_id}"):
+            if self._fulltext is not None:
+                self._fulltext.delete_chunks_from(doc_id, first_chunk_no)
             stale = f"doc_id == {int(doc_id)} and chunk_no >= {int(first_chunk_no)}"
-            self.client().delete(self._collection, filter=stale)
+            self.client().delete(self._collection, filter=stale, timeout=self._timeout)
 
     # -- reads ---------------------------------------------------------------------------------------
     def chunks_of(self, doc_id: int, *, with_vectors: bool = False) -> list[ChunkRow]:
+        if self._fulltext is not None and not with_vectors:
+            with _milvus(f"cannot read the chunks of document {doc_id}"):
+                return self._fulltext.chunks_of(doc_id)
         fields = _OUTPUT + (["dense"] if with_vectors and self._dense_dim is not None else [])
         with _milvus(f"cannot read the chunks of document {doc_id}"):
             rows = self.client().query(self._collection, filter=f"doc_id == {int(doc_id)}", output_fields=fields,
-                                       consistency_level="Strong", limit=16384)
+                                       consistency_level="Strong", limit=16384,
+                                       timeout=self._timeout)
         chunks = [self._row(r) for r in rows]
         return sorted(chunks, key=lambda c: c.chunk_no)
 
@@ -222,15 +268,21 @@ class MilvusVectorStore:
                     keys.extend((int(r["doc_id"]), int(r["chunk_no"])) for r in batch)
             finally:
                 iterator.close()
+        if self._fulltext is not None:  # chunks left in either index count: repair removes them from both
+            with _milvus("cannot list chunks in the full-text index"):
+                keys = sorted(set(keys) | set(self._fulltext.chunk_keys()))
         return keys
 
     def count_chunks(self) -> int:
         with _milvus("cannot count chunks in Milvus"):
             rows = self.client().query(self._collection, filter="", output_fields=["count(*)"],
-                                       consistency_level="Strong")
+                                       consistency_level="Strong", timeout=self._timeout)
         return int(rows[0]["count(*)"]) if rows else 0
 
     def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]:
+        if self._fulltext is not None:
+            with _milvus("full-text search failed"):
+                return self._fulltext.search(query, limit, category)
         hits = self._search([query], "sparse", {"metric_type": "BM25"}, limit, category)
         # Milvus Lite reports BM25 as negative distances; a server reports positive scores.
         return [ScoredChunk(self._row(h), abs(float(h["distance"]))) for h in hits]
@@ -247,9 +299,36 @@ class MilvusVectorStore:
                                   "output_fields": _OUTPUT, "consistency_level": "Strong"}
         if category:
             kwargs["filter"] = f'category == "{_escape(category)}"'
+        kwargs["timeout"] = self._timeout
         with _milvus(f"Milvus {field} search failed"):
-            result = self.client().search(self._collection, data=data, **kwargs)
+            try:
+                result = self.client().search(self._collection, data=data, **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                if not self._recoverable(exc):
+                    raise
+                # A restarted Milvus server brings the collection back "released", or our connection is
+                # stale: load it again (or reconnect) and retry once, instead of failing until a restart.
+                self._reconnect(exc)
+                result = self.client().search(self._collection, data=data, **kwargs)
         return list(result[0]) if result else []
+
+    @staticmethod
+    def _recoverable(exc: Exception) -> bool:
+        text = str(exc).lower()
+        return any(word in text for word in ("released", "not loaded", "unavailable", "connect", "closed",
+                                              "not exist", "collection not found"))
+
+    def _reconnect(self, exc: Exception) -> None:
+        log.warning("Milvus at %s failed (%s); reloading the collection and retrying once", self._uri, exc)
+        with self._lock:
+            client = self._client
+            if client is not None:
+                try:
+                    client.load_collection(self._collection, timeout=self._timeout)
+                    return
+                except Exception:  # noqa: BLE001 - the connection itself is gone: make a new one
+                    self._client = None
+        self.client()
 
     @staticmethod
     def _row(hit: Any) -> ChunkRow:

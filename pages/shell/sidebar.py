@@ -33,11 +33,11 @@ def render_status(kb: KnowledgeBase) -> None:
             if st.button("Sync folder now", key="sidebar-sync", help="Index the .md files found on disk"):
                 with st.spinner("Indexing the files on disk…"):
                     try:
-                        report = kb.sync()
+                        report = kb.repair()
                     except KnowledgeBaseError as exc:
                         st.error(str(exc))
                     else:
-                        st.success(f"{len(report.added)} added, {len(report.updated)} updated")
+                        st.success(report.summary())
                         st.rerun()
         st.caption(f"**Files** {counts.files} under `{status.base_path}`")
         st.caption(f"**Database** `{status.database_url}`")
