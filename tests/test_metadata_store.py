@@ -39,20 +39,18 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
     tables = set(inspect(store._engine).get_table_names())
     assert {"api_document", "tool_call", "alembic_version"} <= tables
-    assert store.current_revision() == "0001"
+    assert store.current_revision() == "0002"
 
 
 def test_status_is_stored_as_varchar(store):
-    with store.unit_of_work() as session:
-        store.stage_document(session, VALUES)
+    store.save_document(VALUES)
     with store._engine.connect() as connection:
         raw = connection.execute(text("SELECT status FROM api_document")).scalar()
     assert raw == "INDEXED"
 
 
 def test_chinese_and_emoji_round_trip(store):
-    with store.unit_of_work() as session:
-        doc_id = store.stage_document(session, VALUES)
+    doc_id = store.save_document(VALUES)
     record = store.get(doc_id)
     assert record.file_name == "支付-errors 🚀.md"
     assert record.frontmatter == {"title": "支付网关错误码定义 😀", "keywords": ["超时", "🔥"]}
@@ -61,32 +59,37 @@ def test_chinese_and_emoji_round_trip(store):
 
 def test_times_are_utc(store):
     before = datetime.now(UTC) - timedelta(seconds=5)
-    with store.unit_of_work() as session:
-        doc_id = store.stage_document(session, VALUES)
+    doc_id = store.save_document(VALUES)
     record = store.get(doc_id)
     assert record.created_at.tzinfo is UTC
     assert before <= record.created_at <= datetime.now(UTC) + timedelta(seconds=5)
 
 
 def test_file_path_is_unique(store):
-    with store.unit_of_work() as session:
-        store.stage_document(session, VALUES)
-    with pytest.raises(Exception), store.unit_of_work() as session:  # noqa: B017 - IntegrityError per driver
-        store.stage_document(session, VALUES)
+    store.save_document(VALUES)
+    with pytest.raises(Exception):  # noqa: B017 - MetadataStoreError wrapping the driver's IntegrityError
+        store.save_document(VALUES)
     assert store.count_documents() == 1
 
 
-def test_uncommitted_work_is_rolled_back(store):
-    with pytest.raises(RuntimeError), store.unit_of_work() as session:
-        store.stage_document(session, VALUES)
-        raise RuntimeError("abort")
-    assert store.count_documents() == 0
+def test_the_intent_record_is_committed_and_settled(store):
+    doc_id = store.save_document(VALUES, pending=("upload", "host:1:abc"))
+    [pending] = store.pending_documents()
+    assert (pending.id, pending.pending_operation, pending.pending_owner) == (doc_id, "upload", "host:1:abc")
+    store.finish_write(doc_id)
+    assert store.pending_documents() == [] and store.get(doc_id).status == "INDEXED"
+
+
+def test_ids_are_never_reused(store):
+    """SQLite re-issues the largest deleted rowid unless the table is AUTOINCREMENT (migration 0002)."""
+    first = store.save_document(VALUES)
+    store.delete_document(first)
+    assert store.save_document(VALUES) > first
 
 
 def test_large_metadata_fits(store):
     big = json.dumps({"extra": {"notes": "长" * 30000}}, ensure_ascii=False)  # ~90 KB in UTF-8
-    with store.unit_of_work() as session:
-        doc_id = store.stage_document(session, DocumentValues(**{**VALUES.__dict__, "metadata_json": big}))
+    doc_id = store.save_document(DocumentValues(**{**VALUES.__dict__, "metadata_json": big}))
     assert store.get(doc_id).metadata_json == big
 
 
@@ -106,7 +109,7 @@ def test_two_processes_migrating_at_once_both_succeed(db_url):
                               text=True) for _ in range(3)]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err[-2000:] for _, err in results]
-    assert MetadataStore(db_url).current_revision() == "0001"
+    assert MetadataStore(db_url).current_revision() == "0002"
 
 
 def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
@@ -115,7 +118,7 @@ def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KB_DATABASE_URL", f"sqlite:///{tmp_path / 'ops.sqlite3'}")
     monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
     assert main([]) == 0
-    assert "revision 0001" in capsys.readouterr().out
+    assert "revision 0002" in capsys.readouterr().out
 
 
 def test_url_password_is_hidden():

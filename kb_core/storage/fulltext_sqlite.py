@@ -12,10 +12,11 @@ one writer and many readers run concurrently; writes are serialised by a lock.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from kb_core import terms as _terms
@@ -148,15 +149,8 @@ class SqliteFullTextIndex:
             return
         params = [(r.doc_id, r.chunk_no, r.source, r.category, r.heading, r.text,
                    " ".join(tokenize(r.text, mode=self._mode))) for r in rows]  # tokenise outside the lock
-        with self._write_lock:
-            con = self._connection()
-            con.execute("BEGIN IMMEDIATE")
-            try:
-                con.executemany(_UPSERT, params)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+        with self._transaction() as con:
+            con.executemany(_UPSERT, params)
 
     def delete_document(self, doc_id: int) -> None:
         self._write("DELETE FROM chunks WHERE doc_id = ?", (int(doc_id),))
@@ -169,11 +163,17 @@ class SqliteFullTextIndex:
         self._write("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')", ())
 
     def _write(self, sql: str, args: tuple) -> None:
+        with self._transaction() as con:
+            con.execute(sql, args)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction at a time; rolled back on any exception, interrupts included."""
         with self._write_lock:
             con = self._connection()
             con.execute("BEGIN IMMEDIATE")
             try:
-                con.execute(sql, args)
+                yield con
                 con.execute("COMMIT")
             except BaseException:
                 con.execute("ROLLBACK")

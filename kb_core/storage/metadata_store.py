@@ -203,24 +203,6 @@ class MetadataStore:
                 yield connection
 
     # -- documents -----------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def unit_of_work(self) -> Iterator[Session]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
-        with self._sessions() as session, session.begin():
-            yield session
-
-    def stage_document(self, session: Session, values: DocumentValues, doc_id: int | None = None) -> int:
-        """Insert (or update `doc_id`) inside `session`'s transaction and return the id; commit is the caller's."""
-        row = session.get(ApiDocument, doc_id) if doc_id is not None else None
-        if row is None:
-            row = ApiDocument()
-            session.add(row)
-        for f in fields(DocumentValues):
-            setattr(row, f.name, getattr(values, f.name))
-        row.updated_at = utcnow()
-        session.flush()
-        return row.id
-
     def save_document(self, values: DocumentValues, doc_id: int | None = None, *,
                       pending: tuple[str, str] | None = None) -> int:
         """Insert (or update `doc_id`) and commit; returns the id. `pending=(operation, owner)` writes the
