@@ -207,7 +207,8 @@ class KnowledgeIndex:
         once per path."""
         found: list[str] = []
         base_real = self._base.resolve()
-        stack = [self._base]
+        prefix = len(str(self._base)) + 1
+        stack = [str(self._base)]
         while stack:
             folder = stack.pop()
             try:
@@ -218,24 +219,23 @@ class KnowledgeIndex:
             for entry in entries:
                 if entry.name.startswith("."):
                     continue
-                path = Path(entry.path)
                 try:
                     if entry.is_symlink():
-                        real = path.resolve()
+                        real = Path(entry.path).resolve()
                         if not real.is_relative_to(base_real):
-                            self._warn_once(path, "a link leading outside the knowledge base")
+                            self._warn_once(Path(entry.path), "a link leading outside the knowledge base")
                             continue
                         if real.is_dir():
                             continue  # its files are listed under their real folder
                     if entry.is_dir(follow_symlinks=False):
-                        stack.append(path)
+                        stack.append(entry.path)
                     elif entry.name.lower().endswith(".md"):
                         if entry.is_file():
-                            found.append(path.relative_to(self._base).as_posix())
+                            found.append(entry.path[prefix:].replace(os.sep, "/"))
                         else:
-                            self._warn_once(path, "not a regular file")
+                            self._warn_once(Path(entry.path), "not a regular file")
                 except OSError as exc:
-                    self._warn_once(path, f"unreadable ({exc})")
+                    self._warn_once(Path(entry.path), f"unreadable ({exc})")
         return sorted(found)
 
     def _warn_once(self, path: Path, why: str) -> None:
