@@ -126,8 +126,9 @@ def _refuse_anchors_and_aliases(block: str) -> None:
         for event in yaml.parse(block, Loader=_LOADER):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
                 line = event.start_mark.line + 2 if event.start_mark is not None else "?"
-                kind = "aliases" if isinstance(event, yaml.AliasEvent) else "anchors"
-                raise FrontmatterError(f"YAML {kind} are not allowed in frontmatter (line {line})")
+                what = "an alias" if isinstance(event, yaml.AliasEvent) else "an anchor"
+                raise FrontmatterError(f"YAML anchors and aliases are not allowed in frontmatter ({what} at line "
+                                       f"{line})")
     except yaml.YAMLError:
         return  # the real load below reports the syntax error with its position
 
