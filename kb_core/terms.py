@@ -52,7 +52,8 @@ FILLER_WORDS = frozenset(
     about regarding read learn know find use using used need want should would could can may might does do
     did doing done is are was were be been being mean means meaning work works there here please me my our
     your any some more most also just only very much many way ways thing things document documents docs doc
-    page pages see look
+    page pages see look each other others too so then than into onto its it's one ones both either neither
+    such same own just still even ever every all
     """.split()
 )
 
@@ -204,5 +205,16 @@ def coverage(query_terms: Sequence[str], text: str, whole: AbstractSet[str] = fr
     if not query_terms:
         return 0.0, []
     haystack = text.lower()
-    matched = [t for t in query_terms if (contains_aligned(haystack, t) if t in whole else t in haystack)]
+    matched = [t for t in query_terms
+               if (contains_aligned(haystack, t) if t in whole else any(f in haystack for f in _forms(t)))]
     return len(matched) / len(query_terms), matched
+
+
+def _forms(term: str) -> tuple[str, ...]:
+    """An English plural also counts as its singular ("connections" in "connection", "policies" in
+    "policy"); every other term stands as it is."""
+    if len(term) > 4 and term.isascii() and term.isalpha() and term.endswith("s") and not term.endswith("ss"):
+        if term.endswith("ies"):
+            return term, term[:-3] + "y"
+        return term, term[:-1]
+    return (term,)

@@ -64,7 +64,7 @@ def test_answer_quality_floors(reports):
     assert report.kind("keyword_in_sentence").answered_pct >= 98
     assert report.kind("keyword_in_sentence").right_primary_pct >= 95
     assert report.kind("title").answered_pct >= 95
-    assert report.kind("summary").answered_pct >= 90
+    assert report.kind("summary").answered_pct >= 95
     assert report.kind("body_sentence").answered_pct >= 93
     assert report.kind("identifier").answered_pct >= 95
     assert report.kind("unknown_code").not_found_pct >= 95
