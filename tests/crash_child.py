@@ -2,9 +2,9 @@
 run one write (upload of a new document, replace with fewer or more chunks, or delete). At the kill point the
 process sends itself SIGKILL, so nothing after it runs: no undo, no `finally`, no atexit.
 
-Run by hand to reproduce one case (the test prints this command when a case fails):
+Run by hand to reproduce one case on an empty root (the test prints this command when a case fails):
 
-    .venv/bin/python tests/crash_child.py '{"root": "/tmp/x", "scenario": "replace-fewer",
+    .venv/bin/python tests/crash_child.py '{"root": "/tmp/crash-repro", "scenario": "replace-fewer",
                                              "point": "vectors.upsert:after"}'
 
 then open the knowledge base on the same root (that runs `recover`) and look. The test itself starts the children
@@ -44,6 +44,7 @@ SCENARIOS: dict[str, tuple[tuple[str, int] | None, tuple[str, int] | None]] = {
 }
 
 EXIT_NOT_REACHED = 3  # the operation finished without passing the kill point: the test case is wrong
+EXIT_NO_SUCH_STEP = 4  # this setup has no such step (no full-text index beside Milvus)
 
 
 def marker(tag: str) -> str:
@@ -74,6 +75,9 @@ def bystander_text() -> bytes:
 UPLOAD_STEPS = ("metadata.save_document", "write_atomic", "vectors.upsert", "vectors.delete_chunks_from",
                 "metadata.finish_write", "index.add")
 DELETE_STEPS = ("metadata.set_pending", "vectors.delete_document", "unlink", "metadata.delete_document")
+# Embedded mode keeps BM25 in an SQLite FTS5 index beside Milvus Lite; `vectors.upsert`, `.delete_chunks_from`
+# and `.delete_document` write it first, then Milvus. "fulltext.X:after" kills between the two.
+FULLTEXT_STEPS = ("fulltext.upsert", "fulltext.delete_chunks_from", "fulltext.delete_document")
 
 
 def _kill(where: str) -> None:
@@ -123,6 +127,14 @@ def arm(kb, point: str, target: Path) -> None:
                 _kill("unlink:after")
 
         Path.unlink = unlink
+    elif step.startswith("fulltext."):
+        fulltext = getattr(kb.vectors, "_fulltext", None)
+        if fulltext is None:
+            print(f"no full-text index beside Milvus here: {point} does not exist", flush=True)
+            sys.stdout.flush()
+            os._exit(EXIT_NO_SUCH_STEP)
+        name = step.split(".", 1)[1]
+        setattr(fulltext, name, _around(getattr(fulltext, name), step, when))
     else:
         store, name = step.split(".")
         owner = getattr(kb, store)
@@ -135,6 +147,7 @@ def run_case(config: dict) -> None:
     completed without reaching it, or exit 1 on an error (traceback in the log)."""
     started = time.monotonic()
     root = Path(config["root"])
+    root.mkdir(parents=True, exist_ok=True)
     log_path = root / "child.log"
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
