@@ -10,9 +10,9 @@ Run by hand to reproduce one case on an empty root (the test prints this command
 then open the knowledge base on the same root (that runs `recover`) and look. The test itself starts the children
 through `python tests/crash_child.py --serve`, a fork server that has imported the heavy third-party modules
 once (a fresh interpreter per case spends ~3 s importing); `KB_CRASH_CHILD=subprocess` runs this file as a plain
-`python tests/crash_child.py '{...}'` per case instead. kb_core is imported only in the child, after the fork:
-`PROCESS_OWNER` (the writer's pid) is computed when kb_core.documents.service is imported and must name the
-child, not the fork server.
+`python tests/crash_child.py '{...}'` per case instead. kb_core is imported only in the child, after the fork,
+so nothing the child does carries state of the fork server (the writer id on PENDING rows is made when the
+knowledge base is opened and names the child).
 """
 
 from __future__ import annotations

@@ -513,10 +513,6 @@ def test_rerun_raised_from_progress_leaves_the_stores_agreeing(stage, scenario, 
 
 
 # -- a rollback that could not finish --------------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=(
-    "product bug: DocumentService.recover/repair skip a PENDING row whose owner is this very process "
-    "(owner_is_gone -> False, reported as left_to_live_writers), so the 'run repair' the failed upload asks for "
-    "does nothing until the process restarts"))
 def test_repair_finishes_a_rollback_left_incomplete_in_this_process(tmp_path):
     """The upload's vectors fail and so does undoing its row (the stores are down); the error says "run repair".
     Once the stores are back, repair in the same process (the console's button) must settle the row."""

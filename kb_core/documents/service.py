@@ -145,19 +145,20 @@ def write_atomic(target: Path, data: bytes) -> None:
 
 _TEMP_NAME = re.compile(r"^\..*\.(\d+)\.[^.]+\.tmp$")
 DENSE_MISSING = "dense vectors missing: the model was not ready; re-index or repair adds them"
-# Who writes: recorded with every PENDING row, so a restart can tell a crashed writer from a live one.
-PROCESS_OWNER = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+def new_owner() -> str:
+    """Who writes, recorded with every PENDING row: "host:pid:token", one token per document service, made
+    when the service is (after any fork), so a restart can tell a crashed writer from a live one."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def owner_is_gone(owner: str | None) -> bool:
-    """True when the process that left a row PENDING is certainly not running any more (same host, dead pid,
-    or this process under a new identity). Rows of live writers elsewhere are left to them."""
-    if not owner:
+def owner_is_gone(owner: str | None, own: str) -> bool:
+    """True when the writer that left a row PENDING is certainly not writing it any more: a dead process on
+    this host, or this very service (the caller holds its write lock, so none of its writes is in flight).
+    Rows of live writers elsewhere (another host, another live process or service) are left to them."""
+    if not owner or owner == own:
         return True
     host, _, rest = owner.partition(":")
-    pid_text, _, token = rest.partition(":")
-    if owner == PROCESS_OWNER:
-        return False
+    pid_text, _, _token = rest.partition(":")
     if host != socket.gethostname():
         return False
     try:
@@ -165,7 +166,7 @@ def owner_is_gone(owner: str | None) -> bool:
     except ValueError:
         return True
     if pid == os.getpid():
-        return token != PROCESS_OWNER.rsplit(":", 1)[-1]
+        return False  # another service in this process: it recovers its own rows
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -207,6 +208,7 @@ class DocumentService:
         self._max_upload_bytes = max_upload_bytes
         # One writer at a time per process: the rollback of one upload must not undo another's work.
         self._write_lock = threading.RLock()
+        self._owner = new_owner()
 
     @property
     def profile(self) -> str:
@@ -351,7 +353,7 @@ class DocumentService:
         doc_id: int | None = existing.id if existing is not None else None
         try:
             step = "database"
-            doc_id = self._metadata.save_document(values, doc_id, pending=("upload", PROCESS_OWNER))
+            doc_id = self._metadata.save_document(values, doc_id, pending=("upload", self._owner))
             if existing is None:
                 undo.append(("row", lambda: self._metadata.delete_document(doc_id)))
             else:
@@ -431,7 +433,7 @@ class DocumentService:
                 row = self._metadata.get(doc_id)
                 if row is None:
                     return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
-                self._metadata.set_pending(doc_id, "delete", PROCESS_OWNER)
+                self._metadata.set_pending(doc_id, "delete", self._owner)
             except KnowledgeBaseError as exc:
                 raise DocumentError("database", f"{exc}; nothing was deleted") from exc
             self._finish_delete(row)
@@ -472,12 +474,15 @@ class DocumentService:
         undone: list[str] = []
         left: list[str] = []
         failed: list[tuple[str, str]] = []
-        for row in self._metadata.pending_documents():
-            if not owner_is_gone(row.pending_owner):
-                left.append(row.file_path)
-                continue
+        for listed in self._metadata.pending_documents():
             try:
                 with self._write_lock:
+                    row = self._metadata.get(listed.id)  # again, under the lock: it may have settled meanwhile
+                    if row is None or row.pending_operation is None:
+                        continue
+                    if not owner_is_gone(row.pending_owner, self._owner):
+                        left.append(row.file_path)
+                        continue
                     if row.pending_operation == "delete":
                         self._finish_delete(row)
                         undone.append(row.file_path)
@@ -492,8 +497,8 @@ class DocumentService:
                         self._metadata.delete_document(row.id)
                         undone.append(row.file_path)
             except (KnowledgeBaseError, OSError) as exc:
-                failed.append((row.file_path, str(exc)))
-                log.error("could not recover the interrupted write of %s: %s", row.file_path, exc)
+                failed.append((listed.file_path, str(exc)))
+                log.error("could not recover the interrupted write of %s: %s", listed.file_path, exc)
         removed = self._remove_stray_temp_files()
         if finished or undone or failed or removed:
             log.warning("recovered interrupted writes: %d finished, %d undone, %d failed, %d temp files removed",
@@ -507,7 +512,8 @@ class DocumentService:
             return removed
         for tmp in base.rglob(".*.tmp"):
             match = _TEMP_NAME.match(tmp.name)
-            if match is None or not owner_is_gone(f"{socket.gethostname()}:{match.group(1)}:"):
+            if match is None or int(match.group(1)) == os.getpid() \
+                    or not owner_is_gone(f"{socket.gethostname()}:{match.group(1)}:", self._owner):
                 continue
             try:
                 tmp.unlink()
@@ -602,7 +608,7 @@ class DocumentService:
             for row in missing:
                 try:
                     with self._write_lock:
-                        self._metadata.set_pending(row.id, "delete", PROCESS_OWNER)
+                        self._metadata.set_pending(row.id, "delete", self._owner)
                         self._finish_delete(row)
                     deleted.append(row.file_path)
                 except KnowledgeBaseError as exc:
