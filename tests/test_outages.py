@@ -135,7 +135,8 @@ def test_l1_recovers_after_a_milvus_server_restart_without_reopening(tmp_path):
             assert time.monotonic() - restarted < 30, "L1 did not recover after the restart"
             time.sleep(0.5)
         recovered_in = time.monotonic() - restarted
-        assert recovered_in < 15
+        print(f"L1 answered again {recovered_in:.2f} s after the server accepted connections")
+        assert recovered_in < 15  # measured 1.5 s; the margin is for a loaded CI machine
     finally:
         kb.close()
         server.kill()
