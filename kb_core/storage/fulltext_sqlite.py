@@ -158,10 +158,6 @@ class SqliteFullTextIndex:
     def delete_chunks_from(self, doc_id: int, first_chunk_no: int) -> None:
         self._write("DELETE FROM chunks WHERE doc_id = ? AND chunk_no >= ?", (int(doc_id), int(first_chunk_no)))
 
-    def optimize(self) -> None:
-        """Merge the FTS5 index b-trees into one (after a bulk load; optional)."""
-        self._write("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')", ())
-
     def _write(self, sql: str, args: tuple) -> None:
         with self._transaction() as con:
             con.execute(sql, args)
@@ -199,9 +195,6 @@ class SqliteFullTextIndex:
         rows = self._connection().execute(
             f"SELECT {_COLUMNS} FROM chunks c WHERE c.doc_id = ? ORDER BY c.chunk_no", (int(doc_id),)).fetchall()
         return [ChunkRow(int(d), s, c, int(n), h, t) for d, s, c, n, h, t in rows]
-
-    def document_ids(self) -> set[int]:
-        return {int(r[0]) for r in self._connection().execute("SELECT DISTINCT doc_id FROM chunks")}
 
     def chunk_keys(self) -> list[tuple[int, int]]:
         return [(int(d), int(n)) for d, n in self._connection().execute("SELECT doc_id, chunk_no FROM chunks")]

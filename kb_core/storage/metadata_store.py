@@ -243,11 +243,6 @@ class MetadataStore:
             rows = session.scalars(select(ApiDocument).where(ApiDocument.pending_operation.is_not(None)))
             return [DocumentRecord.of(r) for r in rows]
 
-    def chunk_counts(self) -> dict[int, int]:
-        """Document id -> chunk count, for reconciling with the vector store."""
-        with self._read() as session:
-            return {int(i): int(n) for i, n in session.execute(select(ApiDocument.id, ApiDocument.chunk_count))}
-
     def get(self, doc_id: int) -> DocumentRecord | None:
         with self._read() as session:
             row = session.get(ApiDocument, doc_id)
