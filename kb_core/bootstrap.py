@@ -11,6 +11,7 @@ from kb_core import terms as text_analysis
 from kb_core.documents.service import DocumentService
 from kb_core.errors import KnowledgeBaseError
 from kb_core.knowledge_base import KnowledgeBase
+from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup
@@ -36,6 +37,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         # database is back (connections are made anew then); `status()` shows it.
         log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
     index = KnowledgeIndex(settings.base_path, app_root=settings.app_root, matching=settings.l0_matching)
+    follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
+    follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
     index.load()
     embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
                             precision=settings.embedding_precision)
@@ -61,7 +64,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     documents = DocumentService(index, metadata, vectors, dense_embedder,
                                 max_upload_bytes=settings.max_upload_bytes)
     kb = KnowledgeBase(settings, index, metadata, vectors, embedder, documents, HybridLookup(index, searcher),
-                       searcher)
+                       searcher, follower)
     try:
         documents.recover()  # finish or undo what a crash left PENDING (only those rows are read)
     except KnowledgeBaseError as exc:

@@ -19,6 +19,7 @@ from kb_core.documents.service import (
 )
 from kb_core.errors import KnowledgeBaseError
 from kb_core.progress import Progress
+from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KeywordClaim, KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
@@ -90,7 +91,9 @@ class KnowledgeBase:
         documents: DocumentService,
         lookup: HybridLookup,
         searcher: VectorSearcher,
+        follower: ChangeFollower | None = None,
     ):
+        self._follower = follower
         self.settings = settings
         self.index = index
         self.metadata = metadata
@@ -227,6 +230,8 @@ class KnowledgeBase:
         )
 
     def close(self) -> None:
+        if self._follower is not None:
+            self._follower.stop()
         self._recorder.flush(5)
         self.vectors.close()
         self.metadata.dispose()

@@ -35,6 +35,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("l0", "matching"): "l0_matching",
     ("backend", "timeout"): "backend_timeout",
     ("l1", "fulltext"): "fulltext",
+    ("l0", "refresh-interval"): "refresh_interval",
 }
 _ENV_PREFIX = "KB_"
 
@@ -103,6 +104,9 @@ class Settings(BaseSettings):
     fulltext: Literal["auto", "sqlite", "milvus"] = Field(
         default="auto", description="KB_FULLTEXT: BM25 engine; auto = SQLite FTS5 beside Milvus Lite, Milvus BM25 "
                                     "on a server")
+    refresh_interval: float = Field(
+        default=1.0, ge=0, le=3600,
+        description="KB_REFRESH_INTERVAL: seconds between checks of the change feed (other processes' writes); 0 = off")
     backend_timeout: float = Field(
         default=10.0, gt=0, le=600,
         description="KB_BACKEND_TIMEOUT: seconds any database or Milvus call may take before it fails")

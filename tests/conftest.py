@@ -89,7 +89,7 @@ def _empty_mysql_tables(url: str) -> None:
 
     engine = create_engine(url)
     with engine.begin() as connection:
-        for table in ("tool_call", "api_document", "alembic_version"):
+        for table in ("tool_call", "api_document", "kb_change", "alembic_version"):
             connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
 

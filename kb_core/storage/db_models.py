@@ -71,3 +71,17 @@ class ToolCall(Base):
     caller: Mapped[str] = mapped_column(String(64), default="python")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Change(Base):
+    """The change feed: one row per committed write, in the write's own transaction. Every process follows it
+    to keep its in-memory L0 index in step with the others' writes."""
+
+    __tablename__ = "kb_change"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    file_path: Mapped[str] = mapped_column(String(512))
+    operation: Mapped[str] = mapped_column(String(16))  # "upsert" | "delete"
+    content_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)

@@ -18,13 +18,13 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kb_core.errors import MetadataStoreError, SettingsError
-from kb_core.storage.db_models import ApiDocument, DocumentStatus, ToolCall, utcnow
+from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,14 @@ class DocumentRecord(DocumentValues):
         values["created_at"] = _aware(row.created_at)
         values["updated_at"] = _aware(row.updated_at)
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class ChangeRecord:
+    id: int
+    file_path: str
+    operation: str  # "upsert" | "delete"
+    content_sha256: str | None
 
 
 @dataclass(frozen=True)
@@ -229,13 +237,31 @@ class MetadataStore:
 
     def finish_write(self, doc_id: int, status: DocumentStatus = DocumentStatus.INDEXED,
                      last_error: str | None = None) -> None:
-        """The last step of a write: the row is settled and no longer pending."""
+        """The last step of a write: the row is settled and no longer pending, and the change feed says so in
+        the same transaction."""
         with self._write("mark the document indexed") as session:
             row = session.get(ApiDocument, doc_id)
             if row is not None:
                 row.status, row.last_error = status, last_error
                 row.pending_operation = row.pending_owner = None
                 row.updated_at = utcnow()
+                session.add(Change(file_path=row.file_path, operation="upsert", content_sha256=row.content_sha256,
+                                   created_at=utcnow()))
+
+    # -- change feed ---------------------------------------------------------------------------------
+    def latest_change_id(self) -> int:
+        with self._read() as session:
+            return int(session.scalar(select(func.max(Change.id))) or 0)
+
+    def changes_since(self, after_id: int, limit: int = 1000) -> tuple[list[ChangeRecord], bool]:
+        """The changes after `after_id`, oldest first, and whether the feed still reaches back that far (False
+        when rows after `after_id` were trimmed: the follower must rescan)."""
+        with self._read() as session:
+            rows = session.scalars(select(Change).where(Change.id > after_id).order_by(Change.id).limit(limit))
+            changes = [ChangeRecord(r.id, r.file_path, r.operation, r.content_sha256) for r in rows]
+            oldest = session.scalar(select(func.min(Change.id)))
+        complete = oldest is None or oldest <= after_id + 1 or not changes
+        return changes, complete
 
     def pending_documents(self) -> list[DocumentRecord]:
         """Rows with a write in flight (or cut short by a crash): cheap, there are only a few."""
@@ -276,7 +302,12 @@ class MetadataStore:
 
     def delete_document(self, doc_id: int) -> bool:
         with self._write("delete the document row") as session:
-            return session.execute(delete(ApiDocument).where(ApiDocument.id == doc_id)).rowcount > 0
+            row = session.get(ApiDocument, doc_id)
+            if row is None:
+                return False
+            session.add(Change(file_path=row.file_path, operation="delete", content_sha256=None, created_at=utcnow()))
+            session.delete(row)
+            return True
 
     # -- tool calls ----------------------------------------------------------------------------------
     def record_tool_call(

@@ -1,0 +1,110 @@
+"""Following the change feed: other processes' writes reach this process's L0 index within seconds.
+
+A background thread checks the database's change feed every `interval` seconds (a `max(id)` query, never on
+the lookup path) and applies what changed since its position: it re-reads each changed file's frontmatter
+and adds, replaces or removes the L0 entry, in one snapshot swap per batch. Applying a change twice is
+harmless (this process's own writes come back too). When the feed no longer reaches back to its position
+(it was trimmed), the whole folder is rescanned.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Protocol
+
+from kb_core.documents.frontmatter import parse_frontmatter
+from kb_core.errors import KnowledgeBaseError
+from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex
+
+log = logging.getLogger(__name__)
+
+
+class ChangeFeed(Protocol):
+    def latest_change_id(self) -> int: ...
+
+    def changes_since(self, after_id: int, limit: int = 1000) -> tuple[list, bool]: ...
+
+
+class ChangeFollower:
+    def __init__(self, feed: ChangeFeed, index: KnowledgeIndex, *, interval: float = 1.0):
+        self._feed = feed
+        self._index = index
+        self._interval = interval
+        self._position = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._warned_at = 0.0
+
+    @property
+    def position(self) -> int:
+        return self._position
+
+    def start_from_now(self) -> None:
+        """Take the feed's current position (call it before the full scan: a change made during the scan is
+        then applied again, never missed) and start following."""
+        try:
+            self._position = self._feed.latest_change_id()
+        except KnowledgeBaseError as exc:
+            self._warn(f"cannot read the change feed yet ({exc}); L0 follows other processes once it can")
+            self._position = -1  # unknown: the first successful poll rescans
+        if self._interval > 0 and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kb-change-follower", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.poll()
+            except Exception as exc:  # noqa: BLE001 - a follower that dies would silently freeze L0
+                self._warn(f"following the change feed failed: {exc}")
+
+    def poll(self) -> int:
+        """Apply what changed since the last position; returns the number of changes applied."""
+        if self._position < 0:
+            self._position = self._feed.latest_change_id()
+            self._index.load()
+            return 0
+        if self._feed.latest_change_id() <= self._position:
+            return 0
+        applied = 0
+        while True:
+            changes, complete = self._feed.changes_since(self._position)
+            if not complete:
+                log.warning("the change feed was trimmed past position %d: rescanning the folder", self._position)
+                self._position = self._feed.latest_change_id()
+                self._index.load()
+                return applied
+            if not changes:
+                return applied
+            with self._index.bulk():
+                for change in changes:
+                    self._apply(change.file_path, change.operation)
+            applied += len(changes)
+            self._position = changes[-1].id
+            log.debug("applied %d changes from the feed (now at %d)", len(changes), self._position)
+
+    def _apply(self, file_path: str, operation: str) -> None:
+        if operation == "delete":
+            self._index.remove(file_path)
+            return
+        text = self._index.read_document(file_path, max_chars=-1)
+        relative = self._index.relative_path(file_path)
+        fm = parse_frontmatter(text, source=file_path) if text is not None else None
+        if fm is None or relative is None:
+            self._index.remove(file_path)
+        else:
+            self._index.add(KnowledgeEntry.from_frontmatter(file_path, fm, self._index.category_of(relative)))
+
+    def _warn(self, message: str) -> None:
+        now = time.monotonic()
+        if now - self._warned_at > 60:
+            self._warned_at = now
+            log.warning(message)
