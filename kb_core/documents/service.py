@@ -9,6 +9,7 @@ finds and finishes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -18,7 +19,7 @@ import socket
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -176,6 +177,21 @@ def owner_is_gone(owner: str | None, own: str) -> bool:
     return False
 
 
+def _undo_file(path: Path, ours: bytes, old: bytes | None) -> None:
+    """Put back what was there, but only over our own bytes: a file someone else wrote since is theirs."""
+    try:
+        current = path.read_bytes()
+    except FileNotFoundError:
+        current = None
+    if current is not None and sha256(current) != sha256(ours):
+        log.warning("not undoing %s: its content is no longer what this write put there", path)
+        return
+    if old is not None:
+        write_atomic(path, old)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def _values_of(record: DocumentRecord) -> DocumentValues:
     return DocumentValues(**{f.name: getattr(record, f.name) for f in fields(DocumentValues)})
 
@@ -208,6 +224,7 @@ class DocumentService:
         self._max_upload_bytes = max_upload_bytes
         # One writer at a time per process: the rollback of one upload must not undo another's work.
         self._write_lock = threading.RLock()
+        self._held: set[str] = set()  # paths whose database lock this service holds (under _write_lock)
         self._owner = new_owner()
 
     @property
@@ -282,7 +299,7 @@ class DocumentService:
         # Parsing, chunking and embedding (seconds to minutes for a big document) run before the write lock:
         # other uploads, deletes and re-indexes do not wait for them.
         prepared = self.prepare(text, source=file_path, progress=progress)
-        with self._write_lock:
+        with self._locked(file_path):
             existing = self._read_row(file_path)  # again: another writer may have been faster
             if existing is not None and self._is_current(existing, digest, target):
                 progress("done", 1, 1)
@@ -361,8 +378,7 @@ class DocumentService:
             if write_file is not None:
                 step = "save file"
                 progress("saving", 0, 1)
-                undo.append(("file", lambda: write_atomic(write_file, old_bytes) if old_bytes is not None
-                             else write_file.unlink(missing_ok=True)))
+                undo.append(("file", lambda: _undo_file(write_file, data, old_bytes)))
                 write_atomic(write_file, data)
             step = "write vectors"
             progress("indexing", 0, len(prepared.chunks))
@@ -391,6 +407,22 @@ class DocumentService:
         if record is None:  # pragma: no cover - committed just above
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
         return record
+
+    @contextlib.contextmanager
+    def _locked(self, file_path: str) -> Iterator[None]:
+        """This process's write lock, then the document's lock in the database: two processes writing the same
+        path take turns, and each sees what the other committed."""
+        with self._write_lock, contextlib.ExitStack() as stack:
+            # re-entrant, like the process lock: recovery re-indexes under the lock it already holds, and the
+            # database locks would wait for themselves (another connection, another open file description)
+            if file_path not in self._held:
+                try:
+                    stack.enter_context(self._metadata.document_lock(file_path))
+                except KnowledgeBaseError as exc:
+                    raise DocumentError("lock", str(exc)) from exc
+                self._held.add(file_path)
+                stack.callback(self._held.discard, file_path)
+            yield
 
     def _dense_ready(self) -> bool:
         return self._embedder is not None and self._embedder.state.ready
@@ -428,9 +460,15 @@ class DocumentService:
     def delete(self, doc_id: int) -> DeleteOutcome:
         """Intent record first (row PENDING "delete"), then vectors -> file -> L0 -> row. A failure or a crash
         part-way leaves the row marked, and deleting again (or opening the knowledge base) finishes it."""
-        with self._write_lock:
+        try:
+            row = self._metadata.get(doc_id)
+        except KnowledgeBaseError as exc:
+            raise DocumentError("database", f"{exc}; nothing was deleted") from exc
+        if row is None:
+            return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
+        with self._locked(row.file_path):
             try:
-                row = self._metadata.get(doc_id)
+                row = self._metadata.get(doc_id)  # again, under the locks
                 if row is None:
                     return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
                 self._metadata.set_pending(doc_id, "delete", self._owner)
@@ -476,7 +514,7 @@ class DocumentService:
         failed: list[tuple[str, str]] = []
         for listed in self._metadata.pending_documents():
             try:
-                with self._write_lock:
+                with self._locked(listed.file_path):
                     row = self._metadata.get(listed.id)  # again, under the lock: it may have settled meanwhile
                     if row is None or row.pending_operation is None:
                         continue
@@ -556,7 +594,7 @@ class DocumentService:
         data = real.read_bytes()
         text = decode_markdown(data, max_bytes=max(self._max_upload_bytes, len(data)), file_name=file_path)
         prepared = self.prepare(text, source=file_path, progress=progress)  # outside the lock
-        with self._write_lock:
+        with self._locked(file_path):
             existing = self._metadata.get_by_path(file_path)  # the row as it is now, under the lock
             return self._store(file_path, name, category, data, sha256(data), prepared, existing,
                                write_file=None, progress=progress)
@@ -607,7 +645,7 @@ class DocumentService:
         if delete_missing:
             for row in missing:
                 try:
-                    with self._write_lock:
+                    with self._locked(row.file_path):
                         self._metadata.set_pending(row.id, "delete", self._owner)
                         self._finish_delete(row)
                     deleted.append(row.file_path)

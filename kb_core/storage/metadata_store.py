@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -173,6 +175,62 @@ class MetadataStore:
                 return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
             except SQLAlchemyError:
                 return None
+
+    @contextlib.contextmanager
+    def document_lock(self, file_path: str, timeout: float = 60.0) -> Iterator[None]:
+        """Serialise writes to one document across processes: MySQL `GET_LOCK`, PostgreSQL advisory locks,
+        SQLite an `flock` beside the database file (its processes share a machine). A process that dies
+        releases its locks (the server drops the connection; the kernel drops the flock)."""
+        name = "kbdoc_" + hashlib.sha1(file_path.encode("utf-8")).hexdigest()[:40]
+        backend = self.backend
+        if backend == "sqlite":
+            database = self._url.database or ""
+            if not database or database == ":memory:":
+                yield
+                return
+            folder = Path(f"{database}.locks")
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / f"{name}.lock", "a+") as handle:
+                deadline = time.monotonic() + timeout
+                while True:
+                    try:
+                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() > deadline:
+                            raise MetadataStoreError(f"another process has been writing {file_path} for over "
+                                                     f"{timeout:.0f} s") from None
+                        time.sleep(0.02)
+                try:
+                    yield
+                finally:
+                    fcntl.flock(handle, fcntl.LOCK_UN)
+            return
+        try:
+            connection = self._engine.connect()
+        except SQLAlchemyError as exc:
+            raise MetadataStoreError(f"cannot lock {file_path} in the database at {self.url}: {exc}") from exc
+        try:
+            if backend in ("mysql", "mariadb"):
+                got = connection.execute(text("SELECT GET_LOCK(:n, :t)"), {"n": name, "t": int(timeout)}).scalar()
+                if got != 1:
+                    raise MetadataStoreError(f"another process has been writing {file_path} for over {timeout:.0f} s")
+            elif backend == "postgresql":
+                connection.execute(text("SELECT pg_advisory_lock(hashtext(:n))"), {"n": name})
+            try:
+                yield
+            finally:
+                try:
+                    if backend in ("mysql", "mariadb"):
+                        connection.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
+                    elif backend == "postgresql":
+                        connection.execute(text("SELECT pg_advisory_unlock(hashtext(:n))"), {"n": name})
+                except SQLAlchemyError as exc:  # the connection is gone: so is the lock
+                    log.warning("could not release the lock on %s: %s", file_path, exc)
+        except SQLAlchemyError as exc:
+            raise MetadataStoreError(f"cannot lock {file_path} in the database at {self.url}: {exc}") from exc
+        finally:
+            connection.close()
 
     @contextlib.contextmanager
     def _migration_lock(self) -> Iterator[Connection]:

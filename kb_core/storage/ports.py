@@ -9,6 +9,7 @@ provide these methods. The composition root (`kb_core.bootstrap`) is the one pla
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -60,6 +61,8 @@ class MetadataRepository(Protocol):
     def finish_write(self, doc_id: int, status: DocumentStatus = ..., last_error: str | None = None) -> None: ...
 
     def pending_documents(self) -> list[DocumentRecord]: ...
+
+    def document_lock(self, file_path: str, timeout: float = 60.0) -> AbstractContextManager[None]: ...
 
     def latest_change_id(self) -> int: ...
 
