@@ -62,3 +62,13 @@ def test_a_trimmed_feed_makes_the_follower_rescan(two, tmp_path):
     b._follower.poll()
     for key in ("KEY_ONE", "KEY_TWO", "KEY_THREE"):
         assert b.index.exact_match(key), key
+
+
+def test_own_writes_coming_back_through_the_feed_rebuild_nothing(two):
+    a, _b = two
+    a._follower.stop()
+    a.upload("own.md", doc("Own", ["OWN_KEY"]).encode(), "api")
+    snapshot = a.index._snapshot
+    assert a._follower.poll() >= 1  # the change is read...
+    assert a.index._snapshot is snapshot  # ...and, unchanged, swaps in no new snapshot
+    assert a.index.exact_match("OWN_KEY")

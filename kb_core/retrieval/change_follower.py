@@ -1,10 +1,10 @@
 """Following the change feed: other processes' writes reach this process's L0 index within seconds.
 
 A background thread checks the database's change feed every `interval` seconds (a `max(id)` query, never on
-the lookup path) and applies what changed since its position: it re-reads each changed file's frontmatter
-and adds, replaces or removes the L0 entry, in one snapshot swap per batch. Applying a change twice is
-harmless (this process's own writes come back too). When the feed no longer reaches back to its position
-(it was trimmed), the whole folder is rescanned.
+the lookup path) and applies what changed since its position: `KnowledgeIndex.refresh` re-reads each changed
+file the way the scan does, in one snapshot swap per batch. This process's own writes come back too; they
+leave the entry as it is, so they rebuild nothing. When the feed no longer reaches back to its position (it
+was trimmed), the whole folder is rescanned.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ import threading
 import time
 from typing import Protocol
 
-from kb_core.documents.frontmatter import parse_frontmatter
 from kb_core.errors import KnowledgeBaseError
-from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex
+from kb_core.retrieval.keyword_index import KnowledgeIndex
 
 log = logging.getLogger(__name__)
 
@@ -94,14 +93,8 @@ class ChangeFollower:
     def _apply(self, file_path: str, operation: str) -> None:
         if operation == "delete":
             self._index.remove(file_path)
-            return
-        text = self._index.read_document(file_path, max_chars=-1)
-        relative = self._index.relative_path(file_path)
-        fm = parse_frontmatter(text, source=file_path) if text is not None else None
-        if fm is None or relative is None:
-            self._index.remove(file_path)
         else:
-            self._index.add(KnowledgeEntry.from_frontmatter(file_path, fm, self._index.category_of(relative)))
+            self._index.refresh(file_path)
 
     def _warn(self, message: str) -> None:
         now = time.monotonic()

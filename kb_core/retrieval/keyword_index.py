@@ -177,18 +177,16 @@ class KnowledgeIndex:
         scanned = skipped = failed = 0
         for relative in self.markdown_files():
             scanned += 1
-            display = self.display_path(relative)
             try:
-                content = _read_head(self._base / relative)
+                entry = self._entry_of(relative)
             except (OSError, UnicodeDecodeError) as exc:
                 failed += 1
-                log.warning("cannot read %s, skipped: %s", display, exc)
+                log.warning("cannot read %s, skipped: %s", self.display_path(relative), exc)
                 continue
-            fm = parse_frontmatter(content, source=display)
-            if fm is None:
+            if entry is None:
                 skipped += 1
                 continue
-            entries.append(KnowledgeEntry.from_frontmatter(display, fm, self.category_of(relative)))
+            entries.append(entry)
         with self._write_lock:
             self._pending = None
             self._snapshot = Snapshot(tuple(entries), self._matching, self._normalized)
@@ -198,6 +196,31 @@ class KnowledgeIndex:
             self._display_base, scanned, len(entries), skipped, failed, seconds * 1000,
         )
         return LoadReport(scanned, len(entries), skipped, failed, seconds)
+
+    def _entry_of(self, relative: str) -> KnowledgeEntry | None:
+        """One file's L0 entry, read the way the scan reads it (the head only); `None` without frontmatter."""
+        display = self.display_path(relative)
+        fm = parse_frontmatter(_read_head(self._base / relative), source=display)
+        return None if fm is None else KnowledgeEntry.from_frontmatter(display, fm, self.category_of(relative))
+
+    def refresh(self, file_path: str) -> bool:
+        """Re-read one document as the scan would and add, replace or remove its entry. Nothing is rebuilt
+        when the entry is unchanged (a process's own writes come back through the change feed). Returns
+        whether the index changed."""
+        path = self.lexical_path(file_path)
+        entry = None
+        if path is not None and path.is_file() and self.is_inside(path):
+            try:
+                entry = self._entry_of(path.relative_to(self._base).as_posix())
+            except (OSError, UnicodeDecodeError) as exc:
+                log.warning("cannot read %s, left out of L0: %s", file_path, exc)
+        with self._write_lock:
+            if self._current_entries().get(file_path) == entry:
+                return False
+            if entry is None:
+                return self.remove(file_path)
+            self.add(entry)
+            return True
 
     def markdown_files(self) -> list[str]:
         """Relative POSIX paths of every `.md` file under the base, sorted (the index order).
