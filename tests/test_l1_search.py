@@ -45,3 +45,16 @@ def test_question_words_do_not_count_as_content(kb):
     """"如何" / "有关" / "how" are not what a question is about: the topic words alone must carry it."""
     result = kb.lookup("有关注册中心集群部署节点数量的建议是什么")
     assert result.supplement is not None and result.supplement.source.endswith("registry/cluster.md")
+
+
+def test_a_summary_is_not_taken_for_the_title_of_a_document_without_one(open_kb):
+    """The frontmatter chunk's first line is the title; without a title it is empty, not the summary."""
+    kb = open_kb()
+    kb.upload("untitled.md", doc("", [], "Rotate the signing keys every ninety days",
+                                 "# Keys\n\nUnrelated body text about certificates.\n").encode(), "ops")
+    hits = kb.lookup("Rotate the signing keys every ninety days").trace.l1_hits
+    assert hits  # found on its words, as any other chunk
+    from kb_core.retrieval.l1_search import _TitleMatcher
+    from kb_core.storage.ports import ChunkRow
+    meta = ChunkRow(1, "x", "ops", 0, "(frontmatter)", "\nRotate the signing keys every ninety days")
+    assert _TitleMatcher("Rotate the signing keys every ninety days", ["rotate"])(meta) == 0

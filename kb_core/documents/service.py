@@ -117,11 +117,12 @@ class PreparedDocument:
 
 
 def header_text(fm: Frontmatter) -> str:
-    """The frontmatter as a searchable chunk: a third of real keywords appear nowhere in the body."""
-    lines = [fm.title, fm.summary]
-    if fm.keywords:
-        lines.append("keywords: " + ", ".join(fm.keywords))
-    return "\n".join(line for line in lines if line)
+    """The frontmatter as a searchable chunk: a third of real keywords appear nowhere in the body. The first
+    line is always the title (empty when there is none): L1's title ranking reads it there."""
+    lines = [line for line in (fm.summary, "keywords: " + ", ".join(fm.keywords) if fm.keywords else "") if line]
+    if not fm.title and not lines:
+        return ""
+    return "\n".join([fm.title, *lines])
 
 
 def sha256(data: bytes) -> str:

@@ -142,8 +142,10 @@ class _TitleMatcher:
             return 0
         found = self._cache.get(row.chunk_id)
         if found is None:
-            title = row.text.split("\n", 1)[0]
-            if normalize_term(title) == self._query:
+            title = row.text.split("\n", 1)[0]  # header_text's first line; empty for a document without a title
+            if not title.strip():
+                found = 0
+            elif normalize_term(title) == self._query:
                 found = 2
             else:
                 title_terms = text_analysis.content_terms(title)
