@@ -91,3 +91,19 @@ def test_identifiers_count_only_whole():
     assert coverage(["err_timeout"], "see ERR_TIMEOUT_4071", whole)[0] == 0
     assert coverage(["err_timeout"], "see ERR_TIMEOUT.", whole)[0] == 1
     assert coverage(["ai"], "please explain", frozenset({"ai"}))[0] == 0
+
+
+@pytest.mark.parametrize("body", [
+    LICENCE + "# Big\n\n" + ("A paragraph about upstream retries and timeouts. " * 20 + "\n\n") * 3000,  # 3 MB
+    "<!--\n" + "x\n" * 200_000 + "-->\n# After the long comment\n\ncontent\n",  # the head is all boilerplate
+])
+def test_an_answer_reads_and_cleans_only_the_head_of_a_large_file_yet_equals_the_full_clean(tmp_path, body):
+    from kb_core.retrieval.keyword_index import KnowledgeIndex
+
+    text = "---\ntitle: Big\nkeywords: [BIG]\n---\n" + body
+    (tmp_path / "knowledge_base/api").mkdir(parents=True)
+    (tmp_path / "knowledge_base/api/big.md").write_text(text, encoding="utf-8")
+    full = clean_document(text)
+    expected = full[:2000] + "..." if len(full) > 2000 else full
+    index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    assert index.read_document("knowledge_base/api/big.md", 2000, clean=True) == expected

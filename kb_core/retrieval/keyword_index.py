@@ -391,16 +391,26 @@ class KnowledgeIndex:
         if real is None:
             log.warning("refusing to read %r: not inside the knowledge base %s", file_path, self._display_base)
             return None
+        # An answer needs the first 2,000 characters, not a 5 MB file: read and clean a head first. Cleaning
+        # runs front to back, so a cleaned head that is comfortably longer than the cut is exact.
+        limit = max(2 * _HEAD_BYTES, 8 * max_chars) if max_chars >= 0 else -1
         try:
-            text = real.read_bytes().decode("utf-8-sig", errors="replace")
+            with open(real, "rb") as handle:
+                data = handle.read(limit)
+                complete = limit < 0 or len(data) < limit
+            text = data.decode("utf-8-sig", errors="replace")
+            if clean:
+                text = clean_document(text)
+                if not complete and len(text) <= max_chars + 256:  # boilerplate ate the head: clean it all
+                    text = clean_document(real.read_bytes().decode("utf-8-sig", errors="replace"))
+            elif not complete and len(text) <= max_chars:  # pragma: no cover - 8 bytes per char cannot fall short
+                text = real.read_bytes().decode("utf-8-sig", errors="replace")
         except FileNotFoundError:
             log.error("document %s does not exist", file_path)
             return None
         except OSError as exc:
             log.error("cannot read document %s: %s", file_path, exc)
             return None
-        if clean:
-            text = clean_document(text)
         if max_chars >= 0 and len(text) > max_chars:
             return text[:max_chars] + "..."
         return text
