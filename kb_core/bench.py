@@ -260,7 +260,7 @@ def _ranked_head(item: tuple[KnowledgeIndex, str]) -> Any:
     """What a lookup needs from L0: the ranked first hit, the ones tied with it, and the total."""
     index, query = item
     matches = index.match(query)
-    return (len(matches), matches[0], matches.tied_with_first()) if len(matches) else None
+    return (len(matches), matches[0], matches.tied_count()) if len(matches) else None
 
 
 def _first_match_after_change(index: KnowledgeIndex, queries: Sequence[str]) -> dict[str, Any]:

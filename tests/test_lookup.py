@@ -191,3 +191,19 @@ def test_section_title_is_accepted_and_sections_stay_null(index):
     result = HybridLookup(index, RecordingL1()).lookup("ERR_TIMEOUT", section_title="超时排查")
     assert result.primary.available_sections is None
     assert result.trace.section_title == "超时排查"
+
+
+def test_a_tie_among_thousands_is_broken_by_l1_without_building_every_tied_match(tmp_path):
+    folder = tmp_path / "knowledge_base/x"
+    folder.mkdir(parents=True)
+    for i in range(3000):
+        (folder / f"d{i}.md").write_text(f"---\ntitle: d{i}\nkeywords: [Apache Lumen]\n---\nbody {i}\n")
+    index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    index.load()
+    chosen = "knowledge_base/x/d2500.md"
+    assert index.match("Apache Lumen").tied_index(chosen) is not None
+    result = HybridLookup(index, RecordingL1([hit("knowledge_base/x/elsewhere.md"), hit(chosen)])).lookup(
+        "Apache Lumen")
+    assert result.primary.source == chosen
+    assert result.trace.primary_reason.startswith("tied with 2999 other document(s) on “Apache Lumen”")
+    assert result.trace.l0_count == 3000 and len(result.trace.l0_matches) == 20

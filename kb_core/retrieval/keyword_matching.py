@@ -233,6 +233,22 @@ class RankedMatches(Sequence[L0Match]):
         self._fill(1)
         return list(range(min(self._ends[0], limit)))
 
+    def tied_count(self) -> int:
+        """How many hits rank equal with the first (no object is built for them)."""
+        if self._total == 0:
+            return 0
+        self._fill(1)
+        return self._ends[0]
+
+    def tied_index(self, file_path: str) -> int | None:
+        """The index of `file_path` among the hits tied with the first, or `None` when it is not one of them."""
+        position = self._snapshot.position.get(file_path)
+        if position is None or self._total == 0:
+            return None
+        self._fill(1)
+        found = np.flatnonzero(self._chunks[0] == position)
+        return int(found[0]) if len(found) else None
+
     # -- Sequence ------------------------------------------------------------------------------------
     def __len__(self) -> int:
         return self._total

@@ -250,20 +250,22 @@ class HybridLookup:
             return first, content, ""
         if self._index.matching == "substring":  # the spec as written: the first hit in index order
             return first, content, "first in index order (KB_L0_MATCHING=substring)"
-        tied = [i for i in (matches.tied_with_first() or [first]) if matches[i].entry.file_path not in stale]
+        # Thousands of documents may tie on a generic keyword: count them and look up L1's few hits among
+        # them, without building a match object per tied document.
+        tied = max(1, matches.tied_count() - sum(1 for p in stale if matches.tied_index(p) is not None))
         chosen = first
-        if len(tied) > 1 and l1_hits:
-            by_path = {matches[i].entry.file_path: i for i in tied}
-            preferred = next((by_path[h.source] for h in l1_hits if h.source in by_path), None)
+        if tied > 1 and l1_hits:
+            preferred = next((i for h in l1_hits if h.source not in stale
+                              and (i := matches.tied_index(h.source)) is not None), None)
             if preferred is not None and preferred != first:
                 text = self._index.read_document(matches[preferred].entry.file_path, PRIMARY_MAX_CHARS, clean=True)
                 if text is not None:
                     chosen, content = preferred, text
         won = matches[chosen]
-        if len(tied) > 1:
+        if tied > 1:
             how = "L1 ranks it highest" if chosen != first or (l1_hits and any(
                 h.source == won.entry.file_path for h in l1_hits)) else "first in index order"
-            return chosen, content, (f"tied with {len(tied) - 1} other document(s) on “{won.rarest_keyword}” "
+            return chosen, content, (f"tied with {tied - 1} other document(s) on “{won.rarest_keyword}” "
                                      f"(claimed by {won.claimed_by}); {how}")
         runner_up = next((matches[i] for i in range(min(len(matches), TRACE_MATCHES + 1))
                           if i != chosen and matches[i].entry.file_path not in stale), None)
