@@ -129,7 +129,8 @@ class MilvusVectorStore:
                     "KB_MILVUS_URI=http://127.0.0.1:19530 in every process."
                 ) from exc
             raise VectorStoreError(f"cannot open Milvus at {self._uri}: {exc}") from exc
-        self._ensure_collection(client)
+        with _milvus(f"cannot prepare the collection {self._collection} at {self._uri}"):
+            self._ensure_collection(client)
         return client
 
     def _ensure_collection(self, client: Any) -> None:
@@ -158,8 +159,12 @@ class MilvusVectorStore:
             if self._dense_dim is not None:
                 index.add_index(field_name="dense", index_type="HNSW", metric_type="COSINE",
                                 params={"M": 16, "efConstruction": 200})
-            client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
-            log.info("created Milvus collection %s at %s (dense dim %s)", name, self._uri, self._dense_dim)
+            try:
+                client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+                log.info("created Milvus collection %s at %s (dense dim %s)", name, self._uri, self._dense_dim)
+            except Exception as exc:  # noqa: BLE001 - two processes opening a new server at once both create it
+                if "already exist" not in str(exc) or not client.has_collection(name):
+                    raise
         client.load_collection(name)
 
     def close(self) -> None:
