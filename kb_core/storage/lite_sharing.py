@@ -67,10 +67,18 @@ class LiteSession:
     directory: str
     address: str
     owner: LiteServer | None
+    published: tuple[int, int] | None = None  # (inode, mtime ns) of the owner's file when we read it
 
     @property
     def is_owner(self) -> bool:
         return self.owner is None
+
+    def owner_gone(self) -> bool:
+        """A follower's check before each use: the owner exited, or closed the directory (its file is gone
+        or replaced by a new owner's). A pid check and a stat, a few microseconds."""
+        if self.owner is None:
+            return False
+        return not pid_alive(self.owner.pid) or _file_identity(info_path(self.directory)) != self.published
 
 
 def info_path(directory: str | Path) -> Path:
@@ -81,6 +89,8 @@ def opening_lock_path(directory: str | Path) -> Path:
     return Path(f"{directory}.opening")
 
 
+_EXITING_OWNER_GRACE = 5.0  # seconds; an exiting owner's server stops with a 2 s grace, then its lock goes
+
 # Directories this process owns -> how many stores use them: the server is released with the last one.
 _owned: dict[str, int] = {}
 _owned_lock = threading.Lock()
@@ -90,7 +100,8 @@ def open_lite(directory: str | Path, *, timeout: float) -> LiteSession:
     """Become the owner of `directory` or find its owner, within `timeout` seconds."""
     directory = str(Path(directory).resolve())
     Path(directory).parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     last_problem = ""
     while True:
         with _opening_lock(directory, deadline):
@@ -98,17 +109,19 @@ def open_lite(directory: str | Path, *, timeout: float) -> LiteSession:
                 if directory in _owned:  # another store in this process owns it already
                     _owned[directory] += 1
                     return LiteSession(directory, _started_address(directory), None)
+            published = _file_identity(info_path(directory))
             server = read_server(directory)
-            if server is not None and server.pid != os.getpid() and _pid_alive(server.pid) \
+            if server is not None and server.pid != os.getpid() and pid_alive(server.pid) \
                     and _port_answers(server.address):
-                return LiteSession(directory, server.address, server)
+                return LiteSession(directory, server.address, server, published)
             if not _locked_by_another_process(Path(directory)):
                 return _become_owner(directory)
             last_problem = (f"published by {server.describe()}, which does not answer" if server is not None
                             else "no process published an address for it")
-        # Locked but nothing to follow: an owner that is still exiting (its lock goes with the process), or
-        # a process outside the knowledge base holding the directory.
-        if time.monotonic() >= deadline:
+        # Locked but nothing to follow: an owner that is still exiting (its lock goes with the process, a
+        # second or two after its port closes), or a process outside the knowledge base holding the
+        # directory - which never publishes, so there is nothing to wait for.
+        if server is None or time.monotonic() >= min(deadline, started + _EXITING_OWNER_GRACE):
             raise VectorStoreError(
                 f"the Milvus Lite directory {directory} is open in another process that does not share it "
                 f"({last_problem}). Close that process, or serve the directory with `milvus-lite server "
@@ -206,7 +219,12 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-_pid_alive = pid_alive
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 def _port_answers(address: str) -> bool:

@@ -109,12 +109,12 @@ class MilvusVectorStore:
     # -- connection ---------------------------------------------------------------------------------
     def client(self) -> Any:
         session = self._session
-        if session is not None and session.owner is not None and not pid_alive(session.owner.pid):
-            # The process serving our Milvus Lite directory is gone: open again (and maybe become the owner)
-            # instead of letting the call retry against a closed port until the timeout.
+        if session is not None and session.owner_gone():
+            # The process serving our Milvus Lite directory exited or closed it: open again (and maybe become
+            # the owner) instead of letting the call retry against a closed port until the timeout.
             with self._lock:
                 if self._session is session:
-                    log.warning("the Milvus Lite owner %s has exited; opening %s again",
+                    log.warning("the Milvus Lite owner %s has gone; opening %s again",
                                 session.owner.describe(), self._uri)
                     self._drop_client()
         if self._client is None:
