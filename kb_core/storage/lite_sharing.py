@@ -113,6 +113,8 @@ def open_lite(directory: str | Path, *, timeout: float) -> LiteSession:
             server = read_server(directory)
             if server is not None and server.pid != os.getpid() and pid_alive(server.pid) \
                     and _port_answers(server.address):
+                log.info("the Milvus Lite directory %s is served by %s; using it from there", directory,
+                         server.describe())
                 return LiteSession(directory, server.address, server, published)
             if not _locked_by_another_process(Path(directory)):
                 return _become_owner(directory)

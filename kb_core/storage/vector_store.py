@@ -67,6 +67,21 @@ def _milvus(what: str) -> Iterator[None]:
         raise VectorStoreError(f"{what}: {exc}") from exc
 
 
+def _describe(exc: Exception) -> str:
+    """gRPC errors print as a multi-line repr, pymilvus' as `<MilvusException: (code=2, message=...)>`; their
+    code and details (or message) say the same in one line."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, str) and message:
+        return message
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    if callable(code) and callable(details):
+        try:
+            return f"{code().name}: {details()}"
+        except Exception:  # noqa: BLE001 - not a finished RPC after all
+            pass
+    return str(exc)
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -143,7 +158,7 @@ class MilvusVectorStore:
         try:
             client = MilvusClient(uri=address, token=self._token or "", timeout=self._timeout, **extra)
         except MilvusException as exc:
-            raise self._lite_error(VectorStoreError(f"cannot open Milvus at {self._uri}: {exc}")) from exc
+            raise self._lite_error(VectorStoreError(f"cannot open Milvus at {self._uri}: {_describe(exc)}")) from exc
         try:
             with self._milvus(f"cannot prepare the collection {self._collection} at {self._uri}"):
                 self._ensure_collection(client)
@@ -160,7 +175,7 @@ class MilvusVectorStore:
                 yield
             except Exception as exc:  # noqa: BLE001 - name the owner on a follower's Milvus failure
                 if type(exc).__module__.startswith(("pymilvus", "grpc")):
-                    raise self._lite_error(VectorStoreError(f"{what}: {exc}")) from exc
+                    raise self._lite_error(VectorStoreError(f"{what}: {_describe(exc)}")) from exc
                 raise
 
     def _lite_error(self, error: VectorStoreError) -> VectorStoreError:
@@ -169,7 +184,13 @@ class MilvusVectorStore:
         if session is None or session.owner is None:
             return error
         owner = session.owner
-        state = "running" if pid_alive(owner.pid) else "exited; the next call takes over"
+        if not pid_alive(owner.pid):
+            state = "which has exited; the next call takes over the directory"
+        elif "deadline" in str(error).lower() or "fail connecting" in str(error).lower():
+            state = (f"which is running but did not answer within {self._timeout:g} s (KB_BACKEND_TIMEOUT) - "
+                     "is it stopped or overloaded?")
+        else:
+            state = "which is running"
         return VectorStoreError(f"{error} (the Milvus Lite directory {self._uri} is served by process "
                                 f"{owner.pid} at {owner.address}, {state})")
 
