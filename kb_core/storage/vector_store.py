@@ -7,7 +7,7 @@ vectors; without a model the collection holds full text only.
 
 from __future__ import annotations
 
-import fcntl
+import contextlib
 import hashlib
 import logging
 import re
@@ -19,6 +19,7 @@ from typing import Any
 
 from kb_core.errors import KnowledgeBaseError, VectorStoreError
 from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex
+from kb_core.storage.lite_sharing import GRPC_OPTIONS, LiteSession, open_lite, pid_alive, release_lite
 from kb_core.storage.ports import ChunkRow, ScoredChunk
 from kb_core.terms import STOP_WORDS
 
@@ -66,6 +67,21 @@ def _milvus(what: str) -> Iterator[None]:
         raise VectorStoreError(f"{what}: {exc}") from exc
 
 
+def _describe(exc: Exception) -> str:
+    """gRPC errors print as a multi-line repr, pymilvus' as `<MilvusException: (code=2, message=...)>`; their
+    code and details (or message) say the same in one line."""
+    message = getattr(exc, "message", None)
+    if isinstance(message, str) and message:
+        return message
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    if callable(code) and callable(details):
+        try:
+            return f"{code().name}: {details()}"
+        except Exception:  # noqa: BLE001 - not a finished RPC after all
+            pass
+    return str(exc)
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -83,6 +99,7 @@ class MilvusVectorStore:
         self._dense_dim = dense_dim
         self._client: Any = None
         self._lock = threading.Lock()
+        self._session: LiteSession | None = None  # how this process reaches a Milvus Lite directory
 
     @property
     def uri(self) -> str:
@@ -104,34 +121,78 @@ class MilvusVectorStore:
     def fulltext_engine(self) -> str:
         return "SQLite FTS5" if self._fulltext is not None else "Milvus BM25"
 
-    # -- connection ----------------------------------------------------------------------------------
+    # -- connection ---------------------------------------------------------------------------------
     def client(self) -> Any:
+        session = self._session
+        if session is not None and session.owner_gone():
+            # The process serving our Milvus Lite directory exited or closed it: open again (and maybe become
+            # the owner) instead of letting the call retry against a closed port until the timeout.
+            with self._lock:
+                if self._session is session:
+                    log.warning("the Milvus Lite owner %s has gone; opening %s again",
+                                session.owner.describe(), self._uri)
+                    self._drop_client()
         if self._client is None:
             with self._lock:
                 if self._client is None:
                     self._client = self._connect()
         return self._client
 
+    def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        if self._session is not None and not self._session.is_owner:
+            self._session = None  # a follower finds the owner anew; an owner keeps serving its directory
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close()
+
     def _connect(self) -> Any:
         from pymilvus import MilvusClient
         from pymilvus.exceptions import MilvusException
 
+        address, extra = self._uri, {}
         if is_local_uri(self._uri):
-            Path(self._uri).parent.mkdir(parents=True, exist_ok=True)
+            if self._session is None:
+                self._session = open_lite(self._uri, timeout=self._timeout)
+            address, extra = self._session.address, {"grpc_options": GRPC_OPTIONS, "dedicated": True}
         try:
-            client = MilvusClient(uri=self._uri, token=self._token or "", timeout=self._timeout)
+            client = MilvusClient(uri=address, token=self._token or "", timeout=self._timeout, **extra)
         except MilvusException as exc:
-            if is_local_uri(self._uri) and _locked_by_another_process(Path(self._uri)):
-                raise VectorStoreError(
-                    f"the Milvus Lite directory {self._uri} is already open in another process (Milvus Lite "
-                    "allows one process). To share it, run `milvus-lite server --data-dir "
-                    f"{self._uri} --host 127.0.0.1 --port 19530` (or a Milvus server) and set "
-                    "KB_MILVUS_URI=http://127.0.0.1:19530 in every process."
-                ) from exc
-            raise VectorStoreError(f"cannot open Milvus at {self._uri}: {exc}") from exc
-        with _milvus(f"cannot prepare the collection {self._collection} at {self._uri}"):
-            self._ensure_collection(client)
+            raise self._lite_error(VectorStoreError(f"cannot open Milvus at {self._uri}: {_describe(exc)}")) from exc
+        try:
+            with self._milvus(f"cannot prepare the collection {self._collection} at {self._uri}"):
+                self._ensure_collection(client)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                client.close()
+            raise
         return client
+
+    @contextmanager
+    def _milvus(self, what: str) -> Iterator[None]:
+        with _milvus(what):
+            try:
+                yield
+            except Exception as exc:  # noqa: BLE001 - name the owner on a follower's Milvus failure
+                if type(exc).__module__.startswith(("pymilvus", "grpc")):
+                    raise self._lite_error(VectorStoreError(f"{what}: {_describe(exc)}")) from exc
+                raise
+
+    def _lite_error(self, error: VectorStoreError) -> VectorStoreError:
+        """On a follower, say which process serves the directory: a stuck owner is the usual cause."""
+        session = self._session
+        if session is None or session.owner is None:
+            return error
+        owner = session.owner
+        if not pid_alive(owner.pid):
+            state = "which has exited; the next call takes over the directory"
+        elif "deadline" in str(error).lower() or "fail connecting" in str(error).lower():
+            state = (f"which is running but did not answer within {self._timeout:g} s (KB_BACKEND_TIMEOUT) - "
+                     "is it stopped or overloaded?")
+        else:
+            state = "which is running"
+        return VectorStoreError(f"{error} (the Milvus Lite directory {self._uri} is served by process "
+                                f"{owner.pid} at {owner.address}, {state})")
 
     def _ensure_collection(self, client: Any) -> None:
         from pymilvus import DataType, Function, FunctionType
@@ -168,13 +229,19 @@ class MilvusVectorStore:
         client.load_collection(name)
 
     def close(self) -> None:
+        """Close the connection; an owner of a Milvus Lite directory also stops serving it and frees its
+        lock, so another process can open it."""
         if self._fulltext is not None:
             self._fulltext.close()
-        if self._client is not None:
-            try:
-                self._client.close()
-            finally:
-                self._client = None
+        with self._lock:
+            session, self._session = self._session, None
+            client, self._client = self._client, None
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            if session is not None:
+                release_lite(session)
 
     def warm_up(self) -> None:
         """Open the collection and run one BM25 query, so the first user query does not pay for it. A
@@ -188,7 +255,7 @@ class MilvusVectorStore:
     def _backfill_fulltext(self) -> None:
         assert self._fulltext is not None
         copied = 0
-        with _milvus("cannot copy chunks from Milvus into the full-text index"):
+        with self._milvus("cannot copy chunks from Milvus into the full-text index"):
             iterator = self.client().query_iterator(self._collection, batch_size=1000, filter="doc_id >= 0",
                                                     output_fields=_OUTPUT, consistency_level="Strong")
             try:
@@ -205,7 +272,7 @@ class MilvusVectorStore:
         if not rows:
             return
         if self._fulltext is not None:
-            with _milvus(f"cannot write {len(rows)} chunks to the full-text index"):
+            with self._milvus(f"cannot write {len(rows)} chunks to the full-text index"):
                 self._fulltext.upsert(rows)
         data = []
         for row in rows:
@@ -217,20 +284,20 @@ class MilvusVectorStore:
                     raise VectorStoreError(f"chunk {row.chunk_id} has no {self._dense_dim}-d vector")
                 item["dense"] = row.dense
             data.append(item)
-        with _milvus(f"cannot write {len(rows)} chunks to Milvus"):
+        with self._milvus(f"cannot write {len(rows)} chunks to Milvus"):
             self.client().upsert(self._collection, data, timeout=self._timeout)
             # Lite rebuilds BM25 statistics per query until the segment is flushed (DESIGN.md).
             self.client().flush(self._collection, timeout=self._timeout)
 
     def delete_document(self, doc_id: int) -> None:
-        with _milvus(f"cannot delete the vectors of document {doc_id}"):
+        with self._milvus(f"cannot delete the vectors of document {doc_id}"):
             if self._fulltext is not None:
                 self._fulltext.delete_document(doc_id)
             self.client().delete(self._collection, filter=f"doc_id == {int(doc_id)}", timeout=self._timeout)
 
     def delete_chunks_from(self, doc_id: int, first_chunk_no: int) -> None:
         """Drop a document's chunks numbered `first_chunk_no` and up (left over from a longer version)."""
-        with _milvus(f"cannot delete stale chunks of document {doc_id}"):
+        with self._milvus(f"cannot delete stale chunks of document {doc_id}"):
             if self._fulltext is not None:
                 self._fulltext.delete_chunks_from(doc_id, first_chunk_no)
             stale = f"doc_id == {int(doc_id)} and chunk_no >= {int(first_chunk_no)}"
@@ -239,10 +306,10 @@ class MilvusVectorStore:
     # -- reads ---------------------------------------------------------------------------------------
     def chunks_of(self, doc_id: int, *, with_vectors: bool = False) -> list[ChunkRow]:
         if self._fulltext is not None and not with_vectors:
-            with _milvus(f"cannot read the chunks of document {doc_id}"):
+            with self._milvus(f"cannot read the chunks of document {doc_id}"):
                 return self._fulltext.chunks_of(doc_id)
         fields = _OUTPUT + (["dense"] if with_vectors and self._dense_dim is not None else [])
-        with _milvus(f"cannot read the chunks of document {doc_id}"):
+        with self._milvus(f"cannot read the chunks of document {doc_id}"):
             rows = self.client().query(self._collection, filter=f"doc_id == {int(doc_id)}", output_fields=fields,
                                        consistency_level="Strong", limit=16384,
                                        timeout=self._timeout)
@@ -252,7 +319,7 @@ class MilvusVectorStore:
     def document_ids(self) -> set[int]:
         """Every document id with chunks in the collection (iterates: no row limit)."""
         ids: set[int] = set()
-        with _milvus("cannot list documents in Milvus"):
+        with self._milvus("cannot list documents in Milvus"):
             iterator = self.client().query_iterator(self._collection, batch_size=5000, filter="doc_id >= 0",
                                                     output_fields=["doc_id"], consistency_level="Strong")
             try:
@@ -265,7 +332,7 @@ class MilvusVectorStore:
     def chunk_keys(self) -> list[tuple[int, int]]:
         """(doc_id, chunk_no) of every chunk in the collection (iterates: no row limit)."""
         keys: list[tuple[int, int]] = []
-        with _milvus("cannot list chunks in Milvus"):
+        with self._milvus("cannot list chunks in Milvus"):
             iterator = self.client().query_iterator(self._collection, batch_size=5000, filter="doc_id >= 0",
                                                     output_fields=["doc_id", "chunk_no"], consistency_level="Strong")
             try:
@@ -274,19 +341,19 @@ class MilvusVectorStore:
             finally:
                 iterator.close()
         if self._fulltext is not None:  # chunks left in either index count: repair removes them from both
-            with _milvus("cannot list chunks in the full-text index"):
+            with self._milvus("cannot list chunks in the full-text index"):
                 keys = sorted(set(keys) | set(self._fulltext.chunk_keys()))
         return keys
 
     def count_chunks(self) -> int:
-        with _milvus("cannot count chunks in Milvus"):
+        with self._milvus("cannot count chunks in Milvus"):
             rows = self.client().query(self._collection, filter="", output_fields=["count(*)"],
                                        consistency_level="Strong", timeout=self._timeout)
         return int(rows[0]["count(*)"]) if rows else 0
 
     def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]:
         if self._fulltext is not None:
-            with _milvus("full-text search failed"):
+            with self._milvus("full-text search failed"):
                 return self._fulltext.search(query, limit, category)
         hits = self._search([query], "sparse", {"metric_type": "BM25"}, limit, category)
         # Milvus Lite reports BM25 as negative distances; a server reports positive scores.
@@ -305,7 +372,7 @@ class MilvusVectorStore:
         if category:
             kwargs["filter"] = f'category == "{_escape(category)}"'
         kwargs["timeout"] = self._timeout
-        with _milvus(f"Milvus {field} search failed"):
+        with self._milvus(f"Milvus {field} search failed"):
             try:
                 result = self.client().search(self._collection, data=data, **kwargs)
             except Exception as exc:  # noqa: BLE001
@@ -332,7 +399,7 @@ class MilvusVectorStore:
                     client.load_collection(self._collection, timeout=self._timeout)
                     return
                 except Exception:  # noqa: BLE001 - the connection itself is gone: make a new one
-                    self._client = None
+                    self._drop_client()
         self.client()
 
     @staticmethod
@@ -350,15 +417,3 @@ class MilvusVectorStore:
             dense=[float(x) for x in dense] if dense is not None else None,
         )
 
-
-def _locked_by_another_process(directory: Path) -> bool:
-    lock = directory / "LOCK"
-    if not lock.exists():
-        return False
-    try:
-        with open(lock, "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        return False
-    except OSError:
-        return True
