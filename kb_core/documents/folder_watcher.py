@@ -118,6 +118,7 @@ class FolderWatcher:
         self._thread: threading.Thread | None = None
         self._observer: BaseObserver | None = None
         self._next_check = 0.0
+        self._catch_up_due = False
         self._watching = False
         self.terms = 0  # how many times this process became the watcher
         self.syncs = 0  # batches synced
@@ -130,7 +131,13 @@ class FolderWatcher:
         return self._watching
 
     def start(self) -> None:
+        """The first election runs here, so `is_watching` is true or false (another process watches) as soon as
+        the knowledge base is open; the catch-up sync and everything after run on the thread."""
         if self._thread is None:
+            try:
+                self._take_lead()
+            except Exception as exc:  # noqa: BLE001 - the thread tries again
+                log.warning("cannot start watching %s yet: %s", self._base, exc)
             self._thread = threading.Thread(target=self._run, name="kb-folder-watcher", daemon=True)
             self._thread.start()
 
@@ -148,7 +155,9 @@ class FolderWatcher:
         try:
             while not self._stopping:
                 try:
-                    if self._watching:
+                    if self._watching and self._catch_up_due:
+                        self._run_catch_up()
+                    elif self._watching:
                         self._watch_once()
                     else:
                         self._elect()
@@ -160,24 +169,32 @@ class FolderWatcher:
             self._step_down()
 
     def _elect(self) -> None:
-        if not self.lease.try_acquire():
+        if not self._take_lead():
             self._pause(self._election_interval)
-            return
+
+    def _take_lead(self) -> bool:
+        if not self.lease.try_acquire():
+            return False
         try:
             self._observer = self._start_observer()
         except Exception:
             self.lease.release()
             raise
         self._watching = True
+        self._catch_up_due = self._catch_up is not None
         self.terms += 1
         self._next_check = time.monotonic() + self._lease_check_interval
         log.info("this process now watches %s for changes (term %d)", self._base, self.terms)
-        if self._catch_up is not None:
-            # what changed while nobody watched (the last watcher exited with events still pending, a git pull
-            # between two watchers): the same incremental sync, over the paths that look changed
-            paths = sorted(self._catch_up())
-            if paths:
-                self._run_sync(paths, "catch-up")
+        return True
+
+    def _run_catch_up(self) -> None:
+        """What changed while nobody watched (the last watcher exited with events still pending, a git pull
+        between two watchers): the same incremental sync, over the paths that look changed."""
+        self._catch_up_due = False
+        assert self._catch_up is not None
+        paths = sorted(self._catch_up())
+        if paths:
+            self._run_sync(paths, "catch-up")
 
     def _start_observer(self) -> BaseObserver:
         Path(self._base).mkdir(parents=True, exist_ok=True)
