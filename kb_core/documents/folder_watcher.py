@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
@@ -37,6 +38,10 @@ log = logging.getLogger(__name__)
 # inside watchdog 7, nothing lost): every step-down of a watcher would alarm the operator for nothing
 logging.getLogger("watchdog.observers.inotify").addFilter(
     lambda record: "called when the thread is inactive" not in record.getMessage())
+# and it warns when a folder created under a recursive watch (git makes .git/objects/xx/ on every commit) gets
+# the callback it already has: the callback is the same one, nothing changes
+warnings.filterwarnings("ignore", message="Callback with id .* already exists", category=RuntimeWarning,
+                        module=r"watchdog\.observers\.inotify")
 
 DEBOUNCE_SECONDS = 0.5
 MAX_DELAY_SECONDS = 5.0
@@ -45,6 +50,8 @@ LEASE_CHECK_INTERVAL = 2.0
 
 # "opened" and "closed_no_write" come from reading files, which the sync itself does: they must not start one
 _CHANGES = {"created", "modified", "moved", "deleted", "closed"}
+# a folder is "modified" whenever a file in it is: only its arrival or departure concerns its documents
+_FOLDER_CHANGES = {"created", "moved", "deleted"}
 
 
 class Lease(Protocol):
@@ -73,7 +80,7 @@ class _Collector(FileSystemEventHandler):
         self._times = times  # [first event of the batch, last event]
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type not in _CHANGES:
+        if event.event_type not in (_FOLDER_CHANGES if event.is_directory else _CHANGES):
             return
         paths = [os.fsdecode(event.src_path)]
         if event.event_type == "moved":

@@ -780,5 +780,11 @@ class DocumentService:
                 self._index_from_disk(file_path, row, no_progress)
                 (updated if row is not None else added).append(file_path)
             except (KnowledgeBaseError, OSError) as exc:
+                gone = self._index.lexical_path(file_path)
+                if gone is not None and not os.path.lexists(gone):
+                    # deleted while the sync ran (a git checkout in progress): not a failure, and the deletion
+                    # is the next sync's (or the watcher's next batch's) to handle
+                    log.debug("%s vanished during the sync", file_path)
+                    continue
                 failed.append((file_path, str(exc)))
                 log.warning("sync could not index %s: %s", file_path, exc)
