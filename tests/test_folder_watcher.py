@@ -86,9 +86,10 @@ def test_plain_file_writes_are_synced(watched, tmp_path):
 def test_a_burst_is_synced_in_few_batches(watched_on_sqlite):
     kb = watched_on_sqlite
     before = kb.watcher.syncs
-    for i in range(30):
+    for i in range(30):  # spread out a little, as a checkout writes them (each gap shorter than the debounce)
         write_doc(kb.index.base_dir, f"api/endpoint-{i:02}.md",
                   _guide(f"Endpoint {i}", [f"ENDPOINT_{i:02}", "API", "REST"], body="Request and response. " * 40))
+        time.sleep(0.05)
     _wait_for(lambda: len(kb.documents()) == 30 and all(_found(kb, f"ENDPOINT_{i:02}") for i in (0, 29)),
               "30 files written at once")
     assert kb.watcher.syncs - before <= 3
@@ -145,3 +146,24 @@ def test_a_killed_lock_connection_makes_the_watcher_re_elect(watched, db_url):
     assert kb.watcher.lease.connection_id not in (None, victim)
     write_doc(kb.index.base_dir, "api/after.md", _guide("After", ["AFTER_KILL"]))
     _wait_for(lambda: _found(kb, "AFTER_KILL"), "a sync after re-election")
+
+
+def test_a_new_watcher_catches_up_with_changes_made_while_nobody_watched(tmp_path):
+    url = f"sqlite:///{tmp_path / 'kb.sqlite3'}"
+    base = tmp_path / "knowledge_base"
+    kb = _watched(tmp_path, url)
+    write_doc(base, "sdk/python.md", _guide("Python SDK", ["SDK", "PYTHON_V1"]))
+    write_doc(base, "sdk/go.md", _guide("Go SDK", ["SDK", "GO_KEY"]))
+    _wait_for(lambda: len(kb.documents()) == 2, "the first files")
+    kb.close()
+    time.sleep(0.05)  # file times have a granularity: the edits below must be newer than the rows
+    write_doc(base, "sdk/python.md", _guide("Python SDK", ["SDK", "PYTHON_V2"]))
+    (base / "sdk" / "go.md").unlink()
+    write_doc(base, "sdk/java.md", _guide("Java SDK", ["SDK", "JAVA_KEY"]))
+    kb = _watched(tmp_path, url)
+    try:
+        _wait_for(lambda: sorted(r.file_name for r in kb.documents()) == ["java.md", "python.md"]
+                  and _found(kb, "PYTHON_V2") and not kb.index.exact_match("PYTHON_V1"), "the catch-up sync")
+        assert_consistent(kb)
+    finally:
+        kb.close()
