@@ -10,6 +10,8 @@ APP_ROOT = Path(__file__).resolve().parent
 # Relative settings (knowledge_base/, the SQLite file, the Milvus Lite folder) resolve next to this file,
 # so `streamlit run /elsewhere/app.py` finds them too.
 os.environ.setdefault("KB_APP_ROOT", str(APP_ROOT))
+# The console watches the folder (one watcher per knowledge base across processes); KB_WATCH=0 turns it off.
+os.environ.setdefault("KB_WATCH", "1")
 if str(APP_ROOT) not in sys.path:
     sys.path.insert(0, str(APP_ROOT))
 

@@ -8,6 +8,7 @@ import threading
 import time
 
 from kb_core import terms as text_analysis
+from kb_core.documents.folder_watcher import FolderWatcher, paths_changed_while_unwatched
 from kb_core.documents.service import DocumentService
 from kb_core.errors import KnowledgeBaseError
 from kb_core.knowledge_base import KnowledgeBase
@@ -63,12 +64,20 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     searcher = VectorSearcher(vectors, dense_embedder, min_dense_score=settings.min_dense_score)
     documents = DocumentService(index, metadata, vectors, dense_embedder,
                                 max_upload_bytes=settings.max_upload_bytes)
+    watcher = None
+    if settings.watch:
+        # one watcher per database and folder; the lock name does not depend on where this process sits
+        watcher = FolderWatcher(index.base_dir, documents.sync_paths,
+                                metadata.lease("kbwatch", index.display_path("")),
+                                catch_up=lambda: paths_changed_while_unwatched(index, metadata))
     kb = KnowledgeBase(settings, index, metadata, vectors, embedder, documents, HybridLookup(index, searcher),
-                       searcher, follower)
+                       searcher, follower, watcher=watcher)
     try:
         documents.recover()  # finish or undo what a crash left PENDING (only those rows are read)
     except KnowledgeBaseError as exc:
         log.error("could not check for interrupted writes: %s", exc)
+    if watcher is not None:
+        watcher.start()  # after recovery: the catch-up sync must not meet this process's own PENDING rows
     log.info("knowledge base open in %.2f s: %d L0 documents, database %s, Milvus %s (%s), model %s: %s",
              time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
              settings.embedding_model, embedder.state.state)

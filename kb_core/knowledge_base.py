@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from kb_core.agent.tool import CallRecorder, LookupTool, ToolResponse
+from kb_core.documents.folder_watcher import FolderWatcher
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.service import (
     DeleteOutcome,
@@ -70,6 +71,7 @@ class KnowledgeBaseStatus:
     model: ModelState
     dense_search: bool
     base_path: str
+    watching: bool | None = None  # None: KB_WATCH is off; else whether this process is the folder's watcher
 
     @property
     def l1_mode(self) -> str:
@@ -92,8 +94,11 @@ class KnowledgeBase:
         lookup: HybridLookup,
         searcher: VectorSearcher,
         follower: ChangeFollower | None = None,
+        *,
+        watcher: FolderWatcher | None = None,
     ):
         self._follower = follower
+        self.watcher = watcher
         self.settings = settings
         self.index = index
         self.metadata = metadata
@@ -227,9 +232,12 @@ class KnowledgeBase:
             model=self.embedder.state,
             dense_search=self._searcher.dense_active(),
             base_path=self.settings.base_path,
+            watching=None if self.watcher is None else self.watcher.is_watching,
         )
 
     def close(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()  # releases the lease: another process takes over
         if self._follower is not None:
             self._follower.stop()
         self._recorder.flush(5)

@@ -36,6 +36,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("backend", "timeout"): "backend_timeout",
     ("l1", "fulltext"): "fulltext",
     ("l0", "refresh-interval"): "refresh_interval",
+    ("knowledge", "watch"): "watch",
 }
 _ENV_PREFIX = "KB_"
 
@@ -107,6 +108,10 @@ class Settings(BaseSettings):
     refresh_interval: float = Field(
         default=1.0, ge=0, le=3600,
         description="KB_REFRESH_INTERVAL: seconds between checks of the change feed (other processes' writes); 0 = off")
+    watch: bool = Field(
+        default=False,
+        description="KB_WATCH: watch the knowledge base folder and sync changed files (one watcher per knowledge "
+                    "base across processes); the console turns it on, agent processes leave it off")
     backend_timeout: float = Field(
         default=10.0, gt=0, le=600,
         description="KB_BACKEND_TIMEOUT: seconds any database or Milvus call may take before it fails")

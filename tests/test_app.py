@@ -19,6 +19,8 @@ PAYMENT = "knowledge_base/api/payment-errors.md"
 def app_root(monkeypatch, tmp_path):
     monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
     monkeypatch.setenv("KB_EMBEDDING_MODEL", NO_MODEL)
+    # app.py's default would outlive the test in os.environ; the watcher has its own test below
+    monkeypatch.setenv("KB_WATCH", "0")
     for name in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     st.cache_resource.clear()  # the cache outlives AppTest runs in one process
@@ -53,6 +55,13 @@ def test_every_page_renders_without_exception_and_with_the_sidebar(app_root, pag
     assert not at.exception, at.exception
     assert at.title[0].value
     assert [m.label for m in at.sidebar.metric] == ["L0", "Database", "Milvus"]
+
+
+def test_the_console_watches_the_folder_by_default(app_root, monkeypatch):
+    monkeypatch.delenv("KB_WATCH")  # recorded by the fixture's setenv: app.py's default is undone afterwards
+    at = run_page("playground")
+    assert not at.exception, at.exception
+    assert any("watched by this process" in c.value for c in at.sidebar.caption)
 
 
 def test_sidebar_shows_store_counts_and_model_state(synced_sample):

@@ -19,7 +19,7 @@ import socket
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -61,6 +61,7 @@ class SyncReport:
     unchanged: tuple[str, ...] = ()
     failed: tuple[tuple[str, str], ...] = ()
     missing_files: tuple[str, ...] = ()  # rows whose file has gone from disk
+    removed: tuple[str, ...] = ()  # rows (and vectors) deleted because their file was deleted (`sync_paths`)
 
 
 @dataclass(frozen=True)
@@ -678,6 +679,93 @@ class DocumentService:
                  len(added), len(updated), len(unchanged), len(failed), len(missing))
         return SyncReport(tuple(added), tuple(updated), tuple(unchanged), tuple(failed), missing)
 
+    def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> SyncReport:
+        """Sync just these paths (files or folders; absolute, or display paths like `knowledge_base/api`): index
+        new and changed `.md` files, skip those whose content hash equals their row's, and delete the rows and
+        vectors of files that are gone. The folder watcher's incremental sync. Files count by the scan's rules
+        (`markdown_files`: hidden and temp files, links leading out, non-regular files are skipped) and only at
+        `<category>/<file>.md`. A row whose path still exists but no longer counts (say, it became a link
+        leading out) is reported in `missing_files`, never deleted: deleting would remove the user's link."""
+        relatives = {rel for rel in (self._relative_of(p) for p in paths) if rel is not None}
+        if not relatives:
+            return SyncReport()
+        whole = "" in relatives
+        wanted = {self._index.display_path(rel) for rel in relatives}
+        folders = tuple(path + "/" for path in wanted)
+
+        def concerned(file_path: str) -> bool:
+            return whole or file_path in wanted or file_path.startswith(folders)
+
+        listed = {p for rel in self._index.markdown_files() if rel.count("/") == 1
+                  and concerned(p := self._index.display_path(rel))}
+        try:
+            known = [r for r in self._metadata.list_documents() if concerned(r.file_path)]
+        except KnowledgeBaseError as exc:
+            raise DocumentError("database", f"{exc}; nothing was synced") from exc
+        failed: list[tuple[str, str]] = []
+        rows: dict[str, DocumentRecord] = {}
+        on_disk: list[str] = []
+        for file_path in sorted(listed):
+            try:
+                with self._locked(file_path):  # a write of this path in flight finishes first: no second embedding
+                    row = self._metadata.get_by_path(file_path)
+            except KnowledgeBaseError as exc:
+                failed.append((file_path, str(exc)))
+                continue
+            on_disk.append(file_path)
+            if row is not None:
+                rows[file_path] = row
+        added: list[str] = []
+        updated: list[str] = []
+        unchanged: list[str] = []
+        removed: list[str] = []
+        missing: list[str] = []
+        with self._index.bulk():
+            self._sync_files(on_disk, rows, added, updated, unchanged, failed, no_progress)
+            for row in known:
+                if row.file_path in listed:
+                    continue
+                try:
+                    if self._forget_deleted_file(row.file_path):
+                        removed.append(row.file_path)
+                    else:
+                        missing.append(row.file_path)
+                except KnowledgeBaseError as exc:
+                    failed.append((row.file_path, str(exc)))
+                    log.warning("sync could not remove %s: %s", row.file_path, exc)
+        log.debug("sync of %d paths: %d added, %d updated, %d unchanged, %d removed, %d failed", len(relatives),
+                  len(added), len(updated), len(unchanged), len(removed), len(failed))
+        return SyncReport(tuple(added), tuple(updated), tuple(unchanged), tuple(failed), tuple(missing),
+                          tuple(removed))
+
+    def _relative_of(self, path: str | os.PathLike[str]) -> str | None:
+        """`api/x.md` for an absolute path under the base or a display path; "" for the base; else `None`."""
+        candidate = Path(path)
+        display = self._index.display_path("")
+        if not candidate.is_absolute():
+            text = candidate.as_posix()
+            if text != display and not text.startswith(display + "/"):
+                return None
+            candidate = self._index.base_dir / text[len(display) + 1:]
+        try:
+            relative = candidate.relative_to(self._index.base_dir).as_posix()
+        except ValueError:
+            return None
+        return "" if relative == "." else relative
+
+    def _forget_deleted_file(self, file_path: str) -> bool:
+        """Delete the row and vectors of a file that is gone, under the document's lock; False (nothing done)
+        when the row is already gone or something exists at the path again."""
+        with self._locked(file_path):
+            row = self._metadata.get_by_path(file_path)
+            real = self._index.lexical_path(file_path)
+            if row is None or real is None or os.path.lexists(real):
+                return False
+            self._metadata.set_pending(row.id, "delete", self._owner)
+            self._finish_delete(row)
+        log.info("removed %s: its file was deleted", file_path)
+        return True
+
     def _sync_files(self, on_disk: list[str], rows: dict[str, DocumentRecord], added: list[str],
                     updated: list[str], unchanged: list[str], failed: list[tuple[str, str]],
                     progress: Progress) -> None:
@@ -692,5 +780,11 @@ class DocumentService:
                 self._index_from_disk(file_path, row, no_progress)
                 (updated if row is not None else added).append(file_path)
             except (KnowledgeBaseError, OSError) as exc:
+                gone = self._index.lexical_path(file_path)
+                if gone is not None and not os.path.lexists(gone):
+                    # deleted while the sync ran (a git checkout in progress): not a failure, and the deletion
+                    # is the next sync's (or the watcher's next batch's) to handle
+                    log.debug("%s vanished during the sync", file_path)
+                    continue
                 failed.append((file_path, str(exc)))
                 log.warning("sync could not index %s: %s", file_path, exc)

@@ -26,6 +26,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kb_core.errors import MetadataStoreError, SettingsError
+from kb_core.storage.db_lease import DatabaseLease, lease_name
 from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, utcnow
 
 log = logging.getLogger(__name__)
@@ -231,6 +232,10 @@ class MetadataStore:
             raise MetadataStoreError(f"cannot lock {file_path} in the database at {self.url}: {exc}") from exc
         finally:
             connection.close()
+
+    def lease(self, purpose: str, scope: str) -> DatabaseLease:
+        """A lease one process holds for a long-running job (see `db_lease`), named per database and scope."""
+        return DatabaseLease(self._engine, self._url, lease_name(purpose, self._url, scope))
 
     @contextlib.contextmanager
     def _migration_lock(self) -> Iterator[Connection]:

@@ -45,3 +45,6 @@ def render_status(kb: KnowledgeBase) -> None:
         badge = _MODEL_BADGE.get(status.model.state, status.model.state)
         st.caption(f"**Model** `{status.model.model_id}` {badge}", help=status.model.detail)
         st.caption(f"**Search** {status.l1_mode}")
+        if status.watching is not None:
+            st.caption("**Folder** " + ("watched by this process: changed files are synced" if status.watching
+                                        else "watched by another process (changes arrive through the database)"))
