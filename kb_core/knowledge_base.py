@@ -156,9 +156,12 @@ class KnowledgeBase:
         return preview_upload(self.index, file_name, data, category, max_bytes=self.settings.max_upload_bytes)
 
     # -- changes -------------------------------------------------------------------------------------
-    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None) -> UploadOutcome:
+    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None,
+               if_match: str | None = None) -> UploadOutcome:
+        """`if_match`: the sha256 of the version this replaces (`DocumentRecord.content_sha256`, or what the
+        upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing."""
         self._status_cache = None
-        return self._documents.upload(file_name, data, category, **_p(progress))
+        return self._documents.upload(file_name, data, category, if_match=if_match, **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
         self._status_cache = None
