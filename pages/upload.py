@@ -32,9 +32,15 @@ category = choice or ""
 if choice == NEW_CATEGORY:
     category = col_new.text_input("New category", key="new_category", placeholder="e.g. runbooks",
                                   help="Lower-case letters, digits, '-' and '_'; starts with a letter or digit.")
+# The uploader states (and the browser enforces) the setting; the server refuses any request above its own
+# server.maxUploadSize (.streamlit/config.toml), which therefore has to be at least as large.
+wanted_mb, server_mb = max(1, math.ceil(limit / MIB)), int(st.get_option("server.maxUploadSize"))
 files = st.file_uploader("Markdown files (.md, .markdown)", type=["md", "markdown"], accept_multiple_files=True,
-                         key="files", max_upload_size=max(1, math.ceil(limit / MIB)))
+                         key="files", max_upload_size=min(wanted_mb, server_mb))
 st.caption(f"At most {limit / MIB:g} MiB ({limit:,} bytes) per file, set by KB_MAX_UPLOAD_BYTES.")
+if wanted_mb > server_mb:
+    st.warning(f"KB_MAX_UPLOAD_BYTES allows {limit / MIB:g} MiB, but this server accepts at most {server_mb} MB "
+               "per file: raise server.maxUploadSize in .streamlit/config.toml")
 
 batch = kb.preview_batch([BatchFile(f.name, f.getvalue(), state.get(f"rename-{f.file_id}")) for f in files or []],
                          category) if files else None
@@ -95,7 +101,7 @@ if batch is not None:
                 label = f"{stage} {done} of {total}" if stage == "embedding" and total else stage
                 slot.progress(min(fraction, 1.0), text=f"{name}: {label}")
 
-            base_version = shown_before.get(f.file_id, v.if_match) if v.action != NEW else None
+            base_version = shown_before[f.file_id] if f.file_id in shown_before else v.if_match
             row = {"file": v.upload_name, "result": "failed", "document": v.file_path, "chunks": 0, "detail": ""}
             try:
                 outcome = kb.upload(name, f.getvalue(), category, progress=progress, if_match=base_version)

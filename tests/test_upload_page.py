@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 
 import pytest
+import streamlit as st
 from conftest import assert_consistent, doc
 from streamlit.testing.v1 import AppTest
 from test_app import app_root, run_page, synced_sample  # noqa: F401 - fixtures
@@ -178,6 +179,7 @@ def test_refused_files_are_listed_with_their_reasons(app_root, monkeypatch):  # 
     monkeypatch.setenv("KB_MAX_UPLOAD_BYTES", "2048")
     at = run_page("upload")
     assert "2,048 bytes" in " ".join(c.value for c in at.caption)  # the stated limit is the real one
+    assert at.file_uploader(key="files").proto.max_upload_size_mb == 1
     at.selectbox(key="category").set_value("api")
     at.file_uploader(key="files").set_value(_files(("logo.md", b"\x89PNG\r\n\x1a\n\x00\x00"),
                                                    ("huge.md", "x" * 4096), ("empty.md", "  \n"))).run()
@@ -254,3 +256,14 @@ def test_a_mixed_batch_of_fifty_files_loses_none(app_root):  # noqa: F811
         assert on_disk == {name: data for name, data, _m in files if name not in ("binary.md", "route.md")}
         assert kb.lookup_knowledge("plugin-07")["primary"]["source"] == "knowledge_base/docs/plugin-07.md"
         assert kb.lookup_knowledge("路由")["primary"]["source"] == "knowledge_base/docs/route-zh.md"
+
+
+@pytest.mark.parametrize(("limit", "widget_mb", "warned"),
+                         [(5 * 1024 * 1024, 5, False), (300 * 1024 * 1024, None, True)])
+def test_the_uploader_states_the_setting_and_warns_when_the_server_allows_less(app_root, monkeypatch,  # noqa: F811
+                                                                                limit, widget_mb, warned):
+    monkeypatch.setenv("KB_MAX_UPLOAD_BYTES", str(limit))
+    at = run_page("upload")
+    uploader_mb = at.file_uploader(key="files").proto.max_upload_size_mb
+    assert uploader_mb == (widget_mb or st.get_option("server.maxUploadSize"))
+    assert any("raise server.maxUploadSize" in w.value for w in at.warning) is warned
