@@ -10,8 +10,9 @@ KnowledgeBaseError
 │   ├── MetadataStoreError   the SQL database
 │   ├── VectorStoreError     Milvus
 │   └── EmbeddingError       the embedding model
-└── DocumentError            a document operation failed at `step`; what it changed was undone
-    └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
+├── DocumentError            a document operation failed at `step`; what it changed was undone
+│   └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
+└── DocumentConflictError    `upload(..., if_match=…)` found another version than the one the caller based it on
 ```
 
 Messages are written for the person who sees them: what failed, and what to do about it.
@@ -71,3 +72,17 @@ class UploadRejected(DocumentError, InvalidInputError):
 
     def __init__(self, message: str):
         super().__init__(self.STEP, message, prefix_step=False)
+
+
+class DocumentConflictError(KnowledgeBaseError):
+    """A replace based on a version that is no longer the current one (`upload(..., if_match=...)`): someone
+    wrote, deleted or created the document meanwhile. Nothing was written; look at the current version first.
+    `current` is None when no document exists at `path`."""
+
+    def __init__(self, path: str, expected: str, current: str | None):
+        now = f"it is now version {current[:12]}" if current else "it does not exist (any more)"
+        super().__init__(f"{path} changed since the version you based this upload on ({expected[:12]}): {now}; "
+                         "nothing was written - look at the current version and upload again")
+        self.path = path
+        self.expected = expected
+        self.current = current

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb_core.agent.tool import CallRecorder, LookupTool, ToolResponse
+from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
 from kb_core.documents.folder_watcher import FolderWatcher
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.service import (
@@ -160,10 +162,19 @@ class KnowledgeBase:
     def preview_upload(self, file_name: str, data: bytes, category: str) -> UploadPreview:
         return preview_upload(self.index, file_name, data, category, max_bytes=self.settings.max_upload_bytes)
 
+    def preview_batch(self, files: Sequence[BatchFile], category: str) -> BatchPreview:
+        """The upload preview of a whole batch: per-file verdicts plus same-target files, keyword clashes within
+        the batch and content already indexed elsewhere; writes nothing."""
+        return preview_batch(self.index, files, category, max_bytes=self.settings.max_upload_bytes,
+                             paths_with_content=self.metadata.paths_with_content)
+
     # -- changes -------------------------------------------------------------------------------------
-    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None) -> UploadOutcome:
+    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None,
+               if_match: str | None = None) -> UploadOutcome:
+        """`if_match`: the sha256 of the version this replaces (`DocumentRecord.content_sha256`, or what the
+        upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing."""
         self._status_cache = None
-        return self._documents.upload(file_name, data, category, **_p(progress))
+        return self._documents.upload(file_name, data, category, if_match=if_match, **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
         self._status_cache = None

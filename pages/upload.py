@@ -1,77 +1,138 @@
-"""Upload: drag several .md files in, preview and lint each, then index them with progress per file."""
+"""Upload: drag several Markdown files in, preview the batch as a whole, then index them with progress per file."""
 
 from __future__ import annotations
+
+import math
 
 import streamlit as st
 
 from kb_core import DocumentError, KnowledgeBaseError
+from kb_core.documents.batch import NEW, REFUSED, REPLACE, SAME, BatchFile
+from kb_core.errors import DocumentConflictError
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
 st.title("⬆️ Upload documents")
 state = st.session_state
+# What the curator saw on the previous run: a click reruns the script, and the upload must use the versions
+# the preview showed then (`if_match`), not whatever is on disk by now.
+shown_before: dict[str, str | None] = state.get("upload_shown", {})
 
 _STAGES = {"parsing": 0.1, "chunking": 0.2, "embedding": 0.3, "saving": 0.7, "indexing": 0.8, "done": 1.0}
+_ICONS = {NEW: "✅", REPLACE: "♻️", SAME: "⏸️", REFUSED: "❌"}
+MIB = 1024 * 1024
+limit = kb.settings.max_upload_bytes
 
 NEW_CATEGORY = "➕ New category…"
 categories = kb.categories() or ["api", "domain", "troubleshooting"]
 col_pick, col_new = st.columns(2)
-choice = col_pick.selectbox("Category", [*categories, NEW_CATEGORY], key="category")
-category = choice
+choice = col_pick.selectbox("Category", [*categories, NEW_CATEGORY], index=None, key="category",
+                            placeholder="Choose a category")
+category = choice or ""
 if choice == NEW_CATEGORY:
     category = col_new.text_input("New category", key="new_category", placeholder="e.g. runbooks",
                                   help="Lower-case letters, digits, '-' and '_'; starts with a letter or digit.")
-files = st.file_uploader("Markdown files", type=["md"], accept_multiple_files=True, key="files")
+# The uploader states (and the browser enforces) the setting; the server refuses any request above its own
+# server.maxUploadSize (.streamlit/config.toml), which therefore has to be at least as large.
+wanted_mb, server_mb = max(1, math.ceil(limit / MIB)), int(st.get_option("server.maxUploadSize"))
+files = st.file_uploader("Markdown files (.md, .markdown)", type=["md", "markdown"], accept_multiple_files=True,
+                         key="files", max_upload_size=min(wanted_mb, server_mb))
+st.caption(f"At most {limit / MIB:g} MiB ({limit:,} bytes) per file, set by KB_MAX_UPLOAD_BYTES.")
+if wanted_mb > server_mb:
+    st.warning(f"KB_MAX_UPLOAD_BYTES allows {limit / MIB:g} MiB, but this server accepts at most {server_mb} MB "
+               "per file: raise server.maxUploadSize in .streamlit/config.toml")
 
-previews = []
-if files:
+batch = kb.preview_batch([BatchFile(f.name, f.getvalue(), state.get(f"rename-{f.file_id}")) for f in files or []],
+                         category) if files else None
+if batch is not None and batch.category_problem and (category or choice is None):
+    where = col_new if choice == NEW_CATEGORY else col_pick
+    where.error(batch.category_problem)
+    if batch.suggested_category and choice == NEW_CATEGORY:
+        where.button(f"Use “{batch.suggested_category}”", key="use-suggestion",
+                     on_click=lambda: state.update(new_category=batch.suggested_category))
+
+ticked: set[str] = set()
+if batch is not None:
     st.subheader("Preview")
-    for uploaded in files:
-        data = uploaded.getvalue()
-        preview = kb.preview_upload(uploaded.name, data, category or "")
-        previews.append((uploaded.name, data, preview))
-        icon = "❌" if not preview.can_upload else ("⚠️" if preview.findings else "✅")
-        with st.expander(f"{icon} {uploaded.name} → {preview.file_path or 'not accepted'}", expanded=True):
-            fm = preview.frontmatter
+    for uploaded, verdict in zip(files, batch.files, strict=True):
+        fid = uploaded.file_id
+        act = bool(verdict.same_target_as or verdict.errors or verdict.action == REPLACE or verdict.duplicate_of)
+        label = f"{_ICONS[verdict.action]} {verdict.upload_name} → {verdict.file_path or 'not accepted'}"
+        with st.expander(label, expanded=act):
+            if verdict.same_target_as or state.get(f"rename-{fid}"):
+                st.text_input("New file name", key=f"rename-{fid}", placeholder=verdict.upload_name,
+                              help="Stored under this name instead; two files of a batch cannot share a path.")
+            fm = verdict.preview.frontmatter
             if fm is not None:
                 st.markdown(f"**{fm.title or '(no title)'}**  \n{fm.summary or '(no summary)'}")
                 st.markdown("Keywords: " + (" ".join(f"`{k}`" for k in fm.keywords) or "(none)"))
-            for finding in preview.findings:
+            for finding in verdict.findings:
                 {"error": st.error, "warning": st.warning, "info": st.info}[finding.severity](finding.message)
+            if verdict.action == REPLACE and not batch.blocked:
+                if st.checkbox(f"Replace {verdict.file_path} (version {verdict.if_match[:12]})", key=f"replace-{fid}"):
+                    ticked.add(fid)
+    if batch.refused:
+        st.markdown(f"**Refused ({len(batch.refused)})** — fix these files and drop them in again:")
+        for verdict in batch.refused:
+            st.error(f"{verdict.upload_name}: {'; '.join(verdict.errors)}")
+    if batch.blocked and not batch.category_problem:
+        st.warning(batch.blocked)
+state.upload_shown = {f.file_id: v.if_match for f, v in zip(files or [], batch.files if batch else (), strict=True)}
 
-accepted = [item for item in previews if item[2].can_upload]
-if previews:
-    clicked = st.button(f"Upload {len(accepted)} file(s)", type="primary", disabled=not accepted)
-    if clicked:
+if batch is not None:
+    pairs = list(zip(files, batch.files, strict=True)) if not batch.blocked else []
+    todo = [(f, v) for f, v in pairs if v.action != REFUSED and (v.action != REPLACE or f.file_id in ticked)]
+    untouched = [v for f, v in pairs if v.action == REPLACE and f.file_id not in ticked]
+    if untouched:
+        st.caption(f"{len(untouched)} existing document(s) stay as they are unless you tick “Replace”.")
+    if not batch.uploadable and not batch.blocked:
+        st.button("Nothing to upload", disabled=True)
+    elif st.button(f"Upload {len(todo)} file(s)", type="primary", disabled=bool(batch.blocked) or not todo):
         results = []
-        for name, data, _preview in accepted:
-            with st.status(f"{name}", expanded=False) as box:
-                bar = st.progress(0.0, text="saving")
+        slots = [(f, v, st.empty()) for f, v in todo]
+        for _f, v, slot in slots:  # every file's bar is on the page from the start
+            slot.progress(0.0, text=f"{v.preview.file_name}: waiting")
+        for f, v, slot in slots:
+            name = v.preview.file_name
 
-                def progress(stage: str, done: int, total: int, bar=bar) -> None:
-                    base = _STAGES.get(stage, 0.5)
-                    span = 0.4 if stage == "embedding" else 0.1
-                    fraction = base + (span * done / total if total else 0)
-                    label = f"{stage} {done} of {total}" if stage == "embedding" and total else stage
-                    bar.progress(min(fraction, 1.0), text=label)
+            def progress(stage: str, done: int, total: int, slot=slot, name=name) -> None:
+                base = _STAGES.get(stage, 0.5)
+                fraction = base + ((0.4 if stage == "embedding" else 0.1) * done / total if total else 0)
+                label = f"{stage} {done} of {total}" if stage == "embedding" and total else stage
+                slot.progress(min(fraction, 1.0), text=f"{name}: {label}")
 
-                try:
-                    outcome = kb.upload(name, data, category, progress=progress)
-                    results.append({"file": name, "result": outcome.action, "document": outcome.document.file_path,
-                                    "chunks": outcome.document.chunk_count, "detail": "; ".join(outcome.warnings)})
-                    box.update(label=f"{name}: {outcome.action}", state="complete")
-                except DocumentError as exc:
-                    results.append({"file": name, "result": "failed", "document": "", "chunks": 0,
-                                    "detail": f"{exc} (step: {exc.step})"})
-                    box.update(label=f"{name}: failed", state="error")
-                except KnowledgeBaseError as exc:
-                    results.append({"file": name, "result": "failed", "document": "", "chunks": 0, "detail": str(exc)})
-                    box.update(label=f"{name}: failed", state="error")
-        refused = [{"file": name, "result": "failed", "document": "", "chunks": 0,
-                    "detail": "; ".join(f.message for f in p.findings if f.severity == "error")}
-                   for name, _data, p in previews if not p.can_upload]
-        state.upload_results = results + refused
+            base_version = shown_before[f.file_id] if f.file_id in shown_before else v.if_match
+            row = {"file": v.upload_name, "result": "failed", "document": v.file_path, "chunks": 0, "detail": ""}
+            try:
+                outcome = kb.upload(name, f.getvalue(), category, progress=progress, if_match=base_version)
+                row.update(result=outcome.action, chunks=outcome.document.chunk_count,
+                           detail="; ".join(outcome.warnings))
+                slot.progress(1.0, text=f"{name}: {outcome.action}")
+            except DocumentConflictError as exc:
+                row.update(result="conflict", detail=str(exc))
+            except DocumentError as exc:
+                row.update(detail=f"{exc} (step: {exc.step})")
+            except KnowledgeBaseError as exc:
+                row.update(detail=str(exc))
+            if row["result"] in ("failed", "conflict"):
+                slot.error(f"{v.upload_name}: {row['detail']}")
+            results.append(row)
+        skipped = [{"file": v.upload_name, "result": "not replaced", "document": v.file_path, "chunks": 0,
+                    "detail": "“Replace” was not ticked"} for v in untouched]
+        refused = [{"file": v.upload_name, "result": "refused", "document": "", "chunks": 0,
+                    "detail": "; ".join(v.errors)} for v in batch.refused]
+        state.upload_results = {"for": (category, tuple(f.file_id for f in files)),
+                                "rows": results + skipped + refused}
+        st.rerun()  # the preview then shows what is on disk now
 
-if state.get("upload_results"):
+shown = state.get("upload_results")
+if shown and batch is not None and shown["for"] == (category, tuple(f.file_id for f in files)):
     st.subheader("Result")
-    st.dataframe(state.upload_results, hide_index=True)
+    counts: dict[str, int] = {}
+    for row in shown["rows"]:
+        counts[row["result"]] = counts.get(row["result"], 0) + 1
+    st.success(", ".join(f"{n} {result}" for result, n in counts.items()))
+    for row in shown["rows"]:
+        if row["result"] in ("failed", "conflict"):
+            st.error(f"{row['file']}: {row['detail']}")
+    st.dataframe(shown["rows"], hide_index=True)

@@ -151,6 +151,8 @@ def test_upload_preview_lints_before_writing(synced_sample):
     assert any("replaces the existing knowledge_base/troubleshooting/timeout.md" in i.value for i in at.info)
     assert any("not UTF-8" in e.value for e in at.error)
     assert not (synced_sample / "knowledge_base/troubleshooting/dup.md").exists()  # preview writes nothing
+    assert at.button[0].label == "Upload 2 file(s)"  # timeout.md exists: replaced only when ticked
+    at.checkbox[0].check().run()
     assert at.button[0].label == "Upload 3 file(s)"
 
 
@@ -158,9 +160,12 @@ def test_new_category_is_validated(app_root):
     at = run_page("upload")
     at.selectbox(key="category").set_value("➕ New category…").run()
     at.text_input(key="new_category").set_value("Bad Category!")
-    at.file_uploader(key="files").set_value([("a.md", doc("A", ["a"]).encode(), "text/markdown")]).run()
-    assert any("invalid category" in e.value for e in at.error)
-    assert at.button[0].disabled
+    at.file_uploader(key="files").set_value([("a.md", doc("A", ["a"]).encode(), "text/markdown"),
+                                             ("b.md", doc("B", ["b"]).encode(), "text/markdown")]).run()
+    assert [e.value for e in at.error if "invalid category" in e.value] == [  # once, not once per file
+        "invalid category 'Bad Category!': use 1-64 lower-case letters, digits, '-' or '_', starting with a "
+        "letter or digit (e.g. api, domain, troubleshooting); did you mean 'bad-category'?"]
+    assert next(b for b in at.button if b.label.startswith("Upload")).disabled
 
 
 # -- playground ------------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict
 from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
@@ -26,6 +28,8 @@ class UploadPreview:
     frontmatter: Frontmatter | None
     findings: tuple[Finding, ...]
     replaces_existing: bool
+    sha256: str = ""  # of the uploaded bytes
+    current_sha256: str | None = None  # of the file it replaces: pass it as `upload(..., if_match=...)`
 
     @property
     def can_upload(self) -> bool:
@@ -35,31 +39,55 @@ class UploadPreview:
 def preview_upload(
     index: KnowledgeIndex, file_name: str, data: bytes, category: str, *, max_bytes: int
 ) -> UploadPreview:
+    preview = inspect_upload(index, file_name, data, category, max_bytes=max_bytes)
+    return replace(preview, findings=preview.findings + keyword_clashes(
+        preview, lambda keyword: [p for p in index.claimants(keyword) if p != preview.file_path]))
+
+
+def inspect_upload(
+    index: KnowledgeIndex, file_name: str, data: bytes, category: str, *, max_bytes: int, check_category: bool = True
+) -> UploadPreview:
+    """Everything about one file except keyword clashes. With `check_category=False` an invalid category is
+    left to the caller (a batch reports it once), and the file's other problems are still found."""
     findings: list[Finding] = []
     name = file_name
+    digest = hashlib.sha256(bytes(data)).hexdigest() if isinstance(data, (bytes, bytearray)) else ""
     try:
         name = validate_file_name(file_name)
     except KnowledgeBaseError as exc:
         findings.append(Finding(ERROR, str(exc)))
+    category_ok = True
     try:
         validate_category(category)
     except KnowledgeBaseError as exc:
-        findings.append(Finding(ERROR, str(exc)))
+        category_ok = False
+        if check_category:
+            findings.append(Finding(ERROR, str(exc)))
     try:
         text = decode_markdown(data, max_bytes=max_bytes, file_name=name)
     except KnowledgeBaseError as exc:
         findings.append(Finding(ERROR, str(exc)))
         text = None
-    if findings:
-        return UploadPreview(name, category, None, None, tuple(findings), False)
+    if findings or text is None:
+        return UploadPreview(name, category, None, None, tuple(findings), False, digest)
 
-    file_path = index.display_path(f"{category}/{name}")
-    replaces = (index.base_dir / category / name).exists()
-    if replaces:
-        findings.append(Finding(INFO, f"replaces the existing {file_path}"))
+    file_path = current = None
+    replaces = False
+    if category_ok:
+        file_path = index.display_path(f"{category}/{name}")
+        target = index.base_dir / category / name
+        replaces = target.exists()
+        try:
+            current = hashlib.sha256(target.read_bytes()).hexdigest() if target.is_file() else None
+        except OSError as exc:
+            findings.append(Finding(ERROR, f"cannot read the existing {file_path}: {exc}"))
+        if current == digest:
+            findings.append(Finding(INFO, f"identical to the indexed {file_path}: nothing to do"))
+        elif replaces:
+            findings.append(Finding(INFO, f"replaces the existing {file_path}"))
     fm = None
     try:
-        fm = parse_frontmatter_strict(text or "")
+        fm = parse_frontmatter_strict(text)
         if fm is None:
             findings.append(Finding(WARNING, "no frontmatter: L0 will not know this document; only L1 can find it"))
     except FrontmatterError as exc:
@@ -68,11 +96,20 @@ def preview_upload(
         missing = [field for field in ("title", "keywords", "summary") if not getattr(fm, field)]
         if missing:
             findings.append(Finding(WARNING, "missing required field(s): " + ", ".join(missing)))
-        kept, ignored = split_keywords(fm.keywords)
+        _kept, ignored = split_keywords(fm.keywords)
         for keyword, reason in ignored:
             findings.append(Finding(WARNING, f"keyword “{keyword}” is ignored by L0: {reason}"))
-        for keyword in kept:
-            others = [p for p in index.claimants(keyword) if p != file_path]
-            if others:
-                findings.append(Finding(WARNING, f"L0 will be ambiguous for: {keyword} — also in {', '.join(others)}"))
-    return UploadPreview(name, category, file_path, fm, tuple(findings), replaces)
+    return UploadPreview(name, category, file_path, fm, tuple(findings), replaces, digest, current)
+
+
+def keyword_clashes(preview: UploadPreview, others_of: Callable[[str], list[str]]) -> tuple[Finding, ...]:
+    """One warning per keyword L0 would find in other documents too (`others_of(keyword)`: their paths)."""
+    if preview.frontmatter is None:
+        return ()
+    kept, _ignored = split_keywords(preview.frontmatter.keywords)
+    found = []
+    for keyword in kept:
+        others = others_of(keyword)
+        if others:
+            found.append(Finding(WARNING, f"L0 will be ambiguous for: {keyword} — also in {', '.join(others)}"))
+    return tuple(found)

@@ -26,7 +26,7 @@ from pathlib import Path
 from kb_core.documents.chunking import FRONTMATTER_HEADING, Chunk, chunk_markdown
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
 from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
-from kb_core.errors import DocumentError, FrontmatterError, KnowledgeBaseError, UploadRejected
+from kb_core.errors import DocumentConflictError, DocumentError, FrontmatterError, KnowledgeBaseError, UploadRejected
 from kb_core.progress import Progress, no_progress
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex
 from kb_core.storage.db_models import DocumentStatus
@@ -280,7 +280,12 @@ class DocumentService:
         return PreparedDocument(text, fm, problem, chunks, texts, vectors, tuple(warnings), dense_missing)
 
     # -- upload --------------------------------------------------------------------------------------
-    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress = no_progress) -> UploadOutcome:
+    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress = no_progress,
+               if_match: str | None = None) -> UploadOutcome:
+        """Index a file as `<category>/<name>`, replacing what is there. With `if_match` (the sha256 of the version
+        the caller based this on, as `content_sha256` or the upload preview shows it) the upload is a replace
+        that only happens while that version is still the current one: checked under the document's lock, so
+        a concurrent writer in any process cannot slip in between; otherwise `DocumentConflictError`."""
         name = validate_file_name(file_name)
         category = validate_category(category)
         text = decode_markdown(data, max_bytes=self._max_upload_bytes, file_name=name)
@@ -294,6 +299,8 @@ class DocumentService:
         if target.is_symlink():
             raise UploadRejected(f"{file_path} is a link; replace the file it points to instead")
         digest = sha256(bytes(data))
+        if if_match is not None:
+            self._check_version(file_path, target, if_match)  # early, before minutes of embedding; again below
         existing = self._read_row(file_path)
         if existing is not None and self._is_current(existing, digest, target):
             progress("done", 1, 1)
@@ -302,6 +309,8 @@ class DocumentService:
         # other uploads, deletes and re-indexes do not wait for them.
         prepared = self.prepare(text, source=file_path, progress=progress)
         with self._locked(file_path):
+            if if_match is not None:
+                self._check_version(file_path, target, if_match)
             existing = self._read_row(file_path)  # again: another writer may have been faster
             if existing is not None and self._is_current(existing, digest, target):
                 progress("done", 1, 1)
@@ -312,6 +321,17 @@ class DocumentService:
         log.info("%s %s: %d chunks, model %s", action, file_path, record.chunk_count, record.embedding_model)
         progress("done", 1, 1)
         return UploadOutcome(action, record, prepared.warnings)
+
+    def _check_version(self, file_path: str, target: Path, expected: str) -> None:
+        """The current version is the file on disk: it is what the write would overwrite (after a sync it is
+        the row's `content_sha256` too). A row whose file is gone counts as gone."""
+        try:
+            current = sha256(target.read_bytes()) if target.is_file() else None
+        except OSError as exc:
+            raise DocumentError("read the current version", str(exc)) from exc
+        if current != expected.strip().lower():
+            log.warning("upload of %s refused: based on %s, current %s", file_path, expected[:12], current)
+            raise DocumentConflictError(file_path, expected, current)
 
     def _is_current(self, row: DocumentRecord, digest: str, target: Path) -> bool:
         if row.content_sha256 != digest or row.status != DocumentStatus.INDEXED:

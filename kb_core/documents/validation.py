@@ -7,7 +7,7 @@ import unicodedata
 
 from kb_core.errors import UploadRejected
 
-__all__ = ["UploadRejected", "decode_markdown", "validate_category", "validate_file_name"]
+__all__ = ["UploadRejected", "decode_markdown", "suggest_category", "validate_category", "validate_file_name"]
 
 CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
@@ -16,17 +16,33 @@ _LOOK_ALIKE_SLASHES = "\u2044\u2215\u29f8\u29f9\u2571\u2572\uff0f\uff3c\u244a\u2
 MAX_NAME_BYTES = 200  # well under the 255-byte file name limit of common file systems, leaves room for temp names
 
 
+MARKDOWN_SUFFIXES = (".md", ".markdown")  # what is accepted; the folder holds `.md` (sync and L0 scan only those)
+
+
+def suggest_category(category: str) -> str | None:
+    """A valid category close to what was typed ("Gateway Plugins" -> "gateway-plugins"), or None."""
+    if not isinstance(category, str):
+        return None
+    folded = unicodedata.normalize("NFKC", category).strip().lower()
+    slug = re.sub(r"[^a-z0-9_-]+", "-", folded)
+    slug = re.sub(r"-{2,}", "-", slug).strip("-_")[:64].rstrip("-_")
+    return slug if slug and CATEGORY_PATTERN.fullmatch(slug) and slug != category else None
+
+
 def validate_category(category: str) -> str:
     if not isinstance(category, str) or not CATEGORY_PATTERN.fullmatch(category):
+        suggestion = suggest_category(category)
         raise UploadRejected(
             f"invalid category {category!r}: use 1-64 lower-case letters, digits, '-' or '_', "
             "starting with a letter or digit (e.g. api, domain, troubleshooting)"
+            + (f"; did you mean {suggestion!r}?" if suggestion else "")
         )
     return category
 
 
 def validate_file_name(file_name: str) -> str:
-    """The NFC-normalised plain file name, or `UploadRejected` saying what is wrong with it."""
+    """The NFC-normalised plain file name it is stored under (`x.markdown` becomes `x.md`), or `UploadRejected`
+    saying what is wrong with it."""
     if not isinstance(file_name, str) or not file_name:
         raise UploadRejected("the file name is empty")
     name = unicodedata.normalize("NFC", file_name)
@@ -45,8 +61,12 @@ def validate_file_name(file_name: str) -> str:
         raise UploadRejected(f"the file name {file_name!r} starts or ends with white space")
     if name.startswith("."):
         raise UploadRejected(f"the file name {file_name!r} starts with '.' (hidden files are not indexed)")
-    if not name.lower().endswith(".md") or len(name) <= 3:
-        raise UploadRejected(f"only Markdown files named '<name>.md' are accepted, not {file_name!r}")
+    suffix = next((s for s in MARKDOWN_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)), None)
+    if suffix is None:
+        raise UploadRejected(f"only Markdown files named '<name>.md' or '<name>.markdown' are accepted, "
+                             f"not {file_name!r}")
+    if suffix != ".md":
+        name = name[: -len(suffix)] + ".md"  # stored as .md: the folder scan, sync and the watcher look for those
     if len(name.encode("utf-8")) > MAX_NAME_BYTES:
         raise UploadRejected(f"the file name is too long ({len(name.encode('utf-8'))} bytes, at most {MAX_NAME_BYTES})")
     return name

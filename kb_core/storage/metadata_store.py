@@ -358,6 +358,19 @@ class MetadataStore:
             rows = session.scalars(select(ApiDocument).order_by(ApiDocument.category, ApiDocument.file_name))
             return [DocumentRecord.of(r) for r in rows]
 
+    def paths_with_content(self, digests: list[str]) -> dict[str, list[str]]:
+        """sha256 -> the paths of the documents with that content (the upload preview's "duplicate of")."""
+        found: dict[str, list[str]] = {}
+        wanted = sorted(set(digests))
+        with self._read() as session:
+            for start in range(0, len(wanted), 500):  # bounded IN lists
+                rows = session.execute(select(ApiDocument.content_sha256, ApiDocument.file_path)
+                                       .where(ApiDocument.content_sha256.in_(wanted[start:start + 500]))
+                                       .order_by(ApiDocument.file_path))
+                for digest, path in rows:
+                    found.setdefault(digest, []).append(path)
+        return found
+
     def count_documents(self) -> int:
         with self._read() as session:
             return int(session.scalar(select(func.count()).select_from(ApiDocument)) or 0)

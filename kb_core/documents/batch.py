@@ -1,0 +1,181 @@
+"""The preview of a whole upload batch: each file's checks plus what only shows across the batch. Pure reads.
+
+A batch can lose a document in ways no single-file check sees: two files aimed at one path (the English and
+the Chinese `route.md`: the second silently replaces the first), keywords that files of the same batch share
+(L0 ambiguity the index cannot predict yet), content that is already indexed under another path. So the
+batch is judged as a whole: same-target files are refused until renamed, and every verdict carries what
+the upload needs (`if_match` for a replace).
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from kb_core.documents.lint import ERROR, INFO, WARNING, Finding, UploadPreview, inspect_upload, keyword_clashes
+from kb_core.documents.validation import suggest_category, validate_category
+from kb_core.errors import KnowledgeBaseError
+from kb_core.retrieval.keyword_index import KnowledgeIndex, split_keywords
+from kb_core.terms import normalize_term
+
+log = logging.getLogger(__name__)
+
+NEW, REPLACE, SAME, REFUSED = "new", "replace", "same", "refused"
+
+
+@dataclass(frozen=True)
+class BatchFile:
+    upload_name: str  # the name the file arrived with
+    data: bytes
+    rename: str | None = None  # the name the curator gave it instead (to resolve a clash)
+
+    @property
+    def name(self) -> str:
+        return (self.rename or "").strip() or self.upload_name
+
+
+@dataclass(frozen=True)
+class FileVerdict:
+    upload_name: str
+    preview: UploadPreview  # findings include the batch's own
+    same_target_as: tuple[str, ...] = ()  # upload names of the other files aimed at the same path
+    duplicate_of: tuple[str, ...] = ()  # indexed paths (or batch files) with byte-identical content
+
+    @property
+    def file_path(self) -> str | None:
+        return self.preview.file_path
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        return self.preview.findings
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        return tuple(f.message for f in self.preview.findings if f.severity == ERROR)
+
+    @property
+    def action(self) -> str:
+        """new | replace (needs the curator's explicit consent) | same (identical to what is there) | refused."""
+        if self.errors:
+            return REFUSED
+        if self.preview.current_sha256 is not None and self.preview.current_sha256 == self.preview.sha256:
+            return SAME
+        return REPLACE if self.preview.replaces_existing else NEW
+
+    @property
+    def if_match(self) -> str | None:
+        """What `upload(..., if_match=...)` needs: the version this preview saw (None for a new file)."""
+        return self.preview.current_sha256
+
+
+@dataclass(frozen=True)
+class BatchPreview:
+    category: str
+    category_problem: str | None  # one message for the whole batch, not one per file
+    suggested_category: str | None
+    files: tuple[FileVerdict, ...]
+
+    @property
+    def refused(self) -> tuple[FileVerdict, ...]:
+        return tuple(f for f in self.files if f.action == REFUSED)
+
+    @property
+    def uploadable(self) -> tuple[FileVerdict, ...]:
+        """Files that may go in once the batch is clear (replacements still need the curator's tick)."""
+        return () if self.blocked else tuple(f for f in self.files if f.action != REFUSED)
+
+    @property
+    def clashes(self) -> tuple[FileVerdict, ...]:
+        return tuple(f for f in self.files if f.same_target_as)
+
+    @property
+    def blocked(self) -> str | None:
+        """Why nothing of this batch may be written yet, or None."""
+        if self.category_problem:
+            return self.category_problem
+        if self.clashes:
+            return (f"{len(self.clashes)} files are aimed at the same path as another file of this batch: "
+                    "rename or remove them first; nothing is written until then")
+        return None
+
+
+def _target_key(name: str) -> str:
+    # case-folded: on a case-insensitive file system (macOS, Windows shares) Route.md and route.md are one file
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+def preview_batch(index: KnowledgeIndex, files: Sequence[BatchFile], category: str, *, max_bytes: int,
+                  paths_with_content: Callable[[list[str]], dict[str, list[str]]] | None = None) -> BatchPreview:
+    """Per-file verdicts for uploading `files` into `category`; reads only (the index, the disk, the database)."""
+    problem = suggestion = None
+    if not (category or "").strip():
+        problem = "choose a category (or create one) for these files"
+    else:
+        try:
+            validate_category(category)
+        except KnowledgeBaseError as exc:
+            problem, suggestion = str(exc), suggest_category(category)
+    previews = [inspect_upload(index, f.name, f.data, category, max_bytes=max_bytes, check_category=False)
+                for f in files]
+
+    by_target: dict[str, list[int]] = {}
+    for i, preview in enumerate(previews):
+        if not any(f.severity == ERROR for f in preview.findings):
+            by_target.setdefault(_target_key(preview.file_name), []).append(i)
+    same_target: dict[int, tuple[str, ...]] = {}
+    for group in by_target.values():
+        if len(group) > 1:
+            for i in group:
+                same_target[i] = tuple(files[j].upload_name for j in group if j != i)
+
+    stored: dict[str, list[str]] = {}
+    if paths_with_content is not None:
+        try:
+            stored = paths_with_content([p.sha256 for p in previews if p.sha256])
+        except KnowledgeBaseError as exc:  # the preview still helps without it
+            log.warning("cannot look up duplicate content: %s", exc)
+    first_with: dict[str, int] = {}
+
+    # Keywords as L0 will see them after the batch: the index minus the documents this batch replaces, plus
+    # every file of the batch that will go in.
+    in_batch = {p.file_path for p in previews if p.file_path}
+    batch_terms: dict[str, list[str]] = {}
+    for i, preview in enumerate(previews):
+        if preview.frontmatter is None or i in same_target:
+            continue
+        for keyword in split_keywords(preview.frontmatter.keywords)[0]:
+            label = preview.file_path or f"{files[i].upload_name} (this batch)"
+            paths = batch_terms.setdefault(normalize_term(keyword), [])
+            if label not in paths:
+                paths.append(label)
+
+    verdicts = []
+    for i, (upload, preview) in enumerate(zip(files, previews, strict=True)):
+        extra: list[Finding] = []
+        if i in same_target:
+            extra.append(Finding(ERROR, f"aimed at the same path as {', '.join(same_target[i])} in this batch "
+                                        f"({preview.file_path or preview.file_name}): give one a new name"))
+        duplicates: list[str] = []
+        if preview.sha256 and not any(f.severity == ERROR for f in preview.findings):
+            duplicates = [p for p in stored.get(preview.sha256, []) if p != preview.file_path]
+            if preview.sha256 in first_with and i not in same_target:
+                duplicates.append(f"{files[first_with[preview.sha256]].upload_name} (this batch)")
+            first_with.setdefault(preview.sha256, i)
+            if duplicates:
+                extra.append(Finding(WARNING, f"duplicate of {', '.join(duplicates)}: the same content is "
+                                              "indexed there already; uploading it again makes every keyword "
+                                              "ambiguous"))
+        own = preview.file_path or f"{upload.upload_name} (this batch)"
+
+        def others_of(keyword: str, own: str = own) -> list[str]:
+            indexed = [p for p in index.claimants(keyword) if p != own and p not in in_batch]
+            return indexed + [p for p in batch_terms.get(normalize_term(keyword), []) if p != own]
+
+        extra.extend(keyword_clashes(preview, others_of))
+        if upload.rename and upload.name != upload.upload_name:
+            extra.insert(0, Finding(INFO, f"renamed from {upload.upload_name}"))
+        preview = replace(preview, findings=preview.findings + tuple(extra))
+        verdicts.append(FileVerdict(upload.upload_name, preview, same_target.get(i, ()), tuple(duplicates)))
+    return BatchPreview(category, problem, suggestion, tuple(verdicts))

@@ -1,0 +1,269 @@
+"""The upload page with whole batches (issue 14, item 1): nothing is lost, nothing replaced without a tick."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+
+import pytest
+import streamlit as st
+from conftest import assert_consistent, doc
+from streamlit.testing.v1 import AppTest
+from test_app import app_root, run_page, synced_sample  # noqa: F401 - fixtures
+
+LICENCE = ("<!--\n  Licensed to the Apache Software Foundation (ASF) under one or more contributor license "
+           "agreements.\n-->\n")
+
+
+def product_doc(title: str, keywords: list[str], summary: str, paragraphs: int = 6, lang: str = "en") -> str:
+    line = ("The gateway forwards the request to the upstream and applies the plugin chain in priority order. "
+            if lang == "en" else "网关会把请求转发到上游，并按照优先级依次执行插件链。")
+    body = "\n\n".join(f"## {'Section' if lang == 'en' else '章节'} {i}\n\n{line * 3}" for i in range(paragraphs))
+    return doc(title, keywords, summary, f"{LICENCE}\n# {title}\n\n{body}\n")
+
+
+ROUTE_EN = product_doc("Route", ["Route", "APISIX", "API Gateway"], "Match requests and send them upstream.")
+ROUTE_ZH = product_doc("路由", ["路由", "APISIX", "API 网关"], "匹配请求并转发到上游。", lang="zh")
+
+
+def _files(*items: tuple[str, str | bytes]) -> list[tuple[str, bytes, str]]:
+    return [(name, body.encode() if isinstance(body, str) else body, "text/markdown") for name, body in items]
+
+
+def _open_stores():
+    from kb_core import load_settings, open_knowledge_base
+
+    return open_knowledge_base(load_settings())
+
+
+@contextlib.contextmanager
+def stores():
+    kb = _open_stores()
+    try:
+        yield kb
+    finally:
+        kb.close()
+
+
+def _upload_button(at: AppTest):
+    return next(b for b in at.button if b.label.startswith(("Upload", "Nothing")))
+
+
+def _choose(at: AppTest, category: str) -> None:
+    box = at.selectbox(key="category")
+    if category in box.options:
+        box.set_value(category)
+    else:
+        box.set_value("➕ New category…").run()
+        at.text_input(key="new_category").set_value(category)
+
+
+def _renames(at: AppTest):
+    return [t for t in at.text_input if (t.key or "").startswith("rename-")]
+
+
+def test_two_files_aimed_at_one_path_are_refused_until_one_is_renamed(app_root):  # noqa: F811
+    at = run_page("upload")
+    _choose(at, "gateway")
+    at.file_uploader(key="files").set_value(_files(("route.md", ROUTE_EN), ("route.md", ROUTE_ZH))).run()
+    assert not at.exception, at.exception
+    clash = [e.value for e in at.error if "aimed at the same path" in e.value]
+    assert len(clash) == 4  # in each file's preview and in the list of refused files
+    assert _upload_button(at).disabled
+    assert any("nothing is written until then" in w.value for w in at.warning)
+    assert not (app_root / "knowledge_base/gateway").exists()
+
+    renames = _renames(at)
+    assert len(renames) == 2
+    renames[1].set_value("route-zh.md").run()
+    assert not any("aimed at the same path" in e.value for e in at.error)
+    assert len(_renames(at)) == 1  # the renamed file keeps its input (and its new name)
+    _upload_button(at).click().run()
+    assert not at.exception, at.exception
+    assert list(at.dataframe[0].value["result"]) == ["indexed", "indexed"]
+    assert (app_root / "knowledge_base/gateway/route.md").read_text(encoding="utf-8") == ROUTE_EN
+    assert (app_root / "knowledge_base/gateway/route-zh.md").read_text(encoding="utf-8") == ROUTE_ZH
+    with stores() as kb:
+        assert_consistent(kb)
+
+
+def test_replacing_needs_a_tick_per_file(synced_sample):  # noqa: F811
+    target = synced_sample / "knowledge_base/troubleshooting/timeout.md"
+    before = target.read_bytes()
+    new_version = doc("Timeout v2", ["SocketTimeoutException"], "Read timeouts, revised.")
+    at = run_page("upload")
+    at.selectbox(key="category").set_value("troubleshooting")
+    at.file_uploader(key="files").set_value(_files(("timeout.md", new_version),
+                                                   ("retries.md", doc("Retries", ["RetryPolicy"])))).run()
+    sha = hashlib.sha256(before).hexdigest()
+    [tick] = at.checkbox
+    assert tick.label == f"Replace knowledge_base/troubleshooting/timeout.md (version {sha[:12]})"
+    assert _upload_button(at).label == "Upload 1 file(s)"
+    _upload_button(at).click().run()
+    rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
+    assert rows == {"retries.md": "indexed", "timeout.md": "not replaced"}
+    assert target.read_bytes() == before
+
+    at.checkbox[0].check().run()
+    _upload_button(at).click().run()
+    rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
+    assert rows == {"timeout.md": "replaced", "retries.md": "unchanged"}
+    assert target.read_text(encoding="utf-8") == new_version
+    with stores() as kb:
+        assert_consistent(kb)
+
+
+def test_a_version_written_after_the_preview_is_not_overwritten(synced_sample):  # noqa: F811
+    target = synced_sample / "knowledge_base/troubleshooting/timeout.md"
+    mine = doc("Timeout (my edit)", ["SocketTimeoutException"], "My revision.")
+    theirs = doc("Timeout (colleague)", ["SocketTimeoutException", "ReadTimeout"], "Their revision.")
+    at = run_page("upload")
+    at.selectbox(key="category").set_value("troubleshooting")
+    at.file_uploader(key="files").set_value(_files(("timeout.md", mine), ("new-one.md", doc("New", ["NEW_ONE"]))))
+    at.run()
+    at.checkbox[0].check().run()  # the curator ticks "Replace" on the version the preview shows
+    with stores() as colleague:  # ... and a colleague (another process) replaces it meanwhile
+        colleague.upload("timeout.md", theirs.encode(), "troubleshooting")
+    _upload_button(at).click().run()
+    assert not at.exception, at.exception
+    rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
+    assert rows == {"timeout.md": "conflict", "new-one.md": "indexed"}  # the others go on
+    [conflict] = [e.value for e in at.error if "timeout.md" in e.value]
+    assert "changed since the version you based this upload on" in conflict and "nothing was written" in conflict
+    assert target.read_text(encoding="utf-8") == theirs
+    with stores() as kb:
+        assert_consistent(kb)
+        [row] = [r for r in kb.documents() if r.file_path.endswith("troubleshooting/timeout.md")]
+        assert row.content_sha256 == hashlib.sha256(theirs.encode()).hexdigest()
+
+
+def test_one_category_check_with_a_suggested_slug_and_no_preselected_category(app_root):  # noqa: F811
+    at = run_page("upload")
+    assert at.selectbox(key="category").value is None  # nothing chosen for the curator
+    files = [(f"plugin-{i}.md", doc(f"Plugin {i}", [f"plugin_{i}"])) for i in range(7)]
+    at.file_uploader(key="files").set_value(_files(*files)).run()
+    assert [e.value for e in at.error] == ["choose a category (or create one) for these files"]
+    assert _upload_button(at).disabled
+
+    at.selectbox(key="category").set_value("➕ New category…").run()
+    at.text_input(key="new_category").set_value("Gateway Plugins").run()
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and "did you mean 'gateway-plugins'?" in errors[0]  # once, not 7 times
+    next(b for b in at.button if b.label == "Use “gateway-plugins”").click().run()
+    assert at.text_input(key="new_category").value == "gateway-plugins"
+    assert not at.error
+    _upload_button(at).click().run()
+    assert list(at.dataframe[0].value["result"]) == ["indexed"] * 7
+    assert len(list((app_root / "knowledge_base/gateway-plugins").glob("*.md"))) == 7
+
+    at.text_input(key="new_category").set_value("plugins").run()  # another category: the old result goes
+    assert not at.dataframe and not at.exception
+    at.text_input(key="new_category").set_value("gateway-plugins").run()
+    assert at.dataframe
+    at.file_uploader(key="files").set_value(_files(*files[:3])).run()  # other files: it goes too
+    assert not at.dataframe
+
+
+def test_markdown_extension_is_accepted_and_stored_as_md(app_root):  # noqa: F811
+    at = run_page("upload")
+    at.selectbox(key="category").set_value("api")
+    at.file_uploader(key="files").set_value(_files(("consumer.markdown", doc("Consumer", ["ConsumerAPI"])))).run()
+    assert not at.error
+    assert "consumer.markdown → knowledge_base/api/consumer.md" in at.expander[0].label
+    _upload_button(at).click().run()
+    assert list(at.dataframe[0].value["result"]) == ["indexed"]
+    assert (app_root / "knowledge_base/api/consumer.md").is_file()
+
+
+def test_refused_files_are_listed_with_their_reasons(app_root, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("KB_MAX_UPLOAD_BYTES", "2048")
+    at = run_page("upload")
+    assert "2,048 bytes" in " ".join(c.value for c in at.caption)  # the stated limit is the real one
+    assert at.file_uploader(key="files").proto.max_upload_size_mb == 1
+    at.selectbox(key="category").set_value("api")
+    at.file_uploader(key="files").set_value(_files(("logo.md", b"\x89PNG\r\n\x1a\n\x00\x00"),
+                                                   ("huge.md", "x" * 4096), ("empty.md", "  \n"))).run()
+    refused = [e.value for e in at.error if not e.value.startswith(("logo.md looks", "huge.md is", "empty.md is"))]
+    assert refused == ["logo.md: logo.md looks binary (it contains NUL bytes), not Markdown text",
+                       "huge.md: huge.md is 4,096 bytes; the limit is 2,048 (KB_MAX_UPLOAD_BYTES)",
+                       "empty.md: empty.md is empty"]
+    assert any(m.value.startswith("**Refused (3)**") for m in at.markdown)
+    button = _upload_button(at)
+    assert button.label == "Nothing to upload" and button.disabled
+
+
+def test_identical_content_in_another_category_is_flagged_as_a_duplicate(synced_sample):  # noqa: F811
+    data = (synced_sample / "knowledge_base/api/payment-errors.md").read_bytes()
+    at = run_page("upload")
+    at.selectbox(key="category").set_value("troubleshooting")
+    at.file_uploader(key="files").set_value([("payment-errors.md", data, "text/markdown")]).run()
+    assert any(w.value.startswith("duplicate of knowledge_base/api/payment-errors.md") for w in at.warning)
+
+
+def _mixed_batch() -> tuple[list[tuple[str, bytes, str]], bytes]:
+    """50 files as a curator drags them in from two source folders (en/ and zh/)."""
+    generic = ["APISIX", "API Gateway", "Plugin", "AI", "CLI"]
+    items: list[tuple[str, str | bytes]] = []
+    for i in range(22):
+        items.append((f"plugin-{i:02d}.md", product_doc(f"Plugin {i:02d}", [f"plugin-{i:02d}", *generic[:3]],
+                                                       f"What plugin {i:02d} does and how to configure it.")))
+        items.append((f"插件-{i:02d}.md", product_doc(f"插件 {i:02d}", [f"插件-{i:02d}", "APISIX", "API 网关"],
+                                                     f"插件 {i:02d} 的作用与配置。", lang="zh")))
+    items.append(("route.md", ROUTE_EN))  # en/route.md
+    items.append(("route.md", ROUTE_ZH))  # zh/route.md
+    already = product_doc("Limit requests", ["limit-req", "APISIX"], "Leaky bucket rate limiting.")
+    items.append(("limit-req-copy.md", already))  # identical to a document indexed before
+    items.append(("broken-yaml.md", "---\ntitle: [unclosed\nkeywords: APISIX\n---\n\n# Broken\n\nbody\n"))
+    items.append(("binary.md", b"\x00\x01\x02 not text"))
+    items.append(("cli.md", product_doc("CLI", ["CLI", "AI"], "The command line.")))  # only weak keywords
+    return _files(*items), already.encode()
+
+
+@pytest.mark.timeout(180)
+def test_a_mixed_batch_of_fifty_files_loses_none(app_root):  # noqa: F811
+    files, already = _mixed_batch()
+    assert len(files) == 50
+    with stores() as kb:
+        kb.upload("limit-req.md", already, "gateway")
+    at = run_page("upload")
+    _choose(at, "docs")
+    at.file_uploader(key="files").set_value(files).run()
+    assert not at.exception, at.exception
+    assert _upload_button(at).disabled  # the two route.md first
+    warnings = " | ".join(w.value for w in at.warning)
+    assert "duplicate of knowledge_base/gateway/limit-req.md" in warnings
+    assert "L0 will be ambiguous for: APISIX — also in" in warnings  # within the batch, not only the index
+    assert "knowledge_base/docs/插件-00.md" in warnings
+    _renames(at)[1].set_value("route-zh.md").run()
+    button = _upload_button(at)
+    assert button.label == "Upload 49 file(s)" and not button.disabled
+    button.click().run()
+    assert not at.exception, at.exception
+    results = at.dataframe[0].value.to_dict("records")
+    by_result: dict[str, list[str]] = {}
+    for row in results:
+        by_result.setdefault(row["result"], []).append(row["file"])
+    assert by_result.pop("refused") == ["binary.md"]
+    assert by_result == {"indexed": [f[0] for f in files if f[0] != "binary.md"]}
+    with stores() as kb:
+        assert_consistent(kb)
+        stored = {r.file_path for r in kb.documents()}
+        expected = {f"knowledge_base/docs/{name}" for name, _d, _m in files if name not in ("binary.md", "route.md")}
+        assert stored == expected | {"knowledge_base/docs/route.md", "knowledge_base/docs/route-zh.md",
+                                     "knowledge_base/gateway/limit-req.md"}
+        on_disk = {name: (app_root / "knowledge_base/docs" / name).read_bytes() for name, _d, _m in files
+                   if name not in ("binary.md", "route.md")}
+        assert on_disk == {name: data for name, data, _m in files if name not in ("binary.md", "route.md")}
+        assert kb.lookup_knowledge("plugin-07")["primary"]["source"] == "knowledge_base/docs/plugin-07.md"
+        assert kb.lookup_knowledge("路由")["primary"]["source"] == "knowledge_base/docs/route-zh.md"
+
+
+@pytest.mark.parametrize(("limit", "widget_mb", "warned"),
+                         [(5 * 1024 * 1024, 5, False), (300 * 1024 * 1024, None, True)])
+def test_the_uploader_states_the_setting_and_warns_when_the_server_allows_less(app_root, monkeypatch,  # noqa: F811
+                                                                                limit, widget_mb, warned):
+    monkeypatch.setenv("KB_MAX_UPLOAD_BYTES", str(limit))
+    at = run_page("upload")
+    uploader_mb = at.file_uploader(key="files").proto.max_upload_size_mb
+    assert uploader_mb == (widget_mb or st.get_option("server.maxUploadSize"))
+    assert any("raise server.maxUploadSize" in w.value for w in at.warning) is warned
