@@ -1,8 +1,9 @@
 """Markdown body -> chunks with their heading path. Pure.
 
 Split at headings first (ATX and setext, found by `sections.find_headings`; a heading never lands in the
-middle of a chunk), then by size: sections longer than `max_chars` are cut at paragraph, line or sentence boundaries with some overlap. Fenced code
-blocks are kept whole when they fit, and a heading-looking line inside a fence is not a heading.
+middle of a chunk), then by size: sections longer than `max_chars` are cut at paragraph, line or sentence
+boundaries with some overlap. Fenced code blocks are kept whole when they fit, and a heading-looking line
+inside a fence is not a heading.
 """
 
 from __future__ import annotations
