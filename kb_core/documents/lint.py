@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict
+from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict, parse_sections
+from kb_core.documents.sections import outline
 from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
 from kb_core.errors import KnowledgeBaseError
 from kb_core.retrieval.keyword_index import KnowledgeIndex, split_keywords
@@ -75,4 +76,16 @@ def preview_upload(
             others = [p for p in index.claimants(keyword) if p != file_path]
             if others:
                 findings.append(Finding(WARNING, f"L0 will be ambiguous for: {keyword} — also in {', '.join(others)}"))
+        findings.extend(_section_findings(fm, text or ""))
     return UploadPreview(name, category, file_path, fm, tuple(findings), replaces)
+
+
+def _section_findings(fm: Frontmatter, text: str) -> list[Finding]:
+    """Frontmatter `sections` an agent could not use: a malformed value, or a heading the body lacks."""
+    findings = [Finding(WARNING, problem) for problem in parse_sections(fm.extra.get("sections"))[1]]
+    if fm.sections:
+        for name in outline(text, fm.sections).missing:
+            heading = dict(fm.sections)[name]
+            findings.append(Finding(WARNING, f"section “{name}” points at “{heading}”, which is not a heading of "
+                                             "this document: it is left out of availableSections"))
+    return findings
