@@ -9,6 +9,7 @@ import streamlit as st
 
 from kb_core import KnowledgeBaseError
 from kb_core.documents.frontmatter import split_body
+from kb_core.documents.sections import MORE
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -18,6 +19,22 @@ st.caption("Runs the very same `lookup_knowledge` an agent calls (logged with ca
 state = st.session_state
 state.setdefault("history", [])
 state.setdefault("run_query", False)
+
+
+def _section_chips(query: str, sections: list[str] | None, served: str | None) -> None:
+    """availableSections as chips: a click asks again with that section_title, as an agent would."""
+    if not sections:
+        return
+    with st.container(horizontal=True, gap="small", key="section-chips"):
+        st.button("Whole document", key="chip-whole", type="primary" if served is None else "secondary",
+                  on_click=_rerun, args=(query, None))
+        for i, name in enumerate(sections):
+            if name == MORE:
+                st.caption("… more: type a heading into section_title")
+                continue
+            chosen = name == served or (served is not None and state.answered[1] == name)
+            st.button(name, key=f"chip-{i}", type="primary" if chosen else "secondary", on_click=_rerun,
+                      args=(query, name))
 
 
 def _demote_headings(markdown: str) -> str:
@@ -31,11 +48,19 @@ def _rerun(query: str, section: str | None) -> None:
     state.run_query = True
 
 
+def _new_query_clears_the_section() -> None:
+    """A section belongs to the document of the last answer: a new query starts without it, unless the
+    section_title was changed in the same submission."""
+    last = state.get("answered")
+    if last and state.query != last[0] and state.section_title == (last[1] or ""):
+        state.section_title = ""
+
+
 with st.form("lookup", border=False):
     left, right = st.columns([3, 1])
     query = left.text_input("Query", key="query", placeholder="ERR_TIMEOUT, 超时, 如何优化缓存 …")
     section = right.text_input("section_title (optional)", key="section_title")
-    submitted = st.form_submit_button("Look up", type="primary")
+    submitted = st.form_submit_button("Look up", type="primary", on_click=_new_query_clears_the_section)
 
 if submitted or state.run_query:
     state.run_query = False
@@ -45,6 +70,7 @@ if submitted or state.run_query:
         st.error(str(exc))
         st.stop()
     state.last = response
+    state.answered = (query, section or None)
     result = response.result
     state.history.insert(0, {
         "query": query,
@@ -78,7 +104,11 @@ else:
         else:
             badge = ":green-badge[confidence: high]" if primary["confidence"] == "high" else \
                 ":orange-badge[confidence: low]"
-            st.markdown(f":blue-badge[{primary['matchType']}] {badge}  \n`{primary['source']}`")
+            served = f" :violet-badge[section: {primary['section']}]" if primary.get("section") else ""
+            st.markdown(f":blue-badge[{primary['matchType']}] {badge}{served}  \n`{primary['source']}`")
+            if payload.get("note"):
+                st.info(payload["note"])
+            _section_chips(state.answered[0], primary.get("availableSections"), primary.get("section"))
             with st.container(height=420):
                 st.markdown(_demote_headings(split_body(primary["content"])))
     with col_supplement:

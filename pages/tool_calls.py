@@ -48,6 +48,9 @@ m4.metric("p95 latency", f"{percentile(latencies, 95):.1f} ms" if visible else "
 st.dataframe(
     [{"time (UTC)": c.created_at.strftime("%Y-%m-%d %H:%M:%S"), "caller": c.caller,
       "query": c.arguments.get("query", c.arguments), "found": c.found,
+      # section_title asked -> heading path served ("—": none served, the answer's note said why)
+      "section": f"{c.arguments['section_title']} → {c.arguments.get('_section') or '—'}"
+      if c.arguments.get("section_title") else "",
       "answer": " + ".join(c.match_types) or ("error" if c.error else "—"),
       "source": c.sources[0] if c.sources else "", "latency (ms)": round(c.latency_ms, 1),
       "request": c.request_id or "", "error": c.error or ""} for c in visible],

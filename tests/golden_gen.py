@@ -6,8 +6,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kb_core.documents.frontmatter import parse_frontmatter  # noqa: E402
+from kb_core.documents.sections import body_text, document_sections, outline  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "golden" / "frontmatter"
+GOLDEN_SECTIONS = Path(__file__).parent / "golden" / "sections"
 
 
 def expected_for(path: Path):
@@ -15,8 +17,28 @@ def expected_for(path: Path):
     return None if parsed is None else parsed.to_dict()
 
 
+def sections_for(path: Path):
+    """The section parser's view of a document: what agents see listed, and each section's extent."""
+    text = path.read_bytes().decode("utf-8")
+    fm = parse_frontmatter(text)
+    shape = outline(text, fm.sections if fm else ())
+    lines = body_text(text).splitlines()
+    return {
+        "availableSections": None if shape.listed is None else list(shape.listed),
+        "names": [list(pair) for pair in shape.names],
+        "missing": list(shape.missing),
+        "sections": [{"path": s.title, "level": s.heading.level, "listed": s.listed,
+                      "first_line": lines[s.heading.line], "lines": s.end - s.heading.line}
+                     for s in document_sections(lines)],
+    }
+
+
 if __name__ == "__main__":
     for md in sorted(GOLDEN.glob("*.md")):
         out = md.with_name(md.stem + ".expected.json")
         out.write_text(json.dumps(expected_for(md), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        print("wrote", out.name)
+    for md in sorted(GOLDEN_SECTIONS.glob("*.md")):
+        out = md.with_name(md.stem + ".expected.json")
+        out.write_text(json.dumps(sections_for(md), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
         print("wrote", out.name)

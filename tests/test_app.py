@@ -219,6 +219,39 @@ def test_playground_recent_queries_can_be_rerun(synced_sample):
     assert "confidence: high" in " ".join(m.value for m in at.markdown)
 
 
+def test_playground_section_chips_rerun_the_lookup_with_that_section(synced_sample):
+    at = _lookup(run_page("playground"), "ERR_TIMEOUT")
+    chip = at.button(key="chip-0")
+    assert chip.label == "超时排查"  # the document's frontmatter `sections`
+    chip.click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["history"][0]["section_title"] == "超时排查"
+    assert "section: 1. 超时类错误" in " ".join(m.value for m in at.markdown)
+    assert '"section": "1. 超时类错误"' in at.code[0].value
+    assert at.button(key="chip-0").proto.type == "primary"  # the chosen chip stands out
+    at.button(key="chip-whole").click().run()
+    assert at.session_state["history"][0]["section_title"] is None
+    assert '"section": null' in at.code[0].value
+    at.switch_page("../pages/tool_calls.py").run()
+    assert list(at.dataframe[0].value["section"]) == ["", "超时排查 → 1. 超时类错误", ""]
+
+
+def test_playground_a_new_query_clears_the_chosen_section(synced_sample):
+    at = _lookup(run_page("playground"), "ERR_TIMEOUT")
+    at.button(key="chip-0").click().run()
+    assert at.text_input(key="section_title").value == "超时排查"
+    _lookup(at, "超时")
+    assert at.text_input(key="section_title").value == ""
+    assert at.session_state["history"][0] == {**at.session_state["history"][0], "query": "超时", "section_title": None}
+
+
+def test_playground_shows_the_note_for_a_section_that_does_not_exist(synced_sample):
+    at = run_page("playground")
+    at.text_input(key="section_title").set_value("退款")
+    at = _lookup(at, "ERR_TIMEOUT")
+    assert any("no section '退款'; available: 超时排查" in i.value for i in at.info)
+
+
 def test_playground_blank_query_shows_the_tool_error(synced_sample):
     at = _lookup(run_page("playground"), "   ")
     assert "must not be empty" in at.error[0].value

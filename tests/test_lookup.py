@@ -70,7 +70,9 @@ def test_req_5_1_unique_match_returns_l0_only(index, sample_root):
             "source": PAYMENT,
             "matchType": "exact_L0",
             "confidence": "high",
-            "availableSections": None,
+            # the frontmatter's `sections` names, not the headings, when the document has them
+            "availableSections": ["超时排查"],
+            "section": None,
         },
         "supplement": None,
     }
@@ -94,7 +96,7 @@ def test_req_5_2_several_matches_return_first_l0_and_l1_supplement(sample_root):
     assert data["primary"]["source"] == PAYMENT
     assert data["primary"]["matchType"] == "exact_L0"
     assert data["primary"]["confidence"] == "low"
-    assert data["primary"]["availableSections"] is None
+    assert data["primary"]["availableSections"] == ["超时排查"]  # its frontmatter `sections`
     # the best hit from a *different* document than primary
     assert data["supplement"] == {"content": "timeout chunk", "source": TIMEOUT, "matchType": "semantic_L1"}
 
@@ -187,9 +189,12 @@ def test_deleted_file_is_not_served_as_primary(index, sample_root):
     assert result.supplement.source == CACHE  # no live L0 hit left, so L1 answered
 
 
-def test_section_title_is_accepted_and_sections_stay_null(index):
+def test_a_frontmatter_section_name_serves_its_heading(index):
     result = HybridLookup(index, RecordingL1()).lookup("ERR_TIMEOUT", section_title="超时排查")
-    assert result.primary.available_sections is None
+    assert result.primary.available_sections == ("超时排查",)
+    assert result.primary.section == "1. 超时类错误"
+    assert result.primary.content.startswith("## 1. 超时类错误\n")
+    assert "## 2." not in result.primary.content
     assert result.trace.section_title == "超时排查"
 
 

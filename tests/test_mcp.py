@@ -44,6 +44,9 @@ def test_lists_the_tool_as_spec_7_1_describes(server):
     assert tool.description == TOOL_DESCRIPTION
     assert tool.input_schema["required"] == ["query"]
     assert set(tool.input_schema["properties"]) == {"query", "section_title"}
+    # one sentence each tells an agent how to read past the first 2,000 characters
+    assert "availableSections" in tool.description and "section_title" in tool.description
+    assert "availableSections" in str(tool.input_schema["properties"]["section_title"])
 
 
 def test_scenario_7_2_1_error_code_through_mcp(server):
@@ -86,8 +89,12 @@ def test_stdio_entry_point_serves_the_tool(sample_root, tmp_path):
     async def call(client):
         tools = await client.list_tools()
         answer = await client.call_tool("lookup_knowledge", {"query": "ERR_TIMEOUT"})
-        return tools, answer
+        section = await client.call_tool("lookup_knowledge", {"query": "ERR_TIMEOUT", "section_title": "超时排查"})
+        return tools, answer, section
 
-    tools, answer = _run(_session(params, call))
+    tools, answer, section = _run(_session(params, call))
     assert tools.tools[0].name == "lookup_knowledge"
     assert _payload(answer)["primary"]["source"] == PAYMENT  # L0 needs no sync: the scan finds it
+    primary = _payload(section)["primary"]
+    assert primary["availableSections"] == ["超时排查"] and primary["section"] == "1. 超时类错误"
+    assert primary["content"].startswith("## 1. 超时类错误\n") and "## 2." not in primary["content"]

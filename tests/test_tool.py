@@ -33,6 +33,8 @@ def test_req_7_1_tool_metadata():
     params = function["parameters"]
     assert params["required"] == ["query"]
     assert set(params["properties"]) == {"query", "section_title"}
+    assert "availableSections" in function["description"] and "section_title" in function["description"]
+    assert "availableSections" in params["properties"]["section_title"]["description"]
     json.dumps(schema)  # hand it to any framework as plain JSON
 
 
@@ -76,6 +78,19 @@ def test_req_7_2_every_call_is_recorded(sample_kb):
     assert len(unique.request_id) == 8 and unique.latency_ms > 0 and unique.error is None
     assert several.match_types == ("exact_L0", "semantic_L1") and len(several.sources) == 2
     assert not bad.found and "must not be empty" in bad.error
+
+
+def test_the_call_log_records_the_section_served(sample_kb):
+    served = sample_kb.lookup_knowledge("ERR_TIMEOUT", "超时排查")
+    missed = sample_kb.lookup_knowledge("ERR_TIMEOUT", "退款")
+    sample_kb.lookup_knowledge("ERR_TIMEOUT")
+    assert served["primary"]["section"] == "1. 超时类错误" and "note" not in served
+    assert missed["primary"]["section"] is None and missed["note"] == "no section '退款'; available: 超时排查"
+    sample_kb.flush_call_log()
+    plain, miss, hit = sample_kb.tool_calls()[:3]
+    assert hit.arguments == {"query": "ERR_TIMEOUT", "section_title": "超时排查", "_section": "1. 超时类错误"}
+    assert miss.arguments == {"query": "ERR_TIMEOUT", "section_title": "退款", "_section": None}
+    assert "_section" not in plain.arguments
 
 
 def test_a_database_outage_never_breaks_a_lookup(sample_kb, monkeypatch, caplog):

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from kb_core.agent.tool import MAX_QUERY_CHARS, TOOL_DESCRIPTION, TOOL_NAME
+from kb_core.agent.tool import MAX_QUERY_CHARS, SECTION_TITLE_DESCRIPTION, TOOL_DESCRIPTION, TOOL_NAME
 from kb_core.knowledge_base import KnowledgeBase
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def build_server(kb: KnowledgeBase) -> Any:
     def lookup_knowledge(
         query: Annotated[str, Field(description="What to look up: an error code, API name, term or short "
                                                 f"question (at most {MAX_QUERY_CHARS} characters).")],
-        section_title: Annotated[str | None, Field(description="Optional section to focus on (reserved).")] = None,
+        section_title: Annotated[str | None, Field(description=SECTION_TITLE_DESCRIPTION)] = None,
     ) -> dict[str, Any]:
         response = kb.call_tool({"query": query, "section_title": section_title}, caller="mcp")
         if response.error:

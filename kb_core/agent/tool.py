@@ -28,7 +28,15 @@ TOOL_DESCRIPTION = (
     "an error code (e.g. ERR_TIMEOUT), an API or class name, or a known domain term: it first matches the query "
     "exactly against document keywords and returns the whole matching document with confidence 'high'; when "
     "there is no single exact match it automatically adds the most relevant passage from a semantic/full-text "
-    "search as 'supplement'. Returns JSON {found, primary, supplement}."
+    "search as 'supplement'. Returns JSON {found, primary, supplement}. "
+    "primary.availableSections lists the document's sections (heading paths such as 'Attributes > upstream'; "
+    "null when it has no headings), because content shows only the first 2,000 characters. "
+    "To read one of them, call again with the same query and section_title set to one of those names: content "
+    "becomes that section, primary.section says which, and a 'note' explains a name that matched none or several."
+)
+SECTION_TITLE_DESCRIPTION = (
+    "Optional: one of primary.availableSections from a previous answer (or a heading's text); the primary's "
+    "content is then that section instead of the document's first 2,000 characters."
 )
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -41,7 +49,7 @@ INPUT_SCHEMA: dict[str, Any] = {
         },
         "section_title": {
             "type": ["string", "null"],
-            "description": "Optional section of the document to focus on (reserved; currently ignored).",
+            "description": SECTION_TITLE_DESCRIPTION,
         },
     },
     "required": ["query"],
@@ -163,7 +171,7 @@ class LookupTool:
         if self._recorder is not None:
             self._recorder.record(
                 tool_name=TOOL_NAME,
-                arguments=_loggable(arguments),
+                arguments=_loggable(arguments, result),
                 found=bool(payload.get("found")),
                 match_types=result.match_types if result else (),
                 sources=tuple(p["source"] for p in (payload.get("primary"), payload.get("supplement")) if p),
@@ -175,9 +183,18 @@ class LookupTool:
         return ToolResponse(payload, result, error, latency_ms)
 
 
-def _loggable(arguments: Any) -> dict[str, Any]:
+def _loggable(arguments: Any, result: LookupResult | None = None) -> dict[str, Any]:
+    """The arguments as logged; with a `section_title`, `_section` records the heading path served (null:
+    none, the answer's note says why)."""
     if not isinstance(arguments, Mapping):
         return {"_raw": repr(arguments)[:200]}
+    logged = _loggable_fields(arguments)
+    if result is not None and result.trace.section_title:
+        logged["_section"] = result.primary.section if result.primary else None
+    return logged
+
+
+def _loggable_fields(arguments: Mapping[str, Any]) -> dict[str, Any]:
     logged: dict[str, Any] = {}
     for key, value in arguments.items():
         if isinstance(value, str):

@@ -1,8 +1,9 @@
 """Markdown body -> chunks with their heading path. Pure.
 
-Split at ATX headings first (a heading never lands in the middle of a chunk), then by size: sections
-longer than `max_chars` are cut at paragraph, line or sentence boundaries with some overlap. Fenced code
-blocks are kept whole when they fit, and a heading-looking line inside a fence is not a heading.
+Split at headings first (ATX and setext, found by `sections.find_headings`; a heading never lands in the
+middle of a chunk), then by size: sections longer than `max_chars` are cut at paragraph, line or sentence
+boundaries with some overlap. Fenced code blocks are kept whole when they fit, and a heading-looking line
+inside a fence is not a heading.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 
 from kb_core.documents.cleaning import clean_body
 from kb_core.documents.frontmatter import split_body
+from kb_core.documents.sections import find_headings, may_have_headings
 
 # The heading of the chunk that restates a document's frontmatter (title, summary, keywords) for search:
 # L1 recognises it, and answers with that document's body instead of repeating its metadata.
@@ -19,7 +21,6 @@ FRONTMATTER_HEADING = "(frontmatter)"
 DEFAULT_MAX_CHARS = 800
 DEFAULT_OVERLAP = 100
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _SENTENCE_END = re.compile(r"(?<=[。！？.!?；;])\s*")
 
@@ -53,27 +54,20 @@ def _sections(body: str) -> list[tuple[tuple[str, ...], list[str]]]:
     """[(heading path, lines)] in document order; text before the first heading has an empty path."""
     sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
     stack: list[tuple[int, str]] = []
-    fence: str | None = None
-    for line in body.splitlines():
-        fence_match = _FENCE.match(line)
-        if fence is not None:
-            sections[-1][1].append(line)
-            if fence_match and fence_match.group(1)[0] == fence[0] and len(fence_match.group(1)) >= len(fence):
-                fence = None
+    lines = body.splitlines()
+    headings = {h.line: h for h in find_headings(lines)} if may_have_headings(body) else {}
+    i = 0
+    while i < len(lines):
+        heading = headings.get(i)
+        if heading is None:
+            sections[-1][1].append(lines[i])
+            i += 1
             continue
-        if fence_match:
-            fence = fence_match.group(1)
-            sections[-1][1].append(line)
-            continue
-        heading = _HEADING.match(line)
-        if heading:
-            level = len(heading.group(1))
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, heading.group(2).strip()))
-            sections.append((tuple(title for _, title in stack), []))
-            continue
-        sections[-1][1].append(line)
+        while stack and stack[-1][0] >= heading.level:
+            stack.pop()
+        stack.append((heading.level, heading.raw))
+        sections.append((tuple(title for _, title in stack), []))
+        i = heading.end
     return sections
 
 

@@ -33,8 +33,11 @@ class Frontmatter:
     keywords: tuple[str, ...]
     summary: str
     category: str | None = None
-    # Every other key as loaded (e.g. the reserved `sections`, or `description`); scalars stay source text.
+    # Every other key as loaded (e.g. `sections`, or `description`); scalars stay source text.
     extra: dict[str, Any] = field(default_factory=dict)
+    # `sections:` as (curator's name, heading line) pairs in the order written; the usable entries only (see
+    # `section_problems`). Derived from `extra`, so the stored metadata needs nothing new.
+    sections: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form; this is what the metadata column stores (Spec 2.2)."""
@@ -199,6 +202,31 @@ def _keywords(value: Any) -> tuple[str, ...]:
     return tuple(kept)
 
 
+def parse_sections(value: Any) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """`sections:` -> ((name, heading line), ...) and what was wrong with it. Tolerant: a bad value or entry is
+    left out and reported (upload lint shows it), never a reason to refuse the document."""
+    if value is None:
+        return (), ()
+    if not isinstance(value, dict):
+        kind = "a list" if isinstance(value, list) else type(value).__name__
+        return (), (f"`sections` must be a mapping of name: heading line, got {kind}; it is ignored",)
+    pairs: list[tuple[str, str]] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for name, heading in value.items():
+        label = str(name).strip()
+        if not isinstance(heading, str) or not heading.strip():
+            problems.append(f"section “{label}”: the heading must be a non-empty string (e.g. \"## 1. Timeouts\")")
+        elif not label:
+            problems.append(f"a section name is empty (heading {heading.strip()!r})")
+        elif normalize_term(label) in seen:
+            problems.append(f"section “{label}” is named twice; the first one is kept")
+        else:
+            seen.add(normalize_term(label))
+            pairs.append((label, heading.strip()))
+    return tuple(pairs), tuple(problems)
+
+
 def parse_frontmatter_strict(content: str) -> Frontmatter | None:
     """Like `parse_frontmatter` but raises `FrontmatterError` with the reason; `None` means no block at all.
 
@@ -222,6 +250,7 @@ def parse_frontmatter_strict(content: str) -> Frontmatter | None:
         summary=_text(summary),
         category=category,
         extra=extra,
+        sections=parse_sections(extra.get("sections"))[0],
     )
 
 

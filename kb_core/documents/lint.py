@@ -6,7 +6,8 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict
+from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict, parse_sections
+from kb_core.documents.sections import outline
 from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
 from kb_core.errors import KnowledgeBaseError
 from kb_core.retrieval.keyword_index import KnowledgeIndex, split_keywords
@@ -99,6 +100,7 @@ def inspect_upload(
         _kept, ignored = split_keywords(fm.keywords)
         for keyword, reason in ignored:
             findings.append(Finding(WARNING, f"keyword “{keyword}” is ignored by L0: {reason}"))
+        findings.extend(_section_findings(fm, text or ""))
     return UploadPreview(name, category, file_path, fm, tuple(findings), replaces, digest, current)
 
 
@@ -113,3 +115,14 @@ def keyword_clashes(preview: UploadPreview, others_of: Callable[[str], list[str]
         if others:
             found.append(Finding(WARNING, f"L0 will be ambiguous for: {keyword} — also in {', '.join(others)}"))
     return tuple(found)
+
+
+def _section_findings(fm: Frontmatter, text: str) -> list[Finding]:
+    """Frontmatter `sections` an agent could not use: a malformed value, or a heading the body lacks."""
+    findings = [Finding(WARNING, problem) for problem in parse_sections(fm.extra.get("sections"))[1]]
+    if fm.sections:
+        for name in outline(text, fm.sections).missing:
+            heading = dict(fm.sections)[name]
+            findings.append(Finding(WARNING, f"section “{name}” points at “{heading}”, which is not a heading of "
+                                             "this document: it is left out of availableSections"))
+    return findings

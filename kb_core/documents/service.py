@@ -424,7 +424,7 @@ class DocumentService:
                 raise
             raise DocumentError(step, message) from exc
 
-        self._update_l0(file_path, prepared.frontmatter, category)
+        self._update_l0(file_path, prepared.frontmatter, category, prepared.text)
         record = self._metadata.get(doc_id) if doc_id is not None else None
         if record is None:  # pragma: no cover - committed just above
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
@@ -472,9 +472,9 @@ class DocumentService:
             for chunk, text, vector in zip(prepared.chunks, prepared.texts, vectors, strict=True)
         ]
 
-    def _update_l0(self, file_path: str, fm: Frontmatter | None, category: str) -> None:
+    def _update_l0(self, file_path: str, fm: Frontmatter | None, category: str, text: str) -> None:
         if fm is not None:
-            self._index.add(KnowledgeEntry.from_frontmatter(file_path, fm, category))
+            self._index.add(KnowledgeEntry.from_frontmatter(file_path, fm, category, text))
         else:
             self._index.remove(file_path)
 

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from kb_core.documents.cleaning import clean_document
 from kb_core.documents.frontmatter import MAX_BLOCK_BYTES, Frontmatter, parse_frontmatter
+from kb_core.documents.sections import outline
 from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, RankedMatches, Snapshot
 from kb_core.settings import resolve_path
 from kb_core.terms import MAX_KEYWORDS, normalize_term, weak_keyword_reason
@@ -42,10 +43,17 @@ class KnowledgeEntry:
     category: str | None = None
     # frontmatter keywords L0 ignores, with the reason: weak ones (`e`, `的`, `1`) and any beyond the 64th
     ignored_keywords: tuple[tuple[str, str], ...] = ()
+    # `availableSections`, computed when the entry is built (never at lookup time); None: no headings
+    sections: tuple[str, ...] | None = None
+    # frontmatter `sections` found in the body: (curator's name, heading path)
+    section_names: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_frontmatter(cls, file_path: str, fm: Frontmatter, category: str | None = None) -> KnowledgeEntry:
+    def from_frontmatter(cls, file_path: str, fm: Frontmatter, category: str | None = None,
+                         content: str | None = None) -> KnowledgeEntry:
+        """`content` (the whole document) gives the entry its section list."""
         kept, ignored = split_keywords(fm.keywords)
+        shape = outline(content, fm.sections) if content is not None else None
         return cls(
             file_path=file_path,
             title=fm.title,
@@ -53,6 +61,8 @@ class KnowledgeEntry:
             summary=fm.summary,
             category=category or fm.category,
             ignored_keywords=ignored,
+            sections=shape.listed if shape else None,
+            section_names=shape.names if shape else (),
         )
 
 
@@ -96,13 +106,14 @@ class LoadReport:
 _HEAD_BYTES = MAX_BLOCK_BYTES + 8 * 1024  # the frontmatter limit plus room for its delimiters
 
 
-def _read_head(path: Path) -> str:
-    """The start of a file, enough for any acceptable frontmatter block: L0 never needs the body, and the
-    scan should not read megabytes of it at start-up."""
+def _read_head(path: Path) -> tuple[str, bool]:
+    """The start of a file, enough for any acceptable frontmatter block, and whether that is the whole file:
+    the scan reads the rest only for documents that have frontmatter (their section list needs it)."""
     with open(path, "rb") as handle:
         data = handle.read(_HEAD_BYTES)
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
-    return decoder.decode(data, final=len(data) < _HEAD_BYTES)
+    complete = len(data) < _HEAD_BYTES
+    return decoder.decode(data, final=complete), complete
 
 
 class KnowledgeIndex:
@@ -200,8 +211,13 @@ class KnowledgeIndex:
     def _entry_of(self, relative: str) -> KnowledgeEntry | None:
         """One file's L0 entry, read the way the scan reads it (the head only); `None` without frontmatter."""
         display = self.display_path(relative)
-        fm = parse_frontmatter(_read_head(self._base / relative), source=display)
-        return None if fm is None else KnowledgeEntry.from_frontmatter(display, fm, self.category_of(relative))
+        head, complete = _read_head(self._base / relative)
+        fm = parse_frontmatter(head, source=display)
+        if fm is None:
+            return None
+        if not complete:
+            head = (self._base / relative).read_bytes().decode("utf-8-sig")
+        return KnowledgeEntry.from_frontmatter(display, fm, self.category_of(relative), head)
 
     def refresh(self, file_path: str) -> bool:
         """Re-read one document as the scan would and add, replace or remove its entry. Nothing is rebuilt

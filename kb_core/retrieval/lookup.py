@@ -4,7 +4,8 @@ Exactly one L0 hit answers at once with confidence "high" and L1 is not called (
 several L0 hits call L1 once (`top_k=3, category=None`) and add its best chunk as the supplement. Among
 several L0 hits the primary is the best ranked (rarest keyword, then longer keyword); a tie at the top is
 broken by L1's order, then by index order. The primary's content is the frontmatter block plus the cleaned
-body (no licence comments, `<head>` blocks or MDX imports), cut at 2,000 characters.
+body (no licence comments, `<head>` blocks or MDX imports), cut at 2,000 characters; with a `section_title`
+that names one of its sections, that section instead (the L0 -> L1 decision does not depend on it).
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match, RankedMatches
+from kb_core.documents.sections import serve_section
+from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,8 @@ class Primary:
     source: str
     confidence: str  # "high" | "low"
     match_type: str = "exact_L0"
-    available_sections: list[str] | None = None  # reserved by the spec (MVP: always null)
+    available_sections: tuple[str, ...] | None = None  # heading paths or curator's names; None: no headings
+    section: str | None = None  # the heading path served instead of the document's head (`section_title`)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,7 +60,8 @@ class Primary:
             "source": self.source,
             "matchType": self.match_type,
             "confidence": self.confidence,
-            "availableSections": self.available_sections,
+            "availableSections": list(self.available_sections) if self.available_sections is not None else None,
+            "section": self.section,
         }
 
 
@@ -130,14 +134,18 @@ class LookupResult:
     primary: Primary | None
     supplement: Supplement | None
     trace: LookupTrace
+    note: str | None = None  # why a `section_title` was not served ("no section 'X'; available: …")
 
     def to_dict(self) -> dict[str, Any]:
-        """Exactly the spec's JSON (Spec 5): `found`, `primary`, `supplement`."""
-        return {
+        """The spec's JSON (Spec 5): `found`, `primary`, `supplement`, and `note` only when there is one."""
+        payload = {
             "found": self.found,
             "primary": self.primary.to_dict() if self.primary else None,
             "supplement": self.supplement.to_dict() if self.supplement else None,
         }
+        if self.note is not None:
+            payload["note"] = self.note
+        return payload
 
     @property
     def match_types(self) -> tuple[str, ...]:
@@ -191,13 +199,23 @@ class HybridLookup:
 
         primary = None
         primary_reason = ""
+        note = None
         if first is not None:
             first, primary_content, primary_reason = self._break_tie(matches, first, primary_content, l1_hits, stale)
+            entry = matches[first].entry
             primary = Primary(
                 content=primary_content or "",
-                source=matches[first].entry.file_path,
+                source=entry.file_path,
                 confidence="high" if remaining == 1 else "low",
+                available_sections=entry.sections,
             )
+            if isinstance(section_title, str) and section_title.strip():
+                t = time.perf_counter()
+                primary, note = self._serve_section(primary, entry, section_title.strip())
+                timings["section"] = _ms(t)
+        elif isinstance(section_title, str) and section_title.strip():
+            note = (f"section_title '{section_title.strip()}' was not applied: no document matched the query's "
+                    "keywords, and L1 passages are not split by section")
         supplement = None
         if l1_hits:
             best = l1_hits[0]
@@ -227,10 +245,23 @@ class HybridLookup:
             primary_reason=primary_reason,
         )
         result = LookupResult(found=primary is not None or supplement is not None,
-                              primary=primary, supplement=supplement, trace=trace)
+                              primary=primary, supplement=supplement, trace=trace, note=note)
         log.info("[%s] lookup %r: found=%s l0=%d l1=%s in %.1f ms", request_id, query, result.found,
                  remaining, "called" if l1_called else "skipped", timings["total"])
         return result
+
+    def _serve_section(self, primary: Primary, entry: KnowledgeEntry, title: str) -> tuple[Primary, str | None]:
+        """The primary with `content` = the named section (cut like any answer), or unchanged and a note."""
+        text = self._index.read_document(entry.file_path, -1)
+        if text is None:
+            return primary, f"section '{title}' could not be read: the document is gone"
+        served = serve_section(text, title, entry.section_names, entry.sections)
+        if served.content is None:
+            return primary, served.note
+        content = served.content
+        if len(content) > PRIMARY_MAX_CHARS:
+            content = content[:PRIMARY_MAX_CHARS] + "..."
+        return replace(primary, content=content, section=served.path), None
 
     def _first_readable(self, matches: RankedMatches, start: int, stale: list[str]) -> tuple[int | None, str | None]:
         for i in range(start, len(matches)):

@@ -1,0 +1,304 @@
+"""Headings and sections of a Markdown body: what `availableSections` lists and `section_title` serves. Pure.
+
+One heading scanner for the whole project (the chunker uses it too): ATX headings outside fenced code
+(``` and ~~~ fences of any length, indented up to 3 spaces), setext headings (a paragraph underlined with
+`===` or `---`; a `---` after a blank line is a rule, not a heading), closing `#`s stripped. Section names are
+read as rendered: inline markup (code spans, emphasis, links, HTML tags and entities, backslash escapes) is
+removed, so an agent can type what it sees.
+
+Sections are headings `#`-`###`, each named by its heading path ("Attributes > upstream"). A lone leading H1
+is the document's title: when other headings follow, it is not listed and not part of their paths.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from kb_core.documents.cleaning import clean_body
+from kb_core.documents.frontmatter import split_body
+
+MAX_LISTED = 50
+MORE = "…"
+SEPARATOR = " > "
+SECTION_LEVELS = 3
+
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
+_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+# A line that cannot be (the start of) a setext heading's paragraph: list items, quotes, tables, HTML blocks.
+_NOT_PARAGRAPH = re.compile(r"^(?: {4}|\t| {0,3}(?:[-+*][ \t]|\d{1,9}[.)][ \t]|>|\||<))")
+# Cheap prefilter: only these lines can change the scanner's state.
+_INTERESTING = re.compile(r"^[ \t]{0,3}(?:#|`{3}|~{3}|=+[ \t]*$|-+[ \t]*$)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Heading:
+    line: int  # first line of the heading (a setext heading starts at its paragraph)
+    end: int  # the line after the heading (after the underline for setext)
+    level: int
+    raw: str  # as written, closing #s removed
+    text: str  # as rendered
+
+
+def find_headings(lines: Sequence[str]) -> list[Heading]:
+    """Every ATX (levels 1-6) and setext heading outside fenced code, in document order."""
+    headings: list[Heading] = []
+    fence: str | None = None
+    paragraph_start: int | None = None  # first line of the open paragraph (a setext candidate)
+    for i, line in enumerate(lines):
+        if fence is not None:
+            match = _FENCE.match(line)
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) \
+                    and not line.strip()[len(match.group(1)):].strip():
+                fence = None
+            continue
+        if not line.strip():
+            paragraph_start = None
+            continue
+        match = _FENCE.match(line)
+        if match:
+            fence, paragraph_start = match.group(1), None
+            continue
+        atx = _ATX.match(line)
+        if atx:
+            raw = _CLOSING.sub("", atx.group(2) or "").strip()
+            paragraph_start = None
+            if raw:
+                headings.append(Heading(i, i + 1, len(atx.group(1)), raw, render_inline(raw)))
+            continue
+        setext = _SETEXT.match(line)
+        if setext and paragraph_start is not None and paragraph_start >= 0:
+            raw = " ".join(part.strip() for part in lines[paragraph_start:i])
+            headings.append(Heading(paragraph_start, i + 1, 1 if setext.group(1)[0] == "=" else 2, raw,
+                                    render_inline(raw)))
+            paragraph_start = None
+        elif paragraph_start is None:
+            # -1: a list, quote, table or HTML block runs until the next blank line; its lines are no paragraph
+            paragraph_start = None if setext else (-1 if _NOT_PARAGRAPH.match(line) else i)
+    return headings
+
+
+def may_have_headings(text: str) -> bool:
+    """False when no line could be a heading: skips the line scan for plain bodies."""
+    return _INTERESTING.search(text) is not None
+
+
+# -- rendering ----------------------------------------------------------------------------------------------
+_CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
+_ESCAPE = re.compile(r"\\([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
+_IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\](?:\([^)]*\)|\[[^\]]*\])?")
+_AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]+)>", re.IGNORECASE)
+_TAG = re.compile(r"</?[A-Za-z][\w-]*(?:\s[^<>]*)?/?>")
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_EMPHASIS_STAR = re.compile(r"\*(?=\S)(.+?)(?<=\S)\*")
+_EMPHASIS_UNDERSCORE = re.compile(r"(?<![\w])_(?=\S)(.+?)(?<=\S)_(?![\w])")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_SPACES = re.compile(r"\s+")
+_ESCAPED_BASE = 0xF0000  # a private-use plane: escaped characters wait there while markup is removed
+
+
+def render_inline(text: str) -> str:
+    """Heading text as a reader sees it: `` `limit_req` `` -> limit_req, `[A](u)` -> A, `&amp;` -> &."""
+    if not any(c in text for c in "`\\[<&*_~"):
+        return _SPACES.sub(" ", text).strip()
+    out: list[str] = []
+    position = 0
+    for code in _CODE_SPAN.finditer(text):
+        out.append(_render_plain(text[position : code.start()]))
+        out.append(code.group(2).strip() or code.group(2))
+        position = code.end()
+    out.append(_render_plain(text[position:]))
+    return _SPACES.sub(" ", "".join(out)).strip()
+
+
+def _render_plain(text: str) -> str:
+    text = _ESCAPE.sub(lambda m: chr(_ESCAPED_BASE + ord(m.group(1))), text)
+    text = _IMAGE_OR_LINK.sub(lambda m: m.group(1), text)
+    text = _AUTOLINK.sub(lambda m: m.group(1), text)
+    text = _TAG.sub("", text)
+    for pattern in (_STRONG, _STRIKE):
+        text = pattern.sub(lambda m: m.group(m.lastindex), text)
+    text = _EMPHASIS_STAR.sub(lambda m: m.group(1), text)
+    text = _EMPHASIS_UNDERSCORE.sub(lambda m: m.group(1), text)
+    text = html.unescape(text)
+    return "".join(chr(ord(c) - _ESCAPED_BASE) if ord(c) >= _ESCAPED_BASE + 32 and ord(c) < _ESCAPED_BASE + 128
+                   else c for c in text)
+
+
+def heading_line_text(heading_line: str) -> str:
+    """`"## 1. 超时类错误"` (a frontmatter `sections` value) -> `"1. 超时类错误"`, rendered."""
+    atx = _ATX.match(heading_line.strip())
+    raw = _CLOSING.sub("", atx.group(2) or "").strip() if atx else heading_line.strip()
+    return render_inline(raw)
+
+
+def normalize(text: str) -> str:
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+# -- sections -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Section:
+    path: tuple[str, ...]
+    heading: Heading
+    end: int  # the line after its last sub-section
+    listed: bool = True  # False for the title H1, which is matched but not listed
+
+    @property
+    def title(self) -> str:
+        return SEPARATOR.join(self.path)
+
+
+def document_sections(lines: Sequence[str], headings: Sequence[Heading] | None = None) -> list[Section]:
+    """The `#`-`###` sections of a body's lines, each with its path and extent. Repeated paths get " (2)"."""
+    found = [h for h in (find_headings(lines) if headings is None else headings) if h.level <= SECTION_LEVELS]
+    h1 = [h for h in found if h.level == 1]
+    title = found[0] if len(found) > 1 and len(h1) == 1 and found[0] is h1[0] else None
+    sections: list[Section] = []
+    stack: list[tuple[int, str]] = []
+    seen: dict[tuple[str, ...], int] = {}
+    for i, heading in enumerate(found):
+        end = next((h.line for h in found[i + 1 :] if h.level <= heading.level), len(lines))
+        if heading is title:
+            sections.append(Section((heading.text,), heading, end, listed=False))
+            continue
+        while stack and stack[-1][0] >= heading.level:
+            stack.pop()
+        name = heading.text
+        path = (*[n for _, n in stack], name)
+        seen[path] = seen.get(path, 0) + 1
+        if seen[path] > 1:
+            name = f"{name} ({seen[path]})"
+            path = (*path[:-1], name)
+        stack.append((heading.level, name))
+        sections.append(Section(path, heading, end))
+    return sections
+
+
+def named_sections(sections: Sequence[Section], mapping: Mapping[str, str]) -> tuple[list[tuple[str, Section]],
+                                                                                     list[str]]:
+    """([(curator's name, its section)], names whose heading is not in the body). A heading line matches a
+    section's heading text (or path); among equal texts the one at the written level wins, then the first."""
+    found: list[tuple[str, Section]] = []
+    missing: list[str] = []
+    for name, line in mapping.items():
+        wanted = normalize(heading_line_text(line))
+        level = len(line.strip()) - len(line.strip().lstrip("#"))
+        candidates = [s for s in sections if wanted and wanted in (normalize(s.heading.text), normalize(s.title))]
+        at_level = [s for s in candidates if s.heading.level == level]
+        chosen = (at_level or candidates or [None])[0]
+        if chosen is None:
+            missing.append(name)
+        else:
+            found.append((name, chosen))
+    return found, missing
+
+
+def listed_sections(sections: Sequence[Section], names: Sequence[tuple[str, Section]] = ()) -> tuple[str, ...] | None:
+    """`availableSections`: the curator's names when there are any, else the heading paths in document order;
+    at most 50 and then "…"; None without headings."""
+    listed = [name for name, _ in names] or [s.title for s in sections if s.listed]
+    if not listed:
+        return None
+    return tuple(listed[:MAX_LISTED]) + ((MORE,) if len(listed) > MAX_LISTED else ())
+
+
+@dataclass(frozen=True)
+class SectionMatch:
+    section: Section | None
+    note: str | None  # why nothing was served ("no section 'X'; available: …", "ambiguous: …")
+
+
+def match_section(sections: Sequence[Section], title: str, names: Sequence[tuple[str, str]] = (),
+                  available: Sequence[str] | None = None) -> SectionMatch:
+    """NFKC + casefold on a curator's name, the heading text or the heading path: exact first, then the unique
+    section that contains it; a title with markup that matches nothing is tried again as rendered.
+    `names` are (name, heading path) pairs."""
+    result = _match(sections, title, names)
+    rendered = render_inline(title)
+    if result.section is None and result.note is None and rendered != title.strip():
+        result = _match(sections, rendered, names)
+    if result.section is None and result.note is None:
+        shown = ", ".join(available or ()) or "none"
+        return SectionMatch(None, f"no section '{title}'; available: {shown}")
+    return result
+
+
+def _match(sections: Sequence[Section], title: str, names: Sequence[tuple[str, str]]) -> SectionMatch:
+    wanted = normalize(title)
+    if not wanted:
+        return SectionMatch(None, None)
+    by_path = {s.title: s for s in sections}
+    keys: list[tuple[Section, tuple[str, ...]]] = []
+    for section in sections:
+        own = [normalize(name) for name, path in names if path == section.title]
+        keys.append((section, (*own, normalize(section.heading.text), normalize(section.title))))
+    exact = _unique([s for s, k in keys if wanted in k])
+    if not exact:
+        # A path contains every ancestor's name: containment looks at paths only when the title names one.
+        contained = _unique([s for s, k in keys if any(wanted in key for key in (k if ">" in wanted else k[:-1]))])
+        exact = contained
+    if len(exact) == 1:
+        return SectionMatch(exact[0], None)
+    if exact:
+        return SectionMatch(None, "ambiguous: " + ", ".join(s.title for s in exact if s.title in by_path))
+    return SectionMatch(None, None)
+
+
+def _unique(sections: list[Section]) -> list[Section]:
+    return list({id(s): s for s in sections}.values())
+
+
+def section_text(lines: Sequence[str], section: Section) -> str:
+    """The section as written: its heading, its text and its sub-sections."""
+    return "\n".join(lines[section.heading.line : section.end]).strip("\n")
+
+
+# -- a whole document ---------------------------------------------------------------------------------------
+_BOILERPLATE = re.compile(r"<!--|<head|^(?:import|export)\s", re.IGNORECASE | re.MULTILINE)
+
+
+def body_text(content: str) -> str:
+    """The document's body as an answer shows it: frontmatter and boilerplate removed (`cleaning`)."""
+    body = split_body(content)
+    return clean_body(body) if _BOILERPLATE.search(body) else body
+
+
+@dataclass(frozen=True)
+class Outline:
+    """What the L0 entry keeps: computed once at index time, never at lookup time."""
+
+    listed: tuple[str, ...] | None  # `availableSections`
+    names: tuple[tuple[str, str], ...] = ()  # (curator's name, heading path) from frontmatter `sections`
+    missing: tuple[str, ...] = ()  # curator's names whose heading is not in the body
+
+
+def outline(content: str, named: Sequence[tuple[str, str]] = ()) -> Outline:
+    body = body_text(content)
+    if not may_have_headings(body):
+        return Outline(None, (), tuple(name for name, _ in named))
+    sections = document_sections(body.splitlines())
+    found, missing = named_sections(sections, dict(named))
+    return Outline(listed_sections(sections, found), tuple((n, s.title) for n, s in found), tuple(missing))
+
+
+@dataclass(frozen=True)
+class ServedSection:
+    content: str | None  # None: nothing served (see `note`)
+    path: str | None
+    note: str | None
+
+
+def serve_section(content: str, title: str, names: Sequence[tuple[str, str]] = (),
+                  available: Sequence[str] | None = None) -> ServedSection:
+    """The section of a whole document that `title` names, as written (cleaned like the normal answer)."""
+    lines = body_text(content).splitlines()
+    match = match_section(document_sections(lines), title, names, available)
+    if match.section is None:
+        return ServedSection(None, None, match.note)
+    return ServedSection(section_text(lines, match.section), match.section.title, None)
