@@ -100,7 +100,10 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
         if not edit.changed:
             st.caption("Change the list to see the preview; nothing is written until you save.")
             return
-        st.markdown("Change: " + " ".join([*(f"~~`{k}`~~" for k in edit.removed), *(f"**`{k}`**" for k in edit.added)]))
+        st.markdown("  \n".join(part for part in (
+            "Removed: " + ", ".join(f"`{k}`" for k in edit.removed) if edit.removed else "",
+            "Added: " + ", ".join(f"`{k}`" for k in edit.added) if edit.added else "",
+            "Order changed" if not edit.removed and not edit.added else "") if part))
         render_preview(edit.file_name, edit.preview)
         st.button("Save and re-index", type="primary", key="kw-save", disabled=not edit.preview.can_upload,
                   on_click=_save, args=(kb, edit))
