@@ -10,12 +10,14 @@ from dataclasses import dataclass
 from kb_core.agent.tool import CallRecorder, LookupTool, ToolResponse
 from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
 from kb_core.documents.folder_watcher import FolderWatcher
+from kb_core.documents.keyword_edit import KeywordEdit, check_unchanged, current_keywords, prepare_keyword_edit
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.service import (
     DeleteOutcome,
     DocumentService,
     RecoveryReport,
     ReindexReport,
+    RemovalReport,
     RepairReport,
     SyncReport,
     UploadOutcome,
@@ -24,6 +26,7 @@ from kb_core.errors import KnowledgeBaseError
 from kb_core.progress import Progress
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KeywordClaim, KnowledgeIndex
+from kb_core.retrieval.keyword_map import KeywordHit, KeywordMap, keyword_hits, keyword_map
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
 from kb_core.settings import Settings
@@ -145,6 +148,36 @@ class KnowledgeBase:
 
     def keyword_map(self) -> list[KeywordClaim]:
         return self.index.keyword_map()
+
+    def keyword_summary(self) -> KeywordMap:
+        """The keyword map with L0's own predictions: clashes, overlaps, generic and weak keywords."""
+        return keyword_map(self.index.snapshot)
+
+    def keyword_documents(self, keyword: str, limit: int = 200) -> list[KeywordHit]:
+        """The documents a query of just `keyword` returns from L0, ranked, with the keywords that matched."""
+        return keyword_hits(self.index.snapshot, keyword, limit)
+
+    def document_keywords(self, file_path: str) -> tuple[str, ...]:
+        """The keywords a document's frontmatter lists on disk, as written."""
+        return current_keywords(self.index, file_path, max_bytes=self.settings.max_upload_bytes)
+
+    def prepare_keyword_edit(self, file_path: str, keywords: Sequence[str]) -> KeywordEdit:
+        """The document rewritten with new frontmatter keywords (nothing else changed), and its upload preview."""
+        return prepare_keyword_edit(self.index, file_path, keywords, max_bytes=self.settings.max_upload_bytes)
+
+    def save_keyword_edit(self, edit: KeywordEdit, *, progress: Progress | None = None) -> UploadOutcome:
+        """Write a prepared keyword edit through the normal upload path, unless the file changed since."""
+        check_unchanged(self.index, edit)
+        return self.upload(edit.file_name, edit.data, edit.category, progress=progress)
+
+    def missing_files(self) -> list[DocumentRecord]:
+        """Documents whose file has gone from disk."""
+        return self._documents.missing_files()
+
+    def remove_missing(self) -> RemovalReport:
+        """Remove documents whose file has gone from the database, Milvus and L0."""
+        self._status_cache = None
+        return self._documents.remove_missing()
 
     def categories(self) -> list[str]:
         """Categories in use: folders under the knowledge base and categories of stored documents."""

@@ -125,10 +125,12 @@ def test_two_uploaded_files_show_up_in_documents_and_one_can_be_deleted(app_root
     table = at.dataframe[0].value
     assert set(table["file"]) == {"knowledge_base/api/payment-errors.md", "knowledge_base/api/refunds.md"}
 
-    at.selectbox(key="inspect").set_value("knowledge_base/api/refunds.md (#2)").run()
+    frame = at.dataframe[0]  # a click on the row inspects the document
+    at.session_state[frame.key] = {"selection": {"rows": [list(table["id"]).index(2)], "columns": [], "cells": []}}
+    at.run()
     at.button(key="delete-2").click().run()
-    assert "Delete for good" in at.warning[0].value
-    next(b for b in at.button if b.label == "Confirm delete").click().run()
+    assert "for good" in at.warning[0].value
+    at.button(key="confirm-delete-2").click().run()
     assert not at.exception
     assert "deleted knowledge_base/api/refunds.md" in at.success[0].value
     assert set(at.dataframe[0].value["file"]) == {"knowledge_base/api/payment-errors.md"}
@@ -258,7 +260,7 @@ def test_playground_blank_query_shows_the_tool_error(synced_sample):
 
 
 def test_keyword_map_lists_collisions_first(synced_sample):
-    at = run_page("documents")
+    at = run_page("documents", documents_tab="Keyword map")
     assert at.metric[0].value == "1"  # "超时" is claimed twice in the sample
     frames = [f.value for f in at.dataframe if "keyword" in f.value.columns]
     assert frames[0].iloc[0]["keyword"] == "超时"

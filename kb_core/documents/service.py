@@ -37,7 +37,7 @@ from kb_core.storage.vector_store import FULLTEXT_PROFILE
 log = logging.getLogger(__name__)
 
 __all__ = ["DeleteOutcome", "DocumentError", "DocumentService", "Progress", "RecoveryReport", "ReindexReport",
-           "RepairReport", "SyncReport",
+           "RemovalReport", "RepairReport", "SyncReport",
            "UploadOutcome"]
 
 @dataclass(frozen=True)
@@ -100,6 +100,12 @@ class RepairReport:
 @dataclass(frozen=True)
 class ReindexReport:
     reindexed: tuple[str, ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RemovalReport:
+    removed: tuple[str, ...] = ()
     failed: tuple[tuple[str, str], ...] = ()
 
 
@@ -680,6 +686,33 @@ class DocumentService:
                               deleted=tuple(deleted), sync=synced, failed=tuple(failed))
         log.info("repair: %s", report.summary())
         return report
+
+    def missing_files(self) -> list[DocumentRecord]:
+        """Documents whose file has gone from disk (deleted or moved by hand), not in the middle of a write."""
+        return [r for r in self._metadata.list_documents() if r.pending_operation is None and not self._on_disk(r)]
+
+    def _on_disk(self, row: DocumentRecord) -> bool:
+        path = self._index.lexical_path(row.file_path)
+        return path is not None and path.is_file()
+
+    def remove_missing(self) -> RemovalReport:
+        """Delete the rows, vectors and L0 entries of documents whose file has gone (what `repair(delete_missing=
+        True)` does, without the rest of a repair). A file that is back by the time its lock is held stays."""
+        removed: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for row in self.missing_files():
+            try:
+                with self._locked(row.file_path):
+                    current = self._metadata.get(row.id)
+                    if current is None or current.pending_operation is not None or self._on_disk(current):
+                        continue
+                    self._metadata.set_pending(row.id, "delete", self._owner)
+                    self._finish_delete(current)
+                removed.append(row.file_path)
+            except KnowledgeBaseError as exc:
+                failed.append((row.file_path, str(exc)))
+        log.info("removed %d documents whose file had gone (%d failed)", len(removed), len(failed))
+        return RemovalReport(tuple(removed), tuple(failed))
 
     def sync(self, *, progress: Progress = no_progress) -> SyncReport:
         """Index `.md` files placed under the knowledge base by hand; report rows whose file has gone."""

@@ -382,6 +382,11 @@ class KnowledgeIndex:
         return sorted(result, key=lambda c: (not c.collides, c.weak is not None, -len(c.file_paths),
                                              normalize_term(c.keyword)))
 
+    @property
+    def snapshot(self) -> Snapshot:
+        """The current immutable snapshot (the keyword map is computed once per snapshot)."""
+        return self._snapshot
+
     def claimants(self, keyword: str) -> list[str]:
         """Documents whose keywords equal `keyword` after normalisation."""
         snapshot = self._snapshot

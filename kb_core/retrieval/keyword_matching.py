@@ -249,6 +249,11 @@ class RankedMatches(Sequence[L0Match]):
         found = np.flatnonzero(self._chunks[0] == position)
         return int(found[0]) if len(found) else None
 
+    @property
+    def matched_terms(self) -> tuple[str, ...]:
+        """The normalised keywords that counted for this query (the keyword map explains overlaps with them)."""
+        return tuple(self._snapshot.terms[t] for t in sorted(self._counting))
+
     # -- Sequence ------------------------------------------------------------------------------------
     def __len__(self) -> int:
         return self._total

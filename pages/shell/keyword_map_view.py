@@ -1,0 +1,109 @@
+"""The Documents page's keyword map: what makes L0 ambiguous, the documents behind a keyword, and the edit
+that fixes a document's keywords in place (preview and lint as on the Upload page, saved through upload)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from kb_core import KnowledgeBase, KnowledgeBaseError
+from kb_core.retrieval.keyword_map import GENERIC_MIN_DOCUMENTS
+from pages.shell.views import flash, render_preview, selected_row, show_flash, table_key
+
+PROBLEMS, ALL = "Problems only", "All keywords"
+KIND_LABELS = {"generic": "⚠️ generic", "clash": "⚠️ clash", "overlap": "⚠️ overlap", "weak": "🚫 weak",
+               "shadows": "shadows (harmless)", "ok": ""}
+
+
+def render_keyword_map(kb: KnowledgeBase) -> None:
+    try:
+        summary = kb.keyword_summary()
+    except KnowledgeBaseError as exc:
+        st.error(str(exc))
+        return
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Ambiguous keywords", len(summary.ambiguous), help="A query of just this keyword returns several "
+              "documents: the answer gets confidence 'low' and an L1 supplement instead of one exact answer.")
+    m2.metric("Identical in several documents", len(summary.clashes))
+    m3.metric("Inside a longer keyword", len(summary.overlaps), help="`APISIX` inside `Apache APISIX` of another "
+              "document: a query of just `APISIX` hits both. A query naming `Apache APISIX` hits only its own "
+              "documents (the longest keyword in the query wins), so the longer keyword is harmless.")
+    m4.metric("Weak (ignored by L0)", len(summary.weak), help="Shorter than 2 characters, only digits or "
+              "punctuation, a stop word, or beyond a document's 64th keyword: they would match almost anything.")
+    if summary.generic:
+        st.caption(f"Generic (claimed by {GENERIC_MIN_DOCUMENTS}+ documents, most first): " + ", ".join(
+            f"`{r.keyword}` ({len(r.file_paths)})" for r in summary.generic[:12]))
+
+    f1, f2 = st.columns([1, 2])
+    view = f1.radio("Show", [PROBLEMS, ALL], key="kw_filter", horizontal=True)
+    needle = f2.text_input("Find a keyword", key="kw_search").strip().casefold()
+    rows = [r for r in (summary.problems if view == PROBLEMS else summary.rows)
+            if not needle or needle in r.keyword.casefold()]
+    st.caption(f"{len(rows)} of {len(summary)} keywords · click a row to see its documents and fix them")
+    if not rows:
+        st.success("No keyword makes L0 ambiguous." if view == PROBLEMS and not needle else "No keyword matches.")
+        show_flash("keyword-edit")
+        return
+    event = st.dataframe(
+        [{"keyword": r.keyword, "problem": KIND_LABELS[r.kind], "documents": len(r.file_paths),
+          "hits for the bare keyword": r.hits, "why": r.explain(),
+          "claimed by": ", ".join(r.file_paths[:3]) + (f" +{len(r.file_paths) - 3}" if len(r.file_paths) > 3 else "")}
+         for r in rows],
+        hide_index=True, on_select="rerun", selection_mode="single-row",
+        key=table_key("keyword-table", (f"{r.keyword}|{r.kind}|{r.hits}" for r in rows)),
+        column_config={"why": st.column_config.TextColumn(width="large")},
+    )
+    show_flash("keyword-edit")
+    row = selected_row(event)
+    if row is not None and row < len(rows):
+        _render_keyword(kb, rows[row])
+
+
+def _save(kb: KnowledgeBase, edit) -> None:
+    try:
+        outcome = kb.save_keyword_edit(edit)
+    except KnowledgeBaseError as exc:
+        flash("keyword-edit", "error", str(exc))
+        return
+    changes = [*(f"−{k}" for k in edit.removed), *(f"+{k}" for k in edit.added)]
+    flash("keyword-edit", "success", f"{edit.file_path}: keywords saved and the document {outcome.action} "
+          f"({', '.join(changes)}). The map below is up to date.")
+
+
+def _render_keyword(kb: KnowledgeBase, row) -> None:
+    with st.container(border=True):
+        st.subheader(f"“{row.keyword}”")
+        st.caption(row.explain())
+        hits = kb.keyword_documents(row.keyword)
+        st.dataframe([{"document": h.file_path, "title": h.title, "matched by": ", ".join(h.matched_by),
+                       "how": "claims it" if h.claims else "a longer keyword contains it"} for h in hits],
+                     hide_index=True, key=table_key("keyword-hits", [row.keyword]))
+        if len(hits) < row.hits:
+            st.caption(f"The first {len(hits)} of {row.hits} documents.")
+        if not hits:
+            return
+        paths = [h.file_path for h in hits]
+        target = st.selectbox("Edit the keywords of", paths, key=table_key("kw-edit-doc", [row.keyword]))
+        try:
+            current = kb.document_keywords(target)
+        except KnowledgeBaseError as exc:
+            st.error(str(exc))
+            return
+        text = st.text_area("Keywords (one per line)", "\n".join(current), height=160,
+                            key=table_key("kw-text", [target, *current]),
+                            help="Rewrites only the `keywords` of the file's frontmatter; comments, other fields "
+                                 "and the body stay as they are. Saved through the normal upload path.")
+        try:
+            edit = kb.prepare_keyword_edit(target, text.splitlines())
+        except KnowledgeBaseError as exc:
+            st.error(str(exc))
+            return
+        if not edit.changed:
+            st.caption("Change the list to see the preview; nothing is written until you save.")
+            return
+        st.markdown("  \n".join(part for part in (
+            "Removed: " + ", ".join(f"`{k}`" for k in edit.removed) if edit.removed else "",
+            "Added: " + ", ".join(f"`{k}`" for k in edit.added) if edit.added else "",
+            "Order changed" if not edit.removed and not edit.added else "") if part))
+        render_preview(edit.file_name, edit.preview)
+        st.button("Save and re-index", type="primary", key="kw-save", disabled=not edit.preview.can_upload,
+                  on_click=_save, args=(kb, edit))

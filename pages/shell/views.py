@@ -1,0 +1,59 @@
+"""Small rendering helpers shared by the console pages (no kb_core calls of their own)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import streamlit as st
+
+_SHOW = {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}
+
+
+def render_preview(file_name: str, preview, *, expanded: bool = True) -> None:
+    """An upload preview as the Upload page shows it: target path, title, summary, keywords and the lint."""
+    icon = "❌" if not preview.can_upload else ("⚠️" if preview.findings else "✅")
+    with st.expander(f"{icon} {file_name} → {preview.file_path or 'not accepted'}", expanded=expanded):
+        fm = preview.frontmatter
+        if fm is not None:
+            st.markdown(f"**{fm.title or '(no title)'}**  \n{fm.summary or '(no summary)'}")
+            st.markdown("Keywords: " + (" ".join(f"`{k}`" for k in fm.keywords) or "(none)"))
+        for finding in preview.findings:
+            _SHOW[finding.severity](finding.message)
+
+
+def table_key(prefix: str, items: Iterable[object]) -> str:
+    """A widget key that changes with the rows shown: a row selection never points at a row that moved."""
+    digest = hashlib.sha1("\x1f".join(map(str, items)).encode("utf-8")).hexdigest()[:10]
+    return f"{prefix}-{digest}"
+
+
+def selected_row(event) -> int | None:
+    """The selected row of a single-row `st.dataframe` selection event, or None."""
+    rows = event.selection.rows if event is not None else []
+    return rows[0] if rows else None
+
+
+def field_value(value: Any) -> str:
+    """A frontmatter value as one readable cell: lists joined, mappings as compact JSON, never `{...}`."""
+    if value is None:
+        return "—"
+    if isinstance(value, list) and all(not isinstance(v, (list, dict)) for v in value):
+        return ", ".join(str(v) for v in value) or "—"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value) or "—"
+
+
+def show_flash(slot: str) -> None:
+    """Show and drop the message a callback left for this place on the page (where the user is looking)."""
+    flash = st.session_state.pop(f"flash-{slot}", None)
+    if flash:
+        kind, message = flash
+        _SHOW[kind](message)
+
+
+def flash(slot: str, kind: str, message: str) -> None:
+    st.session_state[f"flash-{slot}"] = (kind, message)

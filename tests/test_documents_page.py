@@ -1,0 +1,225 @@
+"""The Documents page at realistic scale, with AppTest against real stores (SQLite, Milvus Lite): the keyword
+map's filter, click and in-place edit; row selection into the inspector, chunk search, the L1-only badge,
+deleting from the inspector and removing documents whose file has gone.
+
+The fixture is tests/fixtures/realistic_kb (49 English and Chinese product documents) plus one document with
+extra frontmatter fields, synced once per module and copied for each test (a sync takes seconds)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from conftest import NO_MODEL, make_settings
+from streamlit.testing.v1 import AppTest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+APP = str(Path(__file__).resolve().parent / "app_entry.py")
+ZH_LIMIT_REQ = "knowledge_base/gateway-zh/limit-req.md"
+EN_LIMIT_REQ = "knowledge_base/gateway/limit-req.md"
+RUNBOOK = "knowledge_base/ops/runbook-high-latency.md"  # no frontmatter: L1 only
+EXTRA = "knowledge_base/gateway/plugin-config.md"
+EXTRA_DOC = """---
+# Generated from the plugin reference; keep the order of keys.
+title: Plugin configuration
+keywords: [plugin_attr, "plugin config", 插件配置]
+summary: Where plugin attributes live and how a reload picks them up.
+sidebar_position: 4
+tags: [config, reload]
+sections:
+  reload: Reloading plugins
+  attrs: Global attributes
+---
+
+# Plugin configuration
+
+Global plugin attributes live under `plugin_attr` in config.yaml. A reload through the Admin API picks up
+changes without restarting workers.
+"""
+
+
+@pytest.fixture(scope="module")
+def synced_template(tmp_path_factory) -> Path:
+    from kb_core import open_knowledge_base
+
+    root = tmp_path_factory.mktemp("realistic")
+    shutil.copytree(FIXTURES / "realistic_kb", root / "knowledge_base")
+    (root / EXTRA).write_text(EXTRA_DOC, encoding="utf-8")
+    kb = open_knowledge_base(make_settings(root))
+    kb.sync()
+    kb.close()
+    return root
+
+
+@pytest.fixture
+def root(synced_template, tmp_path, monkeypatch) -> Path:
+    """A private copy of the synced stores; the app opens them through the usual settings."""
+    root = tmp_path / "app"
+    shutil.copytree(synced_template, root, ignore=shutil.ignore_patterns("*.lock", "*.locks"))
+    monkeypatch.setenv("KB_APP_ROOT", str(root))
+    monkeypatch.setenv("KB_EMBEDDING_MODEL", NO_MODEL)
+    for name in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    st.cache_resource.clear()  # the cache outlives AppTest runs in one process
+    yield root
+    st.cache_resource.clear()
+
+
+def documents_page(tab: str = "Documents") -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.session_state["documents_tab"] = tab
+    at.run()
+    at.switch_page("../pages/documents.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def table(at: AppTest, column: str):
+    """The first dataframe with `column` (its element and its rows as a DataFrame)."""
+    frame = next(f for f in at.dataframe if column in f.value.columns)
+    return frame, frame.value
+
+
+def click_row(at: AppTest, column: str, value: str, *, table_with: str | None = None) -> AppTest:
+    """Select the row whose `column` equals `value` (in the first table with `table_with`, default `column`), as
+    a click on it in the browser does."""
+    frame, rows = table(at, table_with or column)
+    index = list(rows[column]).index(value)
+    at.session_state[frame.key] = {"selection": {"rows": [index], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def markdown_text(at: AppTest) -> str:
+    return " ".join(m.value for m in at.markdown)
+
+
+# -- keyword map ---------------------------------------------------------------------------------------------
+def test_keyword_map_shows_problems_only_by_default_and_all_on_demand(root):
+    at = documents_page("Keyword map")
+    metrics = {m.label: int(m.value) for m in at.metric}
+    _, problems = table(at, "hits for the bare keyword")
+    kinds = dict(zip(problems["keyword"], problems["problem"], strict=True))
+    # generic first, most claimed first; an identical clash; an overlap (`API` inside `API Gateway` etc.); weak
+    assert list(problems["keyword"][:2]) == ["Apache Lumen", "Kestrel"]
+    assert kinds["limit-req"] == "⚠️ clash" and kinds["API"] == "⚠️ overlap" and kinds["2.0"] == "🚫 weak"
+    assert problems.set_index("keyword").loc["API", "hits for the bare keyword"] == 8
+    assert "inside “API 网关”" in problems.set_index("keyword").loc["API", "why"]
+    # shadowing is harmless and unique keywords are fine: neither is a problem
+    assert "API Gateway" in kinds and "Admin API" not in kinds and "leaky bucket" not in kinds
+    assert metrics["Ambiguous keywords"] == sum(k.startswith("⚠️") for k in kinds.values())
+    assert metrics["Inside a longer keyword"] == sum(k == "⚠️ overlap" for k in kinds.values())
+
+    at.radio(key="kw_filter").set_value("All keywords").run()
+    _, everything = table(at, "hits for the bare keyword")
+    kinds = dict(zip(everything["keyword"], everything["problem"], strict=True))
+    assert kinds["Admin API"] == "shadows (harmless)" and kinds["leaky bucket"] == ""
+    assert len(everything) > len(problems)
+
+
+def test_clicking_a_keyword_lists_the_documents_a_bare_query_returns(root):
+    at = click_row(documents_page("Keyword map"), "keyword", "API", table_with="hits for the bare keyword")
+    assert "“API”" in [h.value for h in at.subheader]
+    _, hits = table(at, "matched by")
+    how = dict(zip(hits["document"], hits["how"], strict=True))
+    assert len(hits) == 8
+    assert how["knowledge_base/gateway/admin-api.md"] == "claims it"
+    assert how["knowledge_base/gateway/key-auth.md"] == "a longer keyword contains it"
+
+
+def test_editing_keywords_rewrites_only_the_keywords_and_l0_follows(root):
+    path = root / ZH_LIMIT_REQ
+    before = path.read_bytes()
+    at = click_row(documents_page("Keyword map"), "keyword", "limit-req",
+                   table_with="hits for the bare keyword")
+    next(s for s in at.selectbox if s.label == "Edit the keywords of").set_value(ZH_LIMIT_REQ).run()
+    box = next(t for t in at.text_area if t.label == "Keywords (one per line)")
+    assert box.value.splitlines() == ["Apache Lumen", "插件", "limit-req", "限流"]
+    box.set_value("Apache Lumen\n插件\n限流\n漏桶限流\n").run()
+    assert not at.exception, at.exception
+    assert any(f"{ZH_LIMIT_REQ}" in e.label for e in at.expander)  # the upload preview of the rewritten file
+    assert any("replaces the existing" in i.value for i in at.info)
+    assert path.read_bytes() == before  # the preview writes nothing
+    at.button(key="kw-save").click().run()
+    assert not at.exception, at.exception
+    assert any("keywords saved" in s.value for s in at.success)
+
+    expected = before.replace("  - limit-req\n  - 限流\n".encode(), "  - 限流\n  - 漏桶限流\n".encode())
+    assert expected != before and path.read_bytes() == expected  # every other byte as it was
+    _, problems = table(at, "hits for the bare keyword")
+    assert "limit-req" not in set(problems["keyword"])  # no longer ambiguous
+
+    at.switch_page("../pages/playground.py").run()
+    for query, source in (("limit-req", EN_LIMIT_REQ), ("漏桶限流", ZH_LIMIT_REQ)):
+        at.text_input(key="query").set_value(query)
+        at.button[0].click().run()
+        raw = at.code[0].value
+        assert f'"source": "{source}"' in raw and '"confidence": "high"' in raw, (query, raw)
+
+
+# -- documents and the inspector ------------------------------------------------------------------------------
+def test_clicking_a_row_inspects_it_and_its_chunks_can_be_searched(root):
+    at = click_row(documents_page(), "file", EN_LIMIT_REQ)
+    assert "limit-req" in [h.value for h in at.subheader]
+    assert {"Content", "Frontmatter", "Raw file", "Chunks"} <= {t.label for t in at.tabs}
+    raw = next(c.value for c in at.code)
+    assert raw == (root / EN_LIMIT_REQ).read_text(encoding="utf-8").rstrip("\n")  # st.code drops the last break
+    doc_id = int(table(at, "file")[1].set_index("file").loc[EN_LIMIT_REQ, "id"])
+    search = at.text_input(key=f"chunk-search-{doc_id}")
+    total = int(next(c.value for c in at.caption if " chunks" in c.value and " of " in c.value).split(" of ")[1]
+                .split()[0])
+    search.set_value("nodelay").run()
+    caption = next(c.value for c in at.caption if "contain “nodelay”" in c.value)
+    found = int(caption.split(" of ")[0])
+    assert 0 < found < total
+    assert len([e for e in at.expander if e.label.startswith("#")]) == found
+
+
+def test_other_frontmatter_fields_are_rendered_as_a_table(root):
+    at = click_row(documents_page(), "file", EXTRA)
+    fields = at.table[0].value.set_index("field")["value"].to_dict()
+    assert fields["keywords"] == "plugin_attr, plugin config, 插件配置"
+    assert fields["sidebar_position"] == "4" and fields["tags"] == "config, reload"
+    assert fields["sections"] == '{"reload": "Reloading plugins", "attrs": "Global attributes"}'
+
+
+def test_a_document_without_frontmatter_is_marked_l1_only_and_titled_by_its_file(root):
+    at = documents_page()
+    _, rows = table(at, "file")
+    row = rows.set_index("file").loc[RUNBOOK]
+    assert row["title"] == "runbook-high-latency.md" and row["found by"] == "L1 only"
+    at = click_row(at, "file", RUNBOOK)
+    assert "runbook-high-latency.md" in [h.value for h in at.subheader]
+    assert "L1 only" in markdown_text(at)  # st.badge
+    assert any("reachable through L1 only" in w.value for w in at.warning)
+
+
+def test_deleting_from_the_inspector_confirms_next_to_the_button(root):
+    at = click_row(documents_page(), "file", EXTRA)
+    doc_id = int(table(at, "file")[1].set_index("file").loc[EXTRA, "id"])
+    at.button(key=f"delete-{doc_id}").click().run()
+    assert f"Delete `{EXTRA}` for good" in at.warning[0].value
+    assert (root / EXTRA).exists()
+    at.button(key=f"confirm-delete-{doc_id}").click().run()
+    assert not at.exception, at.exception
+    assert f"deleted {EXTRA}" in at.success[0].value
+    assert EXTRA not in set(table(at, "file")[1]["file"])
+    assert not (root / EXTRA).exists()
+
+
+def test_documents_whose_file_is_gone_are_removed_with_one_click(root):
+    (root / EN_LIMIT_REQ).unlink()
+    (root / RUNBOOK).unlink()
+    at = documents_page()
+    warning = next(w.value for w in at.warning if "file has gone" in w.value)
+    assert EN_LIMIT_REQ in warning and RUNBOOK in warning
+    count = len(table(at, "file")[1])
+    at.button(key="remove-missing").click().run()
+    assert not at.exception, at.exception
+    assert "Removed 2 document(s)" in at.success[0].value
+    assert not [w for w in at.warning if "file has gone" in w.value]
+    files = set(table(at, "file")[1]["file"])
+    assert len(files) == count - 2 and EN_LIMIT_REQ not in files and ZH_LIMIT_REQ in files

@@ -1,0 +1,90 @@
+"""The keyword map predicts what L0 does: every prediction is checked against a real lookup of the keyword."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import doc, write_doc
+
+from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.retrieval.keyword_map import keyword_hits, keyword_map
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def _index(root: Path, matching: str = "words") -> KnowledgeIndex:
+    write_doc(root, "knowledge_base/gateway/intro.md", doc("Apache APISIX", ["Apache APISIX", "API Gateway", "Plugin"]))
+    write_doc(root, "knowledge_base/gateway/routes.md", doc("Routes", ["APISIX", "route", "Plugin"]))
+    write_doc(root, "knowledge_base/gateway/limit.md", doc("limit-req", ["limit-req", "Plugin", "如何", "e", "2.0"]))
+    write_doc(root, "knowledge_base/gateway-zh/limit.md", doc("limit-req 限流", ["limit-req", "限流", "插件"]))
+    write_doc(root, "knowledge_base/gateway/admin.md", doc("Admin API", ["Admin API", "API"]))
+    index = KnowledgeIndex("knowledge_base", app_root=root, matching=matching)
+    index.load()
+    return index
+
+
+def test_an_overlap_is_ambiguous_for_the_shorter_keyword_and_harmless_for_the_longer(tmp_path):
+    index = _index(tmp_path)
+    rows = {r.keyword: r for r in keyword_map(index.snapshot)}
+    apisix, apache = rows["APISIX"], rows["Apache APISIX"]
+    assert apisix.kind == "overlap" and apisix.hits == 2 and apisix.overlaps == ("Apache APISIX",)
+    assert apache.kind == "shadows" and not apache.problem and apache.shadows == ("APISIX",)
+    assert len(index.match("APISIX")) == 2 and len(index.match("Apache APISIX")) == 1  # what L0 really does
+    # `API` is inside `API Gateway` of another document, and inside `Admin API` of its own (that one adds nothing)
+    assert rows["API"].overlaps == ("API Gateway",) and rows["API"].hits == 2
+
+
+def test_clashes_generic_and_weak_keywords(tmp_path):
+    summary = keyword_map(_index(tmp_path).snapshot)
+    rows = {r.keyword: r for r in summary}
+    assert rows["Plugin"].kind == "generic" and len(rows["Plugin"].file_paths) == 3
+    assert rows["limit-req"].kind == "clash" and rows["limit-req"].hits == 2
+    assert {r.keyword: r.weak for r in summary.weak} == {
+        "如何": "a stop word", "e": "shorter than 2 characters", "2.0": "only digits or punctuation"}
+    assert rows["route"].kind == "ok" and not rows["route"].problem
+    assert [r.keyword for r in summary.rows[:3]] == ["Plugin", "limit-req", "API"]  # generic, clash, overlap
+    assert "claimed by 2 documents" in rows["limit-req"].explain()
+    assert "gets 2 hits (confidence low)" in rows["APISIX"].explain()
+
+
+def test_every_prediction_is_what_l0_returns_on_realistic_documents(tmp_path):
+    shutil.copytree(FIXTURES / "realistic_kb", tmp_path / "knowledge_base")
+    for matching in ("words", "substring"):
+        index = KnowledgeIndex("knowledge_base", app_root=tmp_path, matching=matching)
+        index.load()
+        summary = keyword_map(index.snapshot)
+        for row in summary:
+            if row.weak is None:
+                hits = index.match(row.keyword)
+                assert row.hits == len(hits), (matching, row.keyword)
+                assert row.ambiguous == (len(hits) > 1)
+                assert {h.file_path for h in keyword_hits(index.snapshot, row.keyword)} == \
+                    {m.entry.file_path for m in hits}
+        assert summary.overlaps, matching  # the fixture has them (`API` in `API Gateway`, `JWT` in `jwt-auth`)
+
+
+def test_the_substring_rule_makes_both_directions_ambiguous(tmp_path):
+    rows = {r.keyword: r for r in keyword_map(_index(tmp_path, matching="substring").snapshot)}
+    assert rows["APISIX"].ambiguous and rows["Apache APISIX"].ambiguous
+    assert rows["Apache APISIX"].overlaps == ("API", "APISIX")  # plain containment: "API" is in "APISIX" too
+
+
+def test_the_map_is_computed_once_per_snapshot(tmp_path):
+    index = _index(tmp_path)
+    first = keyword_map(index.snapshot)
+    assert keyword_map(index.snapshot) is first
+    write_doc(tmp_path, "knowledge_base/gateway/new.md", doc("New", ["APISIX"]))
+    index.refresh("knowledge_base/gateway/new.md")
+    assert keyword_map(index.snapshot) is not first
+    assert {r.keyword: r for r in keyword_map(index.snapshot)}["APISIX"].hits == 3
+
+
+@pytest.mark.parametrize("keyword, expected", [
+    ("APISIX", {"knowledge_base/gateway/routes.md": True, "knowledge_base/gateway/intro.md": False}),
+    ("2.0", {"knowledge_base/gateway/limit.md": True}),  # weak: the documents carrying it, L0 ignores it
+])
+def test_keyword_hits_say_whether_a_document_claims_the_keyword(tmp_path, keyword, expected):
+    hits = keyword_hits(_index(tmp_path).snapshot, keyword)
+    assert {h.file_path: h.claims for h in hits} == expected
