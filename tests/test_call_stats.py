@@ -77,7 +77,8 @@ def test_needs_attention_groups_by_normalised_query(store):
     assert rows[0] == ("err_timeout", 2, 2, 0, 0)  # most not-found first, spelled as last asked
     assert sorted(rows[1:]) == [("如何优化缓存", 1, 0, 1, 0), ("超时", 1, 0, 0, 1)]
     assert groups[0].last_seen == (NOW - timedelta(hours=1))
-    assert [g.sources for g in groups if g.query == "如何优化缓存"] == [("knowledge_base/domain/cache-optimization.md",)]
+    cache = "knowledge_base/domain/cache-optimization.md"
+    assert [g.sources for g in groups if g.query == "如何优化缓存"] == [(cache,)]
 
 
 def test_confidence_is_logged_with_each_call(open_kb, sample_root):
