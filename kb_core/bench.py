@@ -17,6 +17,9 @@ over many calls, and ratios between variants run in the same process a moment ap
   its own BM25 and with SQLite FTS5 (the embedded default); `VectorSearcher.search` p50/p99 per query class
   (short, Chinese sentence, English sentence, long), the engines alternating per query.
 
+- Pages: every console page's render time (Streamlit AppTest) at 10,000 documents, first render and the
+  median of reruns, with the cached summaries and with the cache off (`kb_core.bench_pages`).
+
 The L1 collection for the lookup runs holds the generated documents' chunks with random unit vectors:
 those runs measure latency (query encoding + BM25 + dense search + fusion), not retrieval quality.
 """
@@ -832,6 +835,10 @@ def render(report: dict[str, Any]) -> str:
                   f"{r['kb_core_chunks_per_s']:.2f} chunks/s | "
                   f"{r['speedup']:.1f}x | {r['min_cosine_vs_flagembedding']} | "
                   f"{r['upload_docs_per_s']:.3f} docs/s, {r['upload_chunks_per_s']:.2f} chunks/s |"]
+    if report.get("pages"):
+        from kb_core.bench_pages import render_pages
+
+        lines += render_pages(report["pages"])
     return "\n".join(lines)
 
 
@@ -850,7 +857,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--l1-chunks", type=int, default=20000, help="chunks in the L1 full-text comparison")
     parser.add_argument("--l1-class-queries", type=int, default=200,
                         help="queries per class in the L1 full-text comparison")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["l0", "lookups", "l1", "ingest"])
+    parser.add_argument("--page-docs", type=int, default=10000, help="documents for the page-render timings")
+    parser.add_argument("--page-runs", type=int, default=5, help="reruns per page (the median is reported)")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["l0", "lookups", "l1", "ingest", "pages"])
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -858,6 +867,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.sizes, args.repeat, args.l1_docs, args.l1_queries, args.no_bge = [50], 2, 20, 5, True
         args.l1_chunks, args.l1_class_queries = 400, 10
+        args.page_docs, args.page_runs = 50, 2
 
     from kb_core.settings import load_settings
 
@@ -891,6 +901,11 @@ def main(argv: list[str] | None = None) -> int:
         if "ingest" not in args.skip and bge is not None:
             print("ingest ...", file=sys.stderr)
             report["ingest"] = bench_ingest(workdir, bge_path=bge, chunks=args.ingest_chunks, docs=args.ingest_docs)
+        if "pages" not in args.skip:
+            from kb_core.bench_pages import bench_pages
+
+            print(f"page renders at {args.page_docs:,} documents ...", file=sys.stderr)
+            report["pages"] = bench_pages(workdir, docs=args.page_docs, runs=args.page_runs)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")

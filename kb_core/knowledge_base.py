@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
+from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import CallRecorder, LookupTool, ToolResponse
 from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
 from kb_core.documents.folder_watcher import FolderWatcher
@@ -33,6 +36,7 @@ from kb_core.settings import Settings
 from kb_core.storage.embedding import ModelState
 from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
+from kb_core.summaries import SummaryCache
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +118,9 @@ class KnowledgeBase:
         self._searcher = searcher
         self._recorder = CallRecorder(metadata)
         self._tool = LookupTool(lookup, self._recorder)
-        self._status_cache: tuple[float, KnowledgeBaseStatus] | None = None
+        self.summaries = SummaryCache()
+        if follower is not None:
+            follower.on_change(self.summaries.invalidate)  # other processes' writes
 
     # -- queries -------------------------------------------------------------------------------------
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
@@ -136,8 +142,18 @@ class KnowledgeBase:
     def flush_call_log(self, timeout: float = 10.0) -> None:
         self._recorder.flush(timeout)
 
+    def tool_call_buckets(self, span: timedelta) -> list[CallBucket]:
+        """Calls, found-rate and latency per hour (spans up to two days) or day over the last `span`."""
+        self._recorder.flush(2)
+        return self.metadata.tool_call_buckets(datetime.now(UTC) - span, bucket_for(span))
+
+    def needs_attention(self, span: timedelta) -> list[AttentionGroup]:
+        """Queries of the last `span` answered with nothing, with L1 only or with low confidence, grouped."""
+        self._recorder.flush(2)
+        return needs_attention(self.metadata.tool_calls_needing_attention(datetime.now(UTC) - span))
+
     def documents(self) -> list[DocumentRecord]:
-        return self.metadata.list_documents()
+        return list(self.summaries.get("documents", lambda: tuple(self.metadata.list_documents())))
 
     def get(self, doc_id: int) -> DocumentRecord | None:
         return self.metadata.get(doc_id)
@@ -147,7 +163,7 @@ class KnowledgeBase:
         return self.vectors.chunks_of(doc_id)
 
     def keyword_map(self) -> list[KeywordClaim]:
-        return self.index.keyword_map()
+        return list(self.summaries.get("keyword_map", lambda: tuple(self.index.keyword_map())))
 
     def keyword_summary(self) -> KeywordMap:
         """The keyword map with L0's own predictions: clashes, overlaps, generic and weak keywords."""
@@ -176,18 +192,21 @@ class KnowledgeBase:
 
     def remove_missing(self) -> RemovalReport:
         """Remove documents whose file has gone from the database, Milvus and L0."""
-        self._status_cache = None
-        return self._documents.remove_missing()
+        with self._writing():
+            return self._documents.remove_missing()
 
     def categories(self) -> list[str]:
         """Categories in use: folders under the knowledge base and categories of stored documents."""
+        return list(self.summaries.get("categories", self._read_categories))
+
+    def _read_categories(self) -> tuple[str, ...]:
         folders = {p.name for p in self.index.base_dir.iterdir() if p.is_dir() and not p.name.startswith(".")} \
             if self.index.base_dir.is_dir() else set()
         try:
-            stored = {r.category for r in self.metadata.list_documents()}
+            stored = {r.category for r in self.documents()}
         except KnowledgeBaseError:
             stored = set()
-        return sorted(folders | stored)
+        return tuple(sorted(folders | stored))
 
     def read_document(self, file_path: str, max_chars: int = 1_000_000) -> str | None:
         return self.index.read_document(file_path, max_chars)
@@ -206,45 +225,53 @@ class KnowledgeBase:
                if_match: str | None = None) -> UploadOutcome:
         """`if_match`: the sha256 of the version this replaces (`DocumentRecord.content_sha256`, or what the
         upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing."""
-        self._status_cache = None
-        return self._documents.upload(file_name, data, category, if_match=if_match, **_p(progress))
+        with self._writing():
+            return self._documents.upload(file_name, data, category, if_match=if_match, **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
-        self._status_cache = None
-        return self._documents.delete(doc_id)
+        with self._writing():
+            return self._documents.delete(doc_id)
 
     def reindex(self, doc_id: int, *, progress: Progress | None = None) -> DocumentRecord:
-        self._status_cache = None
-        return self._documents.reindex(doc_id, **_p(progress))
+        with self._writing():
+            return self._documents.reindex(doc_id, **_p(progress))
 
     def reindex_all(self, *, progress: Progress | None = None) -> ReindexReport:
-        self._status_cache = None
-        return self._documents.reindex_all(**_p(progress))
+        with self._writing():
+            return self._documents.reindex_all(**_p(progress))
 
     def sync(self, *, progress: Progress | None = None) -> SyncReport:
-        self._status_cache = None
-        return self._documents.sync(**_p(progress))
+        with self._writing():
+            return self._documents.sync(**_p(progress))
 
     def repair(self, *, delete_missing: bool = False, progress: Progress | None = None) -> RepairReport:
         """Reconcile disk, database, Milvus and L0 (see `DocumentService.repair`)."""
-        report = self._documents.repair(delete_missing=delete_missing, **_p(progress))
-        self._status_cache = None
-        return report
+        with self._writing():
+            return self._documents.repair(delete_missing=delete_missing, **_p(progress))
 
     def recover(self) -> RecoveryReport:
         """Finish or undo writes a crash left PENDING (opening the knowledge base does this too)."""
-        return self._documents.recover()
+        with self._writing():
+            return self._documents.recover()
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Drop the cached summaries before a write (no page caches a half-done state as final) and after it."""
+        self.summaries.invalidate()
+        try:
+            yield
+        finally:
+            self.summaries.invalidate()
 
     # -- status --------------------------------------------------------------------------------------
-    def status(self, max_age: float = 5.0) -> KnowledgeBaseStatus:
-        """What each store holds. Every page render shows it, so it is cached for `max_age` seconds (and
-        dropped by every write through this object)."""
-        cached = self._status_cache
-        if cached is not None and time.monotonic() - cached[0] < max_age:
-            return cached[1]
-        status = self._read_status()
-        self._status_cache = (time.monotonic(), status)
-        return status
+    def status(self, max_age: float | None = None) -> KnowledgeBaseStatus:
+        """What each store holds. Every page render shows it, so the counts are cached until a write of this
+        process or a change from the feed (or `max_age` seconds; 5 s while a store is failing, to show its
+        recovery soon). The model's state is read fresh: it changes while the model loads."""
+        status = self.summaries.get("status", self._read_status, max_age=max_age)
+        if status.database_error or status.milvus_error:
+            status = self.summaries.get("status", self._read_status, max_age=min(5.0, max_age or 5.0))
+        return dataclasses.replace(status, model=self.embedder.state, dense_search=self._searcher.dense_active())
 
     def _read_status(self) -> KnowledgeBaseStatus:
         database_error = milvus_error = None

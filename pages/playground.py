@@ -20,6 +20,25 @@ state = st.session_state
 state.setdefault("history", [])
 state.setdefault("run_query", False)
 
+# `?q=…` (a link from the tool-call page, or one a curator shares) fills the query in and runs it, once per
+# distinct value: the page's own lookups keep the URL in step, so a rerun does not repeat an old query.
+linked = st.query_params.get("q", "")
+if linked.strip() and linked != state.get("linked_query"):
+    state.linked_query = linked
+    state.query = linked
+    state.section_title = ""
+    state.run_query = True
+
+try:
+    counts = kb.status().counts
+except KnowledgeBaseError as exc:
+    st.error(str(exc))
+    st.stop()
+# L1 (and the database) knows no document yet: answers can only come from L0, and "nothing found" would
+# blame the query for what is an empty index.
+index_empty = counts.database == 0 or counts.milvus == 0
+unindexed = counts.files - counts.database if counts.database is not None else 0
+
 
 def _section_chips(query: str, sections: list[str] | None, served: str | None) -> None:
     """availableSections as chips: a click asks again with that section_title, as an agent would."""
@@ -48,6 +67,33 @@ def _rerun(query: str, section: str | None) -> None:
     state.run_query = True
 
 
+if unindexed > 0:
+    with st.container(border=True):
+        first_run = "The index is empty: " if counts.database == 0 else ""
+        st.markdown(f"{first_run}**{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
+                    f"{'are' if unindexed != 1 else 'is'} not indexed yet.** Indexing reads them into the database "
+                    "and the search index, so lookups can find them by meaning as well as by keyword.")
+        if st.button(f"Index {unindexed} document{'s' if unindexed != 1 else ''} now", key="index-now",
+                     type="primary"):
+            bar = st.progress(0.0, text="Indexing…")
+
+            def _progress(stage: str, done: int, total: int) -> None:
+                bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{stage} {done} of {total}")
+
+            try:
+                report = kb.repair(progress=_progress)
+            except KnowledgeBaseError as exc:
+                st.error(str(exc))
+            else:
+                state.index_report = report.summary()
+                st.rerun()
+elif counts.files == 0 and counts.database == 0:
+    st.info("The index is empty: there are no documents yet. Upload Markdown files on the **Upload** page, or "
+            "put them under the knowledge-base folder and sync.")
+if state.get("index_report"):
+    st.success(f"Indexed: {state.pop('index_report')}")
+
+
 def _new_query_clears_the_section() -> None:
     """A section belongs to the document of the last answer: a new query starts without it, unless the
     section_title was changed in the same submission."""
@@ -64,6 +110,8 @@ with st.form("lookup", border=False):
 
 if submitted or state.run_query:
     state.run_query = False
+    if query.strip():
+        st.query_params["q"] = state.linked_query = query  # the URL now links to this lookup
     try:
         response = kb.call_tool({"query": query, "section_title": section or None}, caller="console")
     except KnowledgeBaseError as exc:
@@ -92,7 +140,10 @@ elif response.error:
 else:
     payload, result = response.payload, response.result
     trace = result.trace
-    if not payload["found"]:
+    if not payload["found"] and index_empty:
+        st.warning("The index is empty - no document is indexed for search yet, so only exact keywords of the "
+                   "files on disk can answer. Index the documents (above), then look this up again.")
+    elif not payload["found"]:
         st.warning("Nothing found: no keyword matched and L1 found no relevant chunk.")
 
     col_primary, col_supplement = st.columns(2, border=True)
@@ -116,6 +167,7 @@ else:
         supplement = payload["supplement"]
         if supplement is None:
             st.caption("L1 was not called: the L0 answer is unique." if not trace.l1_called
+                       else "The index is empty: L1 has no document to search." if index_empty
                        else "L1 found no relevant chunk.")
         else:
             st.markdown(f":violet-badge[{supplement['matchType']}]  \n`{supplement['source']}`")
@@ -150,7 +202,8 @@ else:
             hide_index=True,
         )
     elif trace.l1_called:
-        st.caption("No chunk passed the relevance check.")
+        st.caption("The index is empty: no chunk to search yet." if index_empty
+                   else "No chunk passed the relevance check.")
 
     st.subheader("Raw JSON (what the agent receives)")
     st.code(json.dumps(payload, ensure_ascii=False, indent=2), language="json", wrap_lines=True)

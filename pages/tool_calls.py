@@ -1,17 +1,77 @@
-"""Tool-call history: what agents (and the playground) asked, and what the knowledge base lacks."""
+"""Tool-call history as a to-do list: how lookups went over time, which queries need a curator, every call."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import altair as alt
 import streamlit as st
 
 from kb_core import KnowledgeBaseError
-from kb_core.agent.call_stats import is_miss, misses_by_query, percentile
+from kb_core.agent.call_stats import confidence_of, percentile
 from pages.shell.wiring import knowledge_base
+
+PLAYGROUND = Path(__file__).resolve().parent / "playground.py"
+PERIODS = {"24 hours": timedelta(hours=24), "7 days": timedelta(days=7), "30 days": timedelta(days=30),
+           "90 days": timedelta(days=90)}
 
 kb = knowledge_base()
 st.title("🧾 Tool calls")
 st.caption("Every `lookup_knowledge` call, from agents (python, MCP) and from this console's playground.")
 
+period = st.radio("Period", list(PERIODS), index=1, key="period", horizontal=True)
+span = PERIODS[period]
+try:
+    buckets = kb.tool_call_buckets(span)
+    groups = kb.needs_attention(span)
+except KnowledgeBaseError as exc:
+    st.error(str(exc))
+    st.stop()
+
+# -- over time ---------------------------------------------------------------------------------------------
+if buckets:
+    unit = "hour" if span <= timedelta(days=2) else "day"
+    rows = [{"time": b.start.isoformat(), "calls": b.calls, "found rate": b.found_rate, "p95 (ms)": b.p95_ms}
+            for b in buckets]
+    base = alt.Chart(alt.Data(values=rows)).encode(
+        x=alt.X("time:T", title=f"per {unit} (UTC)", timeUnit="yearmonthdatehours" if unit == "hour"
+                else "yearmonthdate"))
+    c1, c2, c3 = st.columns(3)
+    c1.altair_chart(base.mark_bar().encode(y=alt.Y("calls:Q", title="calls")).properties(title="Calls"))
+    c2.altair_chart(base.mark_line(point=True).encode(
+        y=alt.Y("found rate:Q", title="found", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])))
+        .properties(title="Found rate"))
+    c3.altair_chart(base.mark_line(point=True).encode(y=alt.Y("p95 (ms):Q", title="ms"))
+                    .properties(title="p95 latency"))
+else:
+    st.info(f"No calls in the last {period}.")
+
+# -- the to-do list ----------------------------------------------------------------------------------------
+st.subheader("Needs attention")
+st.caption("Queries that found nothing, found only an L1 passage, or got a low-confidence answer (a keyword "
+           "several documents claim), grouped by query. Adding or sharpening a keyword on the right document "
+           "turns them into exact, high-confidence answers.")
+if groups:
+    st.dataframe(
+        [{"query": g.query, "calls": g.calls, "not found": g.not_found, "L1 only": g.l1_only,
+          "low confidence": g.low_confidence, "last seen (UTC)": g.last_seen.strftime("%Y-%m-%d %H:%M"),
+          "answered with": ", ".join(g.sources), "open": f"./?q={quote(g.query)}"} for g in groups],
+        hide_index=True,
+        column_config={"open": st.column_config.LinkColumn("playground", display_text="open ↗",
+                                                           help="Run this query in the playground (new tab)")},
+        key="attention",
+    )
+    left, right = st.columns([4, 1], vertical_alignment="bottom")
+    chosen = left.selectbox("Open a query in the playground", [g.query for g in groups], key="attention_query")
+    if right.button("Open in playground", key="open-in-playground") and chosen:
+        st.switch_page(PLAYGROUND, query_params={"q": chosen})
+else:
+    st.success(f"Nothing needs attention in the last {period}.")
+
+# -- every call --------------------------------------------------------------------------------------------
+st.subheader("Recent calls")
 limit = st.select_slider("Window (most recent calls)", options=[50, 100, 200, 500, 1000], value=200, key="window")
 try:
     calls = kb.tool_calls(limit)
@@ -19,11 +79,13 @@ except KnowledgeBaseError as exc:
     st.error(str(exc))
     st.stop()
 
-f1, f2, f3, f4 = st.columns([1, 1, 1, 2])
+f1, f2, f3, f4, f5 = st.columns([1, 1, 1, 1, 2])
 callers = f1.multiselect("Caller", sorted({c.caller for c in calls}), key="f_caller")
 found = f2.selectbox("Found", ["any", "found", "not found"], key="f_found")
 kinds = f3.multiselect("Answer", ["exact_L0", "semantic_L1", "error"], key="f_kind")
-text = f4.text_input("Query contains", key="f_text").strip().casefold()
+confidences = f4.multiselect("Confidence", ["high", "low", "none"], key="f_confidence",
+                             help="The primary (L0) answer's confidence; none: no L0 answer")
+text = f5.text_input("Query contains", key="f_text").strip().casefold()
 
 
 def shown(call) -> bool:
@@ -33,6 +95,8 @@ def shown(call) -> bool:
         return False
     kind = set(call.match_types) or ({"error"} if call.error else set())
     if kinds and not kind & set(kinds):
+        return False
+    if confidences and confidence_of(call) not in confidences:
         return False
     return not text or text in str(call.arguments.get("query", "")).casefold()
 
@@ -52,21 +116,9 @@ st.dataframe(
       "section": f"{c.arguments['section_title']} → {c.arguments.get('_section') or '—'}"
       if c.arguments.get("section_title") else "",
       "answer": " + ".join(c.match_types) or ("error" if c.error else "—"),
+      "confidence": confidence_of(c) if not c.error else "—",
       "source": c.sources[0] if c.sources else "", "latency (ms)": round(c.latency_ms, 1),
       "request": c.request_id or "", "error": c.error or ""} for c in visible],
     hide_index=True,
+    key="calls",
 )
-
-st.subheader("What the knowledge base lacks")
-st.caption("Queries that found nothing, or only an L1 passage. Adding a keyword to the right document turns "
-           "such a query into an exact, high-confidence answer.")
-groups = misses_by_query([c for c in visible if is_miss(c)])
-if groups:
-    st.dataframe(
-        [{"query": g.query, "calls": g.calls, "not found": g.not_found, "L1 only": g.l1_only,
-          "L1 offered": ", ".join(g.sources), "last seen (UTC)": g.last_seen.strftime("%Y-%m-%d %H:%M")}
-         for g in groups],
-        hide_index=True,
-    )
-else:
-    st.success("No misses in this window.")

@@ -179,6 +179,7 @@ class LookupTool:
                 request_id=result.trace.request_id if result else None,
                 caller=caller,
                 error=error,
+                confidence=(payload.get("primary") or {}).get("confidence"),
             )
         return ToolResponse(payload, result, error, latency_ms)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -43,6 +44,19 @@ class ChangeFollower:
         self._thread: threading.Thread | None = None
         self._warned_at = 0.0
         self._trimmed_at = time.monotonic()  # the first trim an hour after opening, not on every start
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after each batch of changes applied (and after a rescan): cached summaries of the
+        stores (`kb_core.summaries`) drop what another process's write made stale."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - a listener must not stop L0 from following the feed
+                log.exception("a change listener failed")
 
     @property
     def position(self) -> int:
@@ -90,6 +104,7 @@ class ChangeFollower:
         if self._position < 0:
             self._position = self._feed.latest_change_id()
             self._index.load()
+            self._changed()
             return 0
         if self._feed.latest_change_id() <= self._position:
             return 0
@@ -100,6 +115,7 @@ class ChangeFollower:
                 log.warning("the change feed was trimmed past position %d: rescanning the folder", self._position)
                 self._position = self._feed.latest_change_id()
                 self._index.load()
+                self._changed()
                 return applied
             if not changes:
                 return applied
@@ -108,6 +124,7 @@ class ChangeFollower:
                     self._apply(change.file_path, change.operation)
             applied += len(changes)
             self._position = changes[-1].id
+            self._changed()
             log.debug("applied %d changes from the feed (now at %d)", len(changes), self._position)
 
     def _apply(self, file_path: str, operation: str) -> None:

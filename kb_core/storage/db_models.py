@@ -71,6 +71,7 @@ class ToolCall(Base):
     caller: Mapped[str] = mapped_column(String(64), default="python")
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    confidence: Mapped[str | None] = mapped_column(String(8), nullable=True)  # of the primary; NULL without one
 
 
 class Change(Base):

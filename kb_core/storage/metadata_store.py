@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kb_core.errors import MetadataStoreError, SettingsError
 from kb_core.storage.db_lease import DatabaseLease, lease_name
 from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, utcnow
+from kb_core.storage.tool_call_log import ToolCallQueries
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class ToolCallRecord:
     caller: str
     error: str | None
     created_at: datetime
+    confidence: str | None = None  # the primary's: "high" | "low"; None without a primary (or logged before 0004)
 
 
 def redact_url(url: str) -> str:
@@ -112,7 +114,7 @@ def redact_url(url: str) -> str:
         return "<invalid database URL>"
 
 
-class MetadataStore:
+class MetadataStore(ToolCallQueries):
     def __init__(self, url: str, *, echo: bool = False, timeout: float = 10.0):
         try:
             parsed = make_url(url)
@@ -409,6 +411,7 @@ class MetadataStore:
         request_id: str | None,
         caller: str,
         error: str | None = None,
+        confidence: str | None = None,
     ) -> int:
         with self._write("record a tool call") as session:
             row = ToolCall(
@@ -422,6 +425,7 @@ class MetadataStore:
                 caller=caller,
                 error=error,
                 created_at=utcnow(),
+                confidence=confidence,
             )
             session.add(row)
             session.flush()
@@ -430,22 +434,7 @@ class MetadataStore:
     def recent_tool_calls(self, limit: int = 200) -> list[ToolCallRecord]:
         with self._read() as session:
             rows = session.scalars(select(ToolCall).order_by(ToolCall.id.desc()).limit(limit))
-            return [
-                ToolCallRecord(
-                    id=r.id,
-                    tool_name=r.tool_name,
-                    arguments=json.loads(r.arguments or "{}"),
-                    found=bool(r.found),
-                    match_types=tuple(t for t in (r.match_types or "").split(",") if t),
-                    sources=tuple(json.loads(r.sources or "[]")),
-                    latency_ms=r.latency_ms,
-                    request_id=r.request_id,
-                    caller=r.caller,
-                    error=r.error,
-                    created_at=_aware(r.created_at),
-                )
-                for r in rows
-            ]
+            return [tool_call_record(r) for r in rows]
 
     # -- helpers -------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -463,6 +452,23 @@ class MetadataStore:
                 yield session
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"cannot {what} in the database at {self.url}: {exc}") from exc
+
+
+def tool_call_record(r: ToolCall) -> ToolCallRecord:
+    return ToolCallRecord(
+        id=r.id,
+        tool_name=r.tool_name,
+        arguments=json.loads(r.arguments or "{}"),
+        found=bool(r.found),
+        match_types=tuple(t for t in (r.match_types or "").split(",") if t),
+        sources=tuple(json.loads(r.sources or "[]")),
+        latency_ms=r.latency_ms,
+        request_id=r.request_id,
+        caller=r.caller,
+        error=r.error,
+        created_at=_aware(r.created_at),
+        confidence=r.confidence,
+    )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from kb_core.progress import Progress
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from kb_core.storage.db_models import DocumentStatus
     from kb_core.storage.embedding import ModelState
     from kb_core.storage.metadata_store import DocumentRecord, DocumentValues, ToolCallRecord
@@ -88,6 +90,10 @@ class MetadataRepository(Protocol):
     def record_tool_call(self, **fields: Any) -> Any: ...
 
     def recent_tool_calls(self, limit: int = 200) -> list[ToolCallRecord]: ...
+
+    def tool_call_buckets(self, since: datetime, bucket: str = "hour") -> list[Any]: ...
+
+    def tool_calls_needing_attention(self, since: datetime, limit: int = 5000) -> list[ToolCallRecord]: ...
 
     def dispose(self) -> None: ...
 

@@ -26,10 +26,13 @@ def render_status(kb: KnowledgeBase) -> None:
             st.error(f"Database: {status.database_error}")
         if status.milvus_error:
             st.error(f"Milvus: {status.milvus_error}")
-        for problem in counts.problems:
-            st.warning(f"Mismatch: {problem}")
-        if counts.database is not None and counts.files > counts.database:
+        unindexed = counts.files - counts.database if counts.database is not None else 0
+        for problem in counts.problems[1 if unindexed > 0 else 0:]:  # the first one is the plain line below
+            st.warning(problem)
+        if unindexed > 0:
             # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
+            st.info(f"{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
+                    f"{'are' if unindexed != 1 else 'is'} not indexed yet.")
             if st.button("Sync folder now", key="sidebar-sync", help="Index the .md files found on disk"):
                 with st.spinner("Indexing the files on disk…"):
                     try:

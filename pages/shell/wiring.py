@@ -16,9 +16,16 @@ APP_PY = Path(__file__).resolve().parents[2] / "app.py"
 _app_py_runs_this = contextvars.ContextVar("app_py_runs_this", default=False)
 
 
+_OPENING = ("Opening the knowledge base: reading the keyword index from the folder, checking the database and "
+            "starting Milvus. This happens once per server; later pages open at once.")
+_opened: list[bool] = []  # non-empty once this process has opened it (the first open takes seconds)
+
+
 @st.cache_resource(show_spinner="Opening the knowledge base…")
 def _open_knowledge_base() -> KnowledgeBase:
-    return open_knowledge_base()
+    kb = open_knowledge_base()
+    _opened.append(True)
+    return kb
 
 
 @contextlib.contextmanager
@@ -51,9 +58,16 @@ def knowledge_base() -> KnowledgeBase:
     Every page calls this first, which also routes a page file Streamlit started on its own through app.py.
     """
     hand_over_to_app_py()
+    # the first open takes seconds: say what happens where the status will be, instead of a bare spinner
+    note = st.sidebar.empty() if not _opened else None
+    if note is not None:
+        note.info(_OPENING, icon="⏳")
     try:
         return _open_knowledge_base()
     except KnowledgeBaseError as exc:
         st.error(f"The knowledge base could not be opened: {exc}")
         st.stop()
         raise  # unreachable: st.stop() ends the script run
+    finally:
+        if note is not None:
+            note.empty()
