@@ -32,15 +32,19 @@ from urllib.parse import urlparse
 
 from kb_core.errors import VectorStoreError
 
-__all__ = ["LiteServer", "LiteSession", "open_lite", "release_lite"]
+__all__ = ["LiteServer", "LiteSession", "open_lite", "quiet_pymilvus_connection_logs", "release_lite"]
 
 log = logging.getLogger(__name__)
 
-# pymilvus logs full tracebacks (and retry chatter) for every failed connection attempt, and a takeover
-# fails a few on purpose: the follower reaches the owner's port once more after the owner exited. Each of
-# those is handled here and reported through VectorStoreError, so the tracebacks would only alarm operators.
-for _name in ("pymilvus.decorators", "pymilvus.client.connection_manager"):
-    logging.getLogger(_name).setLevel(logging.CRITICAL)
+
+def quiet_pymilvus_connection_logs() -> None:
+    """pymilvus logs a full traceback (and retry chatter) for every failed call, and a takeover fails a few
+    on purpose: a follower reaches the old owner's port once more after it exited. Each of those is handled
+    here and reported through VectorStoreError, so the tracebacks would only alarm operators. Called after
+    pymilvus is imported: its import runs `logging.config.dictConfig`, which resets its child loggers."""
+    for name in ("pymilvus.decorators", "pymilvus.client.connection_manager"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
 
 # pymilvus' default channel pings the server every 10 s even without calls; the Lite gRPC server (grpcio with
 # default settings) answers an idle client's pings with GOAWAY "too_many_pings" after a while, which breaks
