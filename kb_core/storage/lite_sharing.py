@@ -82,7 +82,7 @@ class LiteSession:
         or replaced by a new owner's). A pid check and a stat, a few microseconds."""
         if self.owner is None:
             return False
-        return not pid_alive(self.owner.pid) or _file_identity(info_path(self.directory)) != self.published
+        return not pid_alive(self.owner.pid) or _file_identity(f"{self.directory}.server.json") != self.published
 
 
 def info_path(directory: str | Path) -> Path:
@@ -225,9 +225,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _file_identity(path: Path) -> tuple[int, int] | None:
+def _file_identity(path: str | Path) -> tuple[int, int] | None:
     try:
-        stat = path.stat()
+        stat = os.stat(path)  # not Path.stat: this runs before every follower call
     except OSError:
         return None
     return stat.st_ino, stat.st_mtime_ns
