@@ -96,6 +96,10 @@ class Agent:
         assert "ready" in self.reply()
         return self
 
+    def logged(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -184,6 +188,7 @@ def test_the_owner_exits_a_follower_takes_over_and_close_frees_the_directory(tmp
     assert took_over["seconds"] < 8
     seen = follower.call("milvus", doc_ids=[first["doc_id"], took_over["doc_id"]])
     assert all(n > 0 for n in seen["chunks"].values()), seen
+    assert "has gone" in follower.logged() and "Traceback" not in follower.logged()  # one line, no alarm
 
     assert follower.call("close") is not None  # the process lives on, the directory is free
     kb = open_knowledge_base(make_settings(tmp_path))
@@ -240,6 +245,7 @@ def test_a_stopped_owner_gives_followers_a_timely_error_naming_it(tmp_path, agen
         os.kill(owner.pid, signal.SIGCONT)
     resumed = follower.call("upload", name="gateway-retries.md", text=GATEWAY, category="api")
     assert resumed.get("action") in ("indexed", "replaced"), resumed
+    assert "Traceback" not in follower.logged() + late.logged()
 
 
 def test_a_directory_held_by_a_process_that_does_not_share_it_fails_fast_with_the_fix(tmp_path):

@@ -32,15 +32,19 @@ from urllib.parse import urlparse
 
 from kb_core.errors import VectorStoreError
 
-__all__ = ["LiteServer", "LiteSession", "open_lite", "release_lite"]
+__all__ = ["LiteServer", "LiteSession", "open_lite", "quiet_pymilvus_connection_logs", "release_lite"]
 
 log = logging.getLogger(__name__)
 
-# pymilvus logs full tracebacks (and retry chatter) for every failed connection attempt, and a takeover
-# fails a few on purpose: the follower reaches the owner's port once more after the owner exited. Each of
-# those is handled here and reported through VectorStoreError, so the tracebacks would only alarm operators.
-for _name in ("pymilvus.decorators", "pymilvus.client.connection_manager"):
-    logging.getLogger(_name).setLevel(logging.CRITICAL)
+
+def quiet_pymilvus_connection_logs() -> None:
+    """pymilvus logs a full traceback (and retry chatter) for every failed call, and a takeover fails a few
+    on purpose: a follower reaches the old owner's port once more after it exited. Each of those is handled
+    here and reported through VectorStoreError, so the tracebacks would only alarm operators. Called after
+    pymilvus is imported: its import runs `logging.config.dictConfig`, which resets its child loggers."""
+    for name in ("pymilvus.decorators", "pymilvus.client.connection_manager"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
 
 # pymilvus' default channel pings the server every 10 s even without calls; the Lite gRPC server (grpcio with
 # default settings) answers an idle client's pings with GOAWAY "too_many_pings" after a while, which breaks
@@ -78,7 +82,7 @@ class LiteSession:
         or replaced by a new owner's). A pid check and a stat, a few microseconds."""
         if self.owner is None:
             return False
-        return not pid_alive(self.owner.pid) or _file_identity(info_path(self.directory)) != self.published
+        return not pid_alive(self.owner.pid) or _file_identity(f"{self.directory}.server.json") != self.published
 
 
 def info_path(directory: str | Path) -> Path:
@@ -221,9 +225,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _file_identity(path: Path) -> tuple[int, int] | None:
+def _file_identity(path: str | Path) -> tuple[int, int] | None:
     try:
-        stat = path.stat()
+        stat = os.stat(path)  # not Path.stat: this runs before every follower call
     except OSError:
         return None
     return stat.st_ino, stat.st_mtime_ns

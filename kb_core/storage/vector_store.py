@@ -19,7 +19,14 @@ from typing import Any
 
 from kb_core.errors import KnowledgeBaseError, VectorStoreError
 from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex
-from kb_core.storage.lite_sharing import GRPC_OPTIONS, LiteSession, open_lite, pid_alive, release_lite
+from kb_core.storage.lite_sharing import (
+    GRPC_OPTIONS,
+    LiteSession,
+    open_lite,
+    pid_alive,
+    quiet_pymilvus_connection_logs,
+    release_lite,
+)
 from kb_core.storage.ports import ChunkRow, ScoredChunk
 from kb_core.terms import STOP_WORDS
 
@@ -152,6 +159,7 @@ class MilvusVectorStore:
 
         address, extra = self._uri, {}
         if is_local_uri(self._uri):
+            quiet_pymilvus_connection_logs()
             if self._session is None:
                 self._session = open_lite(self._uri, timeout=self._timeout)
             address, extra = self._session.address, {"grpc_options": GRPC_OPTIONS, "dedicated": True}
