@@ -1,8 +1,8 @@
 """MCP server for agents: `python -m kb_core.mcp` serves `lookup_knowledge` over stdio, or with `--http` over
 streamable HTTP on 127.0.0.1. It opens the knowledge base from the same settings as the console.
 
-Milvus Lite lets one process open its directory: to run this next to the console, serve the directory with
-`milvus-lite server` (or use a Milvus server) and point KB_MILVUS_URI of both at it.
+It runs beside the console and other agent processes on the same settings: they share the Milvus Lite
+directory (the first to open it serves it to the others) and follow each other's writes through the change feed.
 """
 
 from __future__ import annotations
