@@ -164,9 +164,9 @@ class KnowledgeBase:
         check_unchanged(self.index, edit)
         return self.upload(edit.file_name, edit.data, edit.category, progress=progress)
 
-    def missing_files(self) -> list[DocumentRecord]:
-        """Documents whose file has gone from disk."""
-        return self._documents.missing_files()
+    def missing_files(self, documents: Sequence[DocumentRecord] | None = None) -> list[DocumentRecord]:
+        """Documents whose file has gone from disk (among `documents` when the caller has listed them already)."""
+        return self._documents.missing_files(documents)
 
     def remove_missing(self) -> RemovalReport:
         """Remove documents whose file has gone from the database, Milvus and L0."""
