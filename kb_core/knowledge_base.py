@@ -183,12 +183,12 @@ class KnowledgeBase:
 
     def save_keyword_edit(self, edit: KeywordEdit, *, progress: Progress | None = None) -> UploadOutcome:
         """Write a prepared keyword edit through the normal upload path, unless the file changed since."""
-        check_unchanged(self.index, edit)
-        return self.upload(edit.file_name, edit.data, edit.category, progress=progress)
+        check_unchanged(self.index, edit)  # a clear message before any work; if_match closes the race
+        return self.upload(edit.file_name, edit.data, edit.category, progress=progress, if_match=edit.base_sha256)
 
-    def missing_files(self) -> list[DocumentRecord]:
-        """Documents whose file has gone from disk."""
-        return self._documents.missing_files()
+    def missing_files(self, documents: Sequence[DocumentRecord] | None = None) -> list[DocumentRecord]:
+        """Documents whose file has gone from disk (among `documents` when the caller has listed them already)."""
+        return self._documents.missing_files(documents)
 
     def remove_missing(self) -> RemovalReport:
         """Remove documents whose file has gone from the database, Milvus and L0."""

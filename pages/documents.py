@@ -60,7 +60,7 @@ def _remove_missing() -> None:
 
 try:
     documents = kb.documents()
-    missing = kb.missing_files()
+    missing = kb.missing_files(documents)
 except KnowledgeBaseError as exc:
     st.error(str(exc))
     st.stop()

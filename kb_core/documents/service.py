@@ -19,7 +19,7 @@ import socket
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -687,9 +687,11 @@ class DocumentService:
         log.info("repair: %s", report.summary())
         return report
 
-    def missing_files(self) -> list[DocumentRecord]:
-        """Documents whose file has gone from disk (deleted or moved by hand), not in the middle of a write."""
-        return [r for r in self._metadata.list_documents() if r.pending_operation is None and not self._on_disk(r)]
+    def missing_files(self, rows: Sequence[DocumentRecord] | None = None) -> list[DocumentRecord]:
+        """Documents (of `rows`, default all) whose file has gone from disk (deleted or moved by hand), not in the
+        middle of a write."""
+        rows = self._metadata.list_documents() if rows is None else rows
+        return [r for r in rows if r.pending_operation is None and not self._on_disk(r)]
 
     def _on_disk(self, row: DocumentRecord) -> bool:
         path = self._index.lexical_path(row.file_path)

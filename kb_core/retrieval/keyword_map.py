@@ -162,29 +162,52 @@ def keyword_map(snapshot: Snapshot) -> KeywordMap:
 
 def _build(snapshot: Snapshot) -> KeywordMap:
     entries = snapshot.entries
-    spelled: dict[str, str] = {}
+    spelled: dict[str, str] = {}  # term -> its first spelling
+    seen: set[str] = set()  # spellings already normalised: generic keywords repeat in thousands of documents
     for entry in entries:
         for keyword in entry.keywords:
-            spelled.setdefault(normalize_term(keyword), keyword)
-    claimants = {term: frozenset(snapshot.postings[i].tolist()) for i, term in enumerate(snapshot.terms)}
+            if keyword not in seen:
+                seen.add(keyword)
+                spelled.setdefault(normalize_term(keyword), keyword)
+    terms = snapshot.terms
+    # Only a keyword that contains another one, or lies inside another one (as plain text, whatever the rule),
+    # can match more than its own documents: one Aho-Corasick pass over every keyword finds them, and L0's
+    # matcher is asked about those alone (at 10,000 documents most keywords are neither).
+    overlapping: set[int] = set()
+    if snapshot.automaton is not None:
+        for term in terms:
+            inside = {j for _end, j in snapshot.automaton.iter(term)}
+            if len(inside) > 1:
+                overlapping.update(inside)
+    claimants: dict[str, frozenset[int]] = {}
+
+    def claimants_of(term: str) -> frozenset[int]:
+        found = claimants.get(term)
+        if found is None:
+            found = claimants[term] = frozenset(snapshot.postings[snapshot.term_id[term]].tolist())
+        return found
+
     matched: dict[str, tuple[str, ...]] = {}  # term -> the other terms its bare query counts
-    hits: dict[str, int] = {}
-    for term in snapshot.terms:
+    hits: dict[str, int] = {term: len(snapshot.postings[i]) for i, term in enumerate(terms)}
+    for i in sorted(overlapping):
+        term = terms[i]
         found = snapshot.match(term)
         hits[term] = len(found)
-        matched[term] = tuple(t for t in found.matched_terms if t != term) if len(found) > len(claimants[term]) \
-            else ()
+        if len(found) > len(snapshot.postings[i]):
+            matched[term] = tuple(t for t in found.matched_terms if t != term)
     shadows: dict[str, list[str]] = {}
     for term, others in matched.items():
         for other in others:
             if term not in matched.get(other, ()):
                 shadows.setdefault(other, []).append(term)
     rows = []
-    for term in snapshot.terms:
-        own = claimants[term]
-        overlaps = tuple(spelled.get(t, t) for t in matched[term] if not claimants[t] <= own)
-        rows.append(KeywordRow(spelled.get(term, term), tuple(entries[p].file_path for p in sorted(own)),
-                               hits[term], overlaps, tuple(spelled.get(t, t) for t in shadows.get(term, ()))))
+    for i, term in enumerate(terms):
+        others = matched.get(term, ())
+        overlaps = tuple(spelled.get(t, t) for t in others if not claimants_of(t) <= claimants_of(term)) \
+            if others else ()
+        paths = tuple(entries[p].file_path for p in snapshot.postings[i].tolist())
+        rows.append(KeywordRow(spelled.get(term, term), paths, hits[term], overlaps,
+                               tuple(spelled.get(t, t) for t in shadows.get(term, ()))))
     weak: dict[str, tuple[str, str, list[str]]] = {}
     for entry in entries:
         for keyword, reason in entry.ignored_keywords:
