@@ -58,8 +58,11 @@ class StoreCounts:
     @property
     def problems(self) -> list[str]:
         found = []
-        if self.database is not None and self.files != self.database:
+        if self.database is not None and self.files > self.database:
             found.append(f"{self.files} files on disk but {self.database} in the database: run Sync folder")
+        elif self.database is not None and self.files < self.database:
+            found.append(f"{self.database - self.files} documents in the database have no file on disk: remove them "
+                         "from the index (Documents page) or run Sync folder")
         if self.database is not None and self.milvus is not None and self.milvus != self.database:
             found.append(f"{self.database} documents in the database but {self.milvus} in Milvus: run repair")
         elif (self.database_chunks is not None and self.milvus_chunks is not None
