@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from kb_core import DocumentError, KnowledgeBaseError
-from kb_core.documents.batch import NEW, REFUSED, REPLACE, SAME, BatchFile
+from kb_core.documents.batch import INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile
 from kb_core.errors import DocumentConflictError
 from pages.shell.wiring import knowledge_base
 
@@ -19,7 +19,9 @@ state = st.session_state
 shown_before: dict[str, str | None] = state.get("upload_shown", {})
 
 _STAGES = {"parsing": 0.1, "chunking": 0.2, "embedding": 0.3, "saving": 0.7, "indexing": 0.8, "done": 1.0}
-_ICONS = {NEW: "✅", REPLACE: "♻️", SAME: "⏸️", REFUSED: "❌"}
+_ICONS = {NEW: "✅", INDEX: "✅", REPLACE: "♻️", SAME: "⏸️", REFUSED: "❌"}
+_SAYS = {NEW: "new", INDEX: "to index", REPLACE: "replace an existing document", SAME: "identical: nothing to do",
+         REFUSED: "refused"}
 MIB = 1024 * 1024
 limit = kb.settings.max_upload_bytes
 
@@ -54,6 +56,10 @@ if batch is not None and batch.category_problem and (category or choice is None)
 ticked: set[str] = set()
 if batch is not None:
     st.subheader("Preview")
+    tally: dict[str, int] = {}
+    for verdict in batch.files:
+        tally[verdict.action] = tally.get(verdict.action, 0) + 1
+    st.caption(" · ".join(f"{n} {_SAYS[action]}" for action, n in tally.items()))
     for uploaded, verdict in zip(files, batch.files, strict=True):
         fid = uploaded.file_id
         act = bool(verdict.same_target_as or verdict.errors or verdict.action == REPLACE or verdict.duplicate_of)
@@ -81,11 +87,11 @@ state.upload_shown = {f.file_id: v.if_match for f, v in zip(files or [], batch.f
 
 if batch is not None:
     pairs = list(zip(files, batch.files, strict=True)) if not batch.blocked else []
-    todo = [(f, v) for f, v in pairs if v.action != REFUSED and (v.action != REPLACE or f.file_id in ticked)]
+    todo = [(f, v) for f, v in pairs if v.action in (NEW, INDEX) or (v.action == REPLACE and f.file_id in ticked)]
     untouched = [v for f, v in pairs if v.action == REPLACE and f.file_id not in ticked]
     if untouched:
         st.caption(f"{len(untouched)} existing document(s) stay as they are unless you tick “Replace”.")
-    if not batch.uploadable and not batch.blocked:
+    if not batch.blocked and not any(v.action in (NEW, INDEX, REPLACE) for v in batch.files):
         st.button("Nothing to upload", disabled=True)
     elif st.button(f"Upload {len(todo)} file(s)", type="primary", disabled=bool(batch.blocked) or not todo):
         results = []

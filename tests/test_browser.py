@@ -230,8 +230,9 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     _open(page, server, "", "Lookup playground")
     expect(page.get_by_text("Type a query")).to_be_visible()
 
-    # 1. Upload into the default category `api`.
+    # 1. Upload into the category `api` (none is chosen for the curator).
     _open(page, server, "upload", "Upload documents")
+    expect(page.get_by_text("per file, set by KB_MAX_UPLOAD_BYTES")).to_be_visible()
     category = page.get_by_role("combobox", name="Category")
     category.click()
     page.get_by_role("option", name="api", exact=True).click()
@@ -245,8 +246,8 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     expect(preview).to_contain_text("ERR_TIMEOUT")
     page.get_by_role("button", name="Upload 1 file(s)").click()
     expect(page.get_by_role("heading", name="Result")).to_be_visible(timeout=TIMEOUT_MS)
-    # st.dataframe draws its cells on a canvas: the status label carries the same outcome as readable text
-    expect(page.get_by_text("payment-errors.md: indexed")).to_be_visible()
+    # st.dataframe draws its cells on a canvas: the summary above it carries the outcome as readable text
+    expect(page.get_by_text("1 indexed", exact=True)).to_be_visible()
     expect(page.get_by_test_id("stDataFrame")).to_be_visible()
     for store in ("L0", "Database", "Milvus"):
         expect(_sidebar_metric(page, store)).to_have_text("1")

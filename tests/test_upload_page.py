@@ -107,7 +107,8 @@ def test_replacing_needs_a_tick_per_file(synced_sample):  # noqa: F811
     at.checkbox[0].check().run()
     _upload_button(at).click().run()
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
-    assert rows == {"timeout.md": "replaced", "retries.md": "unchanged"}
+    assert rows == {"timeout.md": "replaced"}  # retries.md is identical to the indexed version: left alone
+    assert _upload_button(at).label == "Nothing to upload"
     assert target.read_text(encoding="utf-8") == new_version
     with stores() as kb:
         assert_consistent(kb)
@@ -190,6 +191,20 @@ def test_refused_files_are_listed_with_their_reasons(app_root, monkeypatch):  # 
     assert any(m.value.startswith("**Refused (3)**") for m in at.markdown)
     button = _upload_button(at)
     assert button.label == "Nothing to upload" and button.disabled
+
+
+def test_a_file_placed_by_hand_but_not_indexed_is_indexed_without_a_tick(app_root):  # noqa: F811
+    text = doc("Upstream health checks", ["HealthCheck", "Upstream"], "Active and passive checks.")
+    (app_root / "knowledge_base/api").mkdir(parents=True)
+    (app_root / "knowledge_base/api/health.md").write_text(text, encoding="utf-8")
+    at = run_page("upload")
+    at.selectbox(key="category").set_value("api")
+    at.file_uploader(key="files").set_value(_files(("health.md", text))).run()
+    assert any("is on disk but not indexed" in i.value for i in at.info) and not at.checkbox
+    _upload_button(at).click().run()
+    assert list(at.dataframe[0].value["result"]) == ["indexed"]
+    with stores() as kb:
+        assert_consistent(kb)
 
 
 def test_identical_content_in_another_category_is_flagged_as_a_duplicate(synced_sample):  # noqa: F811
