@@ -93,3 +93,16 @@ def test_markdown_extension_is_stored_as_md():
     assert validate_file_name("Guide.MARKDOWN") == "Guide.md"
     with pytest.raises(UploadRejected, match="'<name>.markdown'"):
         validate_file_name("notes.txt")
+
+
+def test_the_facade_finds_duplicates_in_the_database(open_kb, db_url):
+    kb = open_kb(db_url=db_url)
+    kb.upload("overview.md", GATEWAY.encode(), "gateway")
+    kb.upload("upstream.md", doc("Upstream", ["Upstream"]).encode(), "gateway")
+    batch = kb.preview_batch([BatchFile("overview-copy.md", GATEWAY.encode()),
+                              BatchFile("overview.md", GATEWAY.encode())], "api")
+    assert [v.duplicate_of for v in batch.files] == [
+        ("knowledge_base/gateway/overview.md",),
+        ("knowledge_base/gateway/overview.md", "overview-copy.md (this batch)")]
+    assert kb.metadata.paths_with_content([hashlib.sha256(GATEWAY.encode()).hexdigest(), "0" * 64]) == {
+        hashlib.sha256(GATEWAY.encode()).hexdigest(): ["knowledge_base/gateway/overview.md"]}
