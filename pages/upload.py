@@ -44,14 +44,15 @@ if wanted_mb > server_mb:
     st.warning(f"KB_MAX_UPLOAD_BYTES allows {limit / MIB:g} MiB, but this server accepts at most {server_mb} MB "
                "per file: raise server.maxUploadSize in .streamlit/config.toml")
 
-batch = kb.preview_batch([BatchFile(f.name, f.getvalue(), state.get(f"rename-{f.file_id}")) for f in files or []],
-                         category) if files else None
-if batch is not None and batch.category_problem and (category or choice is None):
+checked = kb.preview_batch([BatchFile(f.name, f.getvalue(), state.get(f"rename-{f.file_id}"))
+                            for f in files or []], category)
+batch = checked if files else None
+if checked.category_problem and (category or files):  # checked as soon as typed; "choose one" once files come
     where = col_new if choice == NEW_CATEGORY else col_pick
-    where.error(batch.category_problem)
-    if batch.suggested_category and choice == NEW_CATEGORY:
-        where.button(f"Use “{batch.suggested_category}”", key="use-suggestion",
-                     on_click=lambda: state.update(new_category=batch.suggested_category))
+    where.error(checked.category_problem)
+    if checked.suggested_category and choice == NEW_CATEGORY:
+        where.button(f"Use “{checked.suggested_category}”", key="use-suggestion",
+                     on_click=lambda: state.update(new_category=checked.suggested_category))
 
 ticked: set[str] = set()
 if batch is not None:

@@ -147,7 +147,10 @@ def test_one_category_check_with_a_suggested_slug_and_no_preselected_category(ap
     assert _upload_button(at).disabled
 
     at.selectbox(key="category").set_value("➕ New category…").run()
+    at.file_uploader(key="files").set_value([])
     at.text_input(key="new_category").set_value("Gateway Plugins").run()
+    assert "did you mean 'gateway-plugins'?" in at.error[0].value  # checked as typed, before any file
+    at.file_uploader(key="files").set_value(_files(*files)).run()
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "did you mean 'gateway-plugins'?" in errors[0]  # once, not 7 times
     next(b for b in at.button if b.label == "Use “gateway-plugins”").click().run()
