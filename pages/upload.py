@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from kb_core import DocumentError, KnowledgeBaseError
-from kb_core.documents.batch import INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile
+from kb_core.documents.batch import CLASH, INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile
 from kb_core.errors import DocumentConflictError
 from pages.shell.wiring import knowledge_base
 
@@ -19,9 +19,9 @@ state = st.session_state
 shown_before: dict[str, str | None] = state.get("upload_shown", {})
 
 _STAGES = {"parsing": 0.1, "chunking": 0.2, "embedding": 0.3, "saving": 0.7, "indexing": 0.8, "done": 1.0}
-_ICONS = {NEW: "✅", INDEX: "✅", REPLACE: "♻️", SAME: "⏸️", REFUSED: "❌"}
+_ICONS = {NEW: "✅", INDEX: "✅", REPLACE: "♻️", SAME: "⏸️", CLASH: "⛔", REFUSED: "❌"}
 _SAYS = {NEW: "new", INDEX: "to index", REPLACE: "replace an existing document", SAME: "identical: nothing to do",
-         REFUSED: "refused"}
+         CLASH: "need a new name", REFUSED: "refused"}
 MIB = 1024 * 1024
 limit = kb.settings.max_upload_bytes
 
@@ -75,7 +75,7 @@ if batch is not None:
                 st.markdown("Keywords: " + (" ".join(f"`{k}`" for k in fm.keywords) or "(none)"))
             for finding in verdict.findings:
                 {"error": st.error, "warning": st.warning, "info": st.info}[finding.severity](finding.message)
-            if verdict.action == REPLACE and not batch.blocked:
+            if verdict.action == REPLACE:
                 if st.checkbox(f"Replace {verdict.file_path} (version {verdict.if_match[:12]})", key=f"replace-{fid}"):
                     ticked.add(fid)
     if batch.refused:
@@ -87,14 +87,15 @@ if batch is not None:
 state.upload_shown = {f.file_id: v.if_match for f, v in zip(files or [], batch.files if batch else (), strict=True)}
 
 if batch is not None:
-    pairs = list(zip(files, batch.files, strict=True)) if not batch.blocked else []
+    pairs = list(zip(files, batch.files, strict=True))
     todo = [(f, v) for f, v in pairs if v.action in (NEW, INDEX) or (v.action == REPLACE and f.file_id in ticked)]
     untouched = [v for f, v in pairs if v.action == REPLACE and f.file_id not in ticked]
     if untouched:
         st.caption(f"{len(untouched)} existing document(s) stay as they are unless you tick “Replace”.")
-    if not batch.blocked and not any(v.action in (NEW, INDEX, REPLACE) for v in batch.files):
+    if not any(v.action in (NEW, INDEX, REPLACE, CLASH) for v in batch.files):
         st.button("Nothing to upload", disabled=True)
-    elif st.button(f"Upload {len(todo)} file(s)", type="primary", disabled=bool(batch.blocked) or not todo):
+    elif st.button("Upload" if batch.blocked else f"Upload {len(todo)} file(s)", type="primary",
+                   disabled=bool(batch.blocked) or not todo):
         results = []
         slots = [(f, v, st.empty()) for f, v in todo]
         for _f, v, slot in slots:  # every file's bar is on the page from the start

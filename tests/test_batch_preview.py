@@ -7,7 +7,7 @@ import hashlib
 import pytest
 from conftest import doc, write_doc
 
-from kb_core.documents.batch import INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile, preview_batch
+from kb_core.documents.batch import CLASH, INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile, preview_batch
 from kb_core.documents.validation import suggest_category, validate_file_name
 from kb_core.errors import UploadRejected
 from kb_core.retrieval.keyword_index import KnowledgeIndex
@@ -53,6 +53,7 @@ def test_keyword_clashes_count_the_batch_and_forget_what_it_replaces(index):
 def test_same_target_blocks_the_batch_case_insensitively_and_a_rename_resolves_it(index):
     batch = _batch(index, ("Route.md", GATEWAY.encode()), ("route.md", b"# other\n"))
     assert [v.same_target_as for v in batch.files] == [("route.md",), ("Route.md",)]
+    assert [v.action for v in batch.files] == [CLASH, CLASH] and batch.refused == ()
     assert batch.blocked and batch.uploadable == ()
     renamed = _batch(index, ("Route.md", GATEWAY.encode()), ("route.md", b"# other\n", "route-zh.md"))
     assert renamed.blocked is None

@@ -22,7 +22,7 @@ from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
-NEW, REPLACE, SAME, INDEX, REFUSED = "new", "replace", "same", "index", "refused"
+NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = "new", "replace", "same", "index", "clash", "refused"
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,10 @@ class FileVerdict:
     @property
     def action(self) -> str:
         """new | replace (needs the curator's explicit consent) | same (identical to what is indexed: nothing to
-        do) | index (identical to the file on disk, which is not indexed yet) | refused."""
+        do) | index (identical to the file on disk, which is not indexed yet) | clash (another file of the batch
+        is aimed at the same path: rename one) | refused (the file itself is unusable)."""
+        if self.same_target_as:
+            return CLASH
         if self.errors:
             return REFUSED
         if self.preview.current_sha256 is not None and self.preview.current_sha256 == self.preview.sha256:
