@@ -7,7 +7,7 @@ import math
 import streamlit as st
 
 from kb_core import DocumentError, KnowledgeBaseError
-from kb_core.documents.batch import NEW, REFUSED, REPLACE, SAME, BatchFile
+from kb_core.documents.batch import CLASH, INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile
 from kb_core.errors import DocumentConflictError
 from pages.shell.wiring import knowledge_base
 
@@ -19,7 +19,9 @@ state = st.session_state
 shown_before: dict[str, str | None] = state.get("upload_shown", {})
 
 _STAGES = {"parsing": 0.1, "chunking": 0.2, "embedding": 0.3, "saving": 0.7, "indexing": 0.8, "done": 1.0}
-_ICONS = {NEW: "✅", REPLACE: "♻️", SAME: "⏸️", REFUSED: "❌"}
+_ICONS = {NEW: "✅", INDEX: "✅", REPLACE: "♻️", SAME: "⏸️", CLASH: "⛔", REFUSED: "❌"}
+_SAYS = {NEW: "new", INDEX: "to index", REPLACE: "replace an existing document", SAME: "identical: nothing to do",
+         CLASH: "need a new name", REFUSED: "refused"}
 MIB = 1024 * 1024
 limit = kb.settings.max_upload_bytes
 
@@ -42,18 +44,23 @@ if wanted_mb > server_mb:
     st.warning(f"KB_MAX_UPLOAD_BYTES allows {limit / MIB:g} MiB, but this server accepts at most {server_mb} MB "
                "per file: raise server.maxUploadSize in .streamlit/config.toml")
 
-batch = kb.preview_batch([BatchFile(f.name, f.getvalue(), state.get(f"rename-{f.file_id}")) for f in files or []],
-                         category) if files else None
-if batch is not None and batch.category_problem and (category or choice is None):
+checked = kb.preview_batch([BatchFile(f.name, f.getvalue(), state.get(f"rename-{f.file_id}"))
+                            for f in files or []], category)
+batch = checked if files else None
+if checked.category_problem and (category or files):  # checked as soon as typed; "choose one" once files come
     where = col_new if choice == NEW_CATEGORY else col_pick
-    where.error(batch.category_problem)
-    if batch.suggested_category and choice == NEW_CATEGORY:
-        where.button(f"Use “{batch.suggested_category}”", key="use-suggestion",
-                     on_click=lambda: state.update(new_category=batch.suggested_category))
+    where.error(checked.category_problem)
+    if checked.suggested_category and choice == NEW_CATEGORY:
+        where.button(f"Use “{checked.suggested_category}”", key="use-suggestion",
+                     on_click=lambda: state.update(new_category=checked.suggested_category))
 
 ticked: set[str] = set()
 if batch is not None:
     st.subheader("Preview")
+    tally: dict[str, int] = {}
+    for verdict in batch.files:
+        tally[verdict.action] = tally.get(verdict.action, 0) + 1
+    st.caption(" · ".join(f"{n} {_SAYS[action]}" for action, n in tally.items()))
     for uploaded, verdict in zip(files, batch.files, strict=True):
         fid = uploaded.file_id
         act = bool(verdict.same_target_as or verdict.errors or verdict.action == REPLACE or verdict.duplicate_of)
@@ -68,7 +75,7 @@ if batch is not None:
                 st.markdown("Keywords: " + (" ".join(f"`{k}`" for k in fm.keywords) or "(none)"))
             for finding in verdict.findings:
                 {"error": st.error, "warning": st.warning, "info": st.info}[finding.severity](finding.message)
-            if verdict.action == REPLACE and not batch.blocked:
+            if verdict.action == REPLACE:
                 if st.checkbox(f"Replace {verdict.file_path} (version {verdict.if_match[:12]})", key=f"replace-{fid}"):
                     ticked.add(fid)
     if batch.refused:
@@ -80,14 +87,15 @@ if batch is not None:
 state.upload_shown = {f.file_id: v.if_match for f, v in zip(files or [], batch.files if batch else (), strict=True)}
 
 if batch is not None:
-    pairs = list(zip(files, batch.files, strict=True)) if not batch.blocked else []
-    todo = [(f, v) for f, v in pairs if v.action != REFUSED and (v.action != REPLACE or f.file_id in ticked)]
+    pairs = list(zip(files, batch.files, strict=True))
+    todo = [(f, v) for f, v in pairs if v.action in (NEW, INDEX) or (v.action == REPLACE and f.file_id in ticked)]
     untouched = [v for f, v in pairs if v.action == REPLACE and f.file_id not in ticked]
     if untouched:
         st.caption(f"{len(untouched)} existing document(s) stay as they are unless you tick “Replace”.")
-    if not batch.uploadable and not batch.blocked:
+    if not any(v.action in (NEW, INDEX, REPLACE, CLASH) for v in batch.files):
         st.button("Nothing to upload", disabled=True)
-    elif st.button(f"Upload {len(todo)} file(s)", type="primary", disabled=bool(batch.blocked) or not todo):
+    elif st.button("Upload" if batch.blocked else f"Upload {len(todo)} file(s)", type="primary",
+                   disabled=bool(batch.blocked) or not todo):
         results = []
         slots = [(f, v, st.empty()) for f, v in todo]
         for _f, v, slot in slots:  # every file's bar is on the page from the start

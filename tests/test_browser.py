@@ -238,8 +238,9 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     _open(page, server, "", "Lookup playground")
     expect(page.get_by_text("Type a query")).to_be_visible()
 
-    # 1. Upload into the default category `api`.
+    # 1. Upload into the category `api` (none is chosen for the curator).
     _open(page, server, "upload", "Upload documents")
+    expect(page.get_by_text("per file, set by KB_MAX_UPLOAD_BYTES")).to_be_visible()
     category = page.get_by_role("combobox", name="Category")
     category.click()
     page.get_by_role("option", name="api", exact=True).click()
@@ -253,8 +254,8 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     expect(preview).to_contain_text("ERR_TIMEOUT")
     page.get_by_role("button", name="Upload 1 file(s)").click()
     expect(page.get_by_role("heading", name="Result")).to_be_visible(timeout=TIMEOUT_MS)
-    # st.dataframe draws its cells on a canvas: the status label carries the same outcome as readable text
-    expect(page.get_by_text("payment-errors.md: indexed")).to_be_visible()
+    # st.dataframe draws its cells on a canvas: the summary above it carries the outcome as readable text
+    expect(page.get_by_text("1 indexed", exact=True)).to_be_visible()
     expect(page.get_by_test_id("stDataFrame")).to_be_visible()
     for store in ("L0", "Database", "Milvus"):
         expect(_sidebar_metric(page, store)).to_have_text("1")
@@ -305,6 +306,39 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     raw = page.get_by_test_id("stCode")
     expect(raw).to_contain_text('"found": false')
     expect(raw).not_to_contain_text(SOURCE)
+
+
+@pytest.mark.timeout(300)
+def test_a_batch_with_two_files_for_one_path_in_a_real_browser(server, page):
+    """The English and the Chinese route.md in one batch: refused until one is renamed, then both go in."""
+    from playwright.sync_api import expect
+
+    route_en = doc("Route", ["Route", "APISIX"], "Match requests and send them upstream.", "# Route\n\nMatch.\n")
+    route_zh = doc("路由", ["路由", "APISIX"], "匹配请求并转发到上游。", "# 路由\n\n匹配请求。\n")
+    _open(page, server, "upload", "Upload documents")
+    page.get_by_role("combobox", name="Category").click()
+    page.get_by_role("option", name="api", exact=True).click()
+    page.locator("input[type=file]").set_input_files(files=[
+        {"name": "route.md", "mimeType": "text/markdown", "buffer": route_en.encode()},
+        {"name": "route.md", "mimeType": "text/markdown", "buffer": route_zh.encode()},
+        {"name": "logo.md", "mimeType": "text/markdown", "buffer": b"\x89PNG\x00\x00"},
+    ])
+    expect(page.get_by_text("nothing is written until then", exact=False)).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_text("logo.md: logo.md looks binary", exact=False)).to_be_visible()  # not a tooltip
+    expect(page.get_by_text("2 need a new name · 1 refused", exact=True)).to_be_visible()
+    expect(page.get_by_role("button", name="Upload", exact=True)).to_be_disabled()
+    _wait_idle(page)
+    _screenshot(page, "upload-batch-clash.png")
+    page.get_by_role("textbox", name="New file name").nth(1).fill("route-zh.md")
+    page.get_by_role("textbox", name="New file name").nth(1).press("Enter")
+    upload = page.get_by_role("button", name="Upload 2 file(s)")
+    expect(upload).to_be_enabled(timeout=TIMEOUT_MS)
+    _wait_idle(page)
+    upload.click()
+    expect(page.get_by_text("2 indexed, 1 refused", exact=True)).to_be_visible(timeout=TIMEOUT_MS)
+    root: Path = server["root"]
+    assert (root / "knowledge_base/api/route.md").read_text(encoding="utf-8") == route_en
+    assert (root / "knowledge_base/api/route-zh.md").read_text(encoding="utf-8") == route_zh
 
 
 @pytest.mark.timeout(300)

@@ -68,8 +68,9 @@ def test_two_files_aimed_at_one_path_are_refused_until_one_is_renamed(app_root):
     at.file_uploader(key="files").set_value(_files(("route.md", ROUTE_EN), ("route.md", ROUTE_ZH))).run()
     assert not at.exception, at.exception
     clash = [e.value for e in at.error if "aimed at the same path" in e.value]
-    assert len(clash) == 4  # in each file's preview and in the list of refused files
-    assert _upload_button(at).disabled
+    assert len(clash) == 2  # in each file's preview; they are not "refused": a new name resolves it
+    assert any(c.value == "2 need a new name" for c in at.caption)
+    assert _upload_button(at).label == "Upload" and _upload_button(at).disabled
     assert any("nothing is written until then" in w.value for w in at.warning)
     assert not (app_root / "knowledge_base/gateway").exists()
 
@@ -107,7 +108,8 @@ def test_replacing_needs_a_tick_per_file(synced_sample):  # noqa: F811
     at.checkbox[0].check().run()
     _upload_button(at).click().run()
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
-    assert rows == {"timeout.md": "replaced", "retries.md": "unchanged"}
+    assert rows == {"timeout.md": "replaced"}  # retries.md is identical to the indexed version: left alone
+    assert _upload_button(at).label == "Nothing to upload"
     assert target.read_text(encoding="utf-8") == new_version
     with stores() as kb:
         assert_consistent(kb)
@@ -146,7 +148,10 @@ def test_one_category_check_with_a_suggested_slug_and_no_preselected_category(ap
     assert _upload_button(at).disabled
 
     at.selectbox(key="category").set_value("➕ New category…").run()
+    at.file_uploader(key="files").set_value([])
     at.text_input(key="new_category").set_value("Gateway Plugins").run()
+    assert "did you mean 'gateway-plugins'?" in at.error[0].value  # checked as typed, before any file
+    at.file_uploader(key="files").set_value(_files(*files)).run()
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and "did you mean 'gateway-plugins'?" in errors[0]  # once, not 7 times
     next(b for b in at.button if b.label == "Use “gateway-plugins”").click().run()
@@ -190,6 +195,20 @@ def test_refused_files_are_listed_with_their_reasons(app_root, monkeypatch):  # 
     assert any(m.value.startswith("**Refused (3)**") for m in at.markdown)
     button = _upload_button(at)
     assert button.label == "Nothing to upload" and button.disabled
+
+
+def test_a_file_placed_by_hand_but_not_indexed_is_indexed_without_a_tick(app_root):  # noqa: F811
+    text = doc("Upstream health checks", ["HealthCheck", "Upstream"], "Active and passive checks.")
+    (app_root / "knowledge_base/api").mkdir(parents=True)
+    (app_root / "knowledge_base/api/health.md").write_text(text, encoding="utf-8")
+    at = run_page("upload")
+    at.selectbox(key="category").set_value("api")
+    at.file_uploader(key="files").set_value(_files(("health.md", text))).run()
+    assert any("is on disk but not indexed" in i.value for i in at.info) and not at.checkbox
+    _upload_button(at).click().run()
+    assert list(at.dataframe[0].value["result"]) == ["indexed"]
+    with stores() as kb:
+        assert_consistent(kb)
 
 
 def test_identical_content_in_another_category_is_flagged_as_a_duplicate(synced_sample):  # noqa: F811

@@ -22,7 +22,7 @@ from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
-NEW, REPLACE, SAME, REFUSED = "new", "replace", "same", "refused"
+NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = "new", "replace", "same", "index", "clash", "refused"
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class FileVerdict:
     preview: UploadPreview  # findings include the batch's own
     same_target_as: tuple[str, ...] = ()  # upload names of the other files aimed at the same path
     duplicate_of: tuple[str, ...] = ()  # indexed paths (or batch files) with byte-identical content
+    indexed: bool = True  # False: the file on disk has no row with its content (placed by hand, not synced)
 
     @property
     def file_path(self) -> str | None:
@@ -57,11 +58,15 @@ class FileVerdict:
 
     @property
     def action(self) -> str:
-        """new | replace (needs the curator's explicit consent) | same (identical to what is there) | refused."""
+        """new | replace (needs the curator's explicit consent) | same (identical to what is indexed: nothing to
+        do) | index (identical to the file on disk, which is not indexed yet) | clash (another file of the batch
+        is aimed at the same path: rename one) | refused (the file itself is unusable)."""
+        if self.same_target_as:
+            return CLASH
         if self.errors:
             return REFUSED
         if self.preview.current_sha256 is not None and self.preview.current_sha256 == self.preview.sha256:
-            return SAME
+            return SAME if self.indexed else INDEX
         return REPLACE if self.preview.replaces_existing else NEW
 
     @property
@@ -83,8 +88,8 @@ class BatchPreview:
 
     @property
     def uploadable(self) -> tuple[FileVerdict, ...]:
-        """Files that may go in once the batch is clear (replacements still need the curator's tick)."""
-        return () if self.blocked else tuple(f for f in self.files if f.action != REFUSED)
+        """Files an upload would change something for (replacements still need the curator's tick)."""
+        return () if self.blocked else tuple(f for f in self.files if f.action in (NEW, INDEX, REPLACE))
 
     @property
     def clashes(self) -> tuple[FileVerdict, ...]:
@@ -176,6 +181,9 @@ def preview_batch(index: KnowledgeIndex, files: Sequence[BatchFile], category: s
         extra.extend(keyword_clashes(preview, others_of))
         if upload.rename and upload.name != upload.upload_name:
             extra.insert(0, Finding(INFO, f"renamed from {upload.upload_name}"))
+        indexed = paths_with_content is None or preview.file_path in stored.get(preview.sha256, ())
+        if preview.current_sha256 == preview.sha256 and not indexed:
+            extra.append(Finding(INFO, f"{preview.file_path} is on disk but not indexed: uploading indexes it"))
         preview = replace(preview, findings=preview.findings + tuple(extra))
-        verdicts.append(FileVerdict(upload.upload_name, preview, same_target.get(i, ()), tuple(duplicates)))
+        verdicts.append(FileVerdict(upload.upload_name, preview, same_target.get(i, ()), tuple(duplicates), indexed))
     return BatchPreview(category, problem, suggestion, tuple(verdicts))
