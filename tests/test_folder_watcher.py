@@ -104,6 +104,7 @@ def test_a_malformed_file_is_reported_and_the_watcher_goes_on(watched_on_sqlite)
     _wait_for(lambda: kb.watcher.last_report is not None and kb.watcher.last_report.failed, "the failure report")
     (path, problem), = kb.watcher.last_report.failed
     assert path.endswith("ops/broken.md") and "UTF-8" in problem
+    assert kb.status(max_age=0).watch_failed == ((path, problem),)  # what the sidebar shows
     write_doc(base, "ops/runbook.md", _guide("Runbook", ["RUNBOOK_KEY", "ops"]))
     _wait_for(lambda: _found(kb, "RUNBOOK_KEY"), "a good file after the broken one")
     assert kb.watcher.is_watching and _row(kb, "ops/broken.md") is None
