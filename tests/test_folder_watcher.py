@@ -168,3 +168,15 @@ def test_a_new_watcher_catches_up_with_changes_made_while_nobody_watched(tmp_pat
         assert_consistent(kb)
     finally:
         kb.close()
+
+
+def test_kb_watch_is_off_unless_asked_for(tmp_path, monkeypatch):
+    from kb_core import load_settings
+
+    monkeypatch.delenv("KB_WATCH", raising=False)
+    monkeypatch.delenv("KB_CONFIG", raising=False)
+    assert load_settings(app_root=tmp_path).watch is False  # agent processes, plain open_knowledge_base()
+    (tmp_path / "kb.yaml").write_text("knowledge:\n  watch: true\n", encoding="utf-8")
+    assert load_settings(app_root=tmp_path).watch is True
+    monkeypatch.setenv("KB_WATCH", "0")
+    assert load_settings(app_root=tmp_path).watch is False
