@@ -84,6 +84,7 @@ class KnowledgeBaseStatus:
     dense_search: bool
     base_path: str
     watching: bool | None = None  # None: KB_WATCH is off; else whether this process is the folder's watcher
+    watch_failed: tuple[tuple[str, str], ...] = ()  # files the watcher's last sync could not index, and why
 
     @property
     def l1_mode(self) -> str:
@@ -307,6 +308,7 @@ class KnowledgeBase:
             dense_search=self._searcher.dense_active(),
             base_path=self.settings.base_path,
             watching=None if self.watcher is None else self.watcher.is_watching,
+            watch_failed=self.watcher.last_report.failed if self.watcher and self.watcher.last_report else (),
         )
 
     def close(self) -> None:

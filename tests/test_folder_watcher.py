@@ -104,6 +104,7 @@ def test_a_malformed_file_is_reported_and_the_watcher_goes_on(watched_on_sqlite)
     _wait_for(lambda: kb.watcher.last_report is not None and kb.watcher.last_report.failed, "the failure report")
     (path, problem), = kb.watcher.last_report.failed
     assert path.endswith("ops/broken.md") and "UTF-8" in problem
+    assert kb.status(max_age=0).watch_failed == ((path, problem),)  # what the sidebar shows
     write_doc(base, "ops/runbook.md", _guide("Runbook", ["RUNBOOK_KEY", "ops"]))
     _wait_for(lambda: _found(kb, "RUNBOOK_KEY"), "a good file after the broken one")
     assert kb.watcher.is_watching and _row(kb, "ops/broken.md") is None
@@ -167,3 +168,15 @@ def test_a_new_watcher_catches_up_with_changes_made_while_nobody_watched(tmp_pat
         assert_consistent(kb)
     finally:
         kb.close()
+
+
+def test_kb_watch_is_off_unless_asked_for(tmp_path, monkeypatch):
+    from kb_core import load_settings
+
+    monkeypatch.delenv("KB_WATCH", raising=False)
+    monkeypatch.delenv("KB_CONFIG", raising=False)
+    assert load_settings(app_root=tmp_path).watch is False  # agent processes, plain open_knowledge_base()
+    (tmp_path / "kb.yaml").write_text("knowledge:\n  watch: true\n", encoding="utf-8")
+    assert load_settings(app_root=tmp_path).watch is True
+    monkeypatch.setenv("KB_WATCH", "0")
+    assert load_settings(app_root=tmp_path).watch is False

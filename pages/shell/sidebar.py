@@ -51,3 +51,5 @@ def render_status(kb: KnowledgeBase) -> None:
         if status.watching is not None:
             st.caption("**Folder** " + ("watched by this process: changed files are synced" if status.watching
                                         else "watched by another process (changes arrive through the database)"))
+        for file_path, problem in status.watch_failed:
+            st.warning(f"Changed on disk but not indexed: `{file_path}`: {problem}")
