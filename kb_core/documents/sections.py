@@ -32,8 +32,9 @@ _CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 # A line that cannot be (the start of) a setext heading's paragraph: list items, quotes, tables, HTML blocks.
 _NOT_PARAGRAPH = re.compile(r"^(?: {4}|\t| {0,3}(?:[-+*][ \t]|\d{1,9}[.)][ \t]|>|\||<))")
-# Cheap prefilter: only these lines can change the scanner's state.
-_INTERESTING = re.compile(r"^[ \t]{0,3}(?:#|`{3}|~{3}|=+[ \t]*$|-+[ \t]*$)", re.MULTILINE)
+# Only these lines can change the scanner's state. The leading "\n" (not "^") lets the regex engine jump from
+# newline to newline instead of trying every character.
+_INTERESTING = re.compile(r"\n[ \t]{0,3}(?:#|`{3}|~{3}|=+[ \t]*$|-+[ \t]*$)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -46,46 +47,57 @@ class Heading:
 
 
 def find_headings(lines: Sequence[str]) -> list[Heading]:
-    """Every ATX (levels 1-6) and setext heading outside fenced code, in document order."""
+    """Every ATX (levels 1-6) and setext heading outside fenced code, in document order.
+
+    Only lines that can change something (`#`, fences, `===`/`---`) are looked at one by one: the index scan
+    runs this over every document at start-up, and most lines are prose."""
+    text = "\n" + "\n".join(lines)
     headings: list[Heading] = []
     fence: str | None = None
-    paragraph_start: int | None = None  # first line of the open paragraph (a setext candidate)
-    for i, line in enumerate(lines):
+    boundary = -1  # the last line that closed a block (heading, fence, rule): a paragraph starts after it
+    line_no, position = -1, 0
+    for candidate in _INTERESTING.finditer(text):
+        line_no += text.count("\n", position, candidate.start() + 1)
+        position = candidate.start() + 1
+        i, line = line_no, lines[line_no]
+        match = _FENCE.match(line)
         if fence is not None:
-            match = _FENCE.match(line)
             if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) \
                     and not line.strip()[len(match.group(1)):].strip():
-                fence = None
+                fence, boundary = None, i
             continue
-        if not line.strip():
-            paragraph_start = None
-            continue
-        match = _FENCE.match(line)
         if match:
-            fence, paragraph_start = match.group(1), None
+            fence, boundary = match.group(1), i
             continue
         atx = _ATX.match(line)
         if atx:
-            raw = _CLOSING.sub("", atx.group(2) or "").strip()
-            paragraph_start = None
+            boundary = i
+            raw = atx.group(2) or ""
+            raw = _CLOSING.sub("", raw).strip() if raw.endswith("#") else raw.strip()
             if raw:
                 headings.append(Heading(i, i + 1, len(atx.group(1)), raw, render_inline(raw)))
             continue
         setext = _SETEXT.match(line)
-        if setext and paragraph_start is not None and paragraph_start >= 0:
-            raw = " ".join(part.strip() for part in lines[paragraph_start:i])
-            headings.append(Heading(paragraph_start, i + 1, 1 if setext.group(1)[0] == "=" else 2, raw,
-                                    render_inline(raw)))
-            paragraph_start = None
-        elif paragraph_start is None:
-            # -1: a list, quote, table or HTML block runs until the next blank line; its lines are no paragraph
-            paragraph_start = None if setext else (-1 if _NOT_PARAGRAPH.match(line) else i)
+        if setext:
+            start = i
+            while start - 1 > boundary and not _blank(lines[start - 1]):
+                start -= 1
+            # a list, quote, table or HTML block runs until a blank line: underlining it makes no heading
+            if start < i and not _NOT_PARAGRAPH.match(lines[start]):
+                raw = " ".join(part.strip() for part in lines[start:i])
+                headings.append(Heading(start, i + 1, 1 if setext.group(1)[0] == "=" else 2, raw,
+                                        render_inline(raw)))
+            boundary = i
     return headings
+
+
+def _blank(line: str) -> bool:
+    return not line or line.isspace()
 
 
 def may_have_headings(text: str) -> bool:
     """False when no line could be a heading: skips the line scan for plain bodies."""
-    return _INTERESTING.search(text) is not None
+    return _INTERESTING.search("\n" + text) is not None
 
 
 # -- rendering ----------------------------------------------------------------------------------------------
@@ -99,13 +111,14 @@ _EMPHASIS_STAR = re.compile(r"\*(?=\S)(.+?)(?<=\S)\*")
 _EMPHASIS_UNDERSCORE = re.compile(r"(?<![\w])_(?=\S)(.+?)(?<=\S)_(?![\w])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _SPACES = re.compile(r"\s+")
+_MARKUP = re.compile(r"[`\\\[<&*_~]")
 _ESCAPED_BASE = 0xF0000  # a private-use plane: escaped characters wait there while markup is removed
 
 
 def render_inline(text: str) -> str:
     """Heading text as a reader sees it: `` `limit_req` `` -> limit_req, `[A](u)` -> A, `&amp;` -> &."""
-    if not any(c in text for c in "`\\[<&*_~"):
-        return _SPACES.sub(" ", text).strip()
+    if _MARKUP.search(text) is None:
+        return " ".join(text.split())
     out: list[str] = []
     position = 0
     for code in _CODE_SPAN.finditer(text):
@@ -159,25 +172,34 @@ def document_sections(lines: Sequence[str], headings: Sequence[Heading] | None =
     found = [h for h in (find_headings(lines) if headings is None else headings) if h.level <= SECTION_LEVELS]
     h1 = [h for h in found if h.level == 1]
     title = found[0] if len(found) > 1 and len(h1) == 1 and found[0] is h1[0] else None
+    ends = _ends(found, len(lines))
     sections: list[Section] = []
-    stack: list[tuple[int, str]] = []
+    stack: list[tuple[int, tuple[str, ...]]] = []  # (level, path) of the open parents
     seen: dict[tuple[str, ...], int] = {}
-    for i, heading in enumerate(found):
-        end = next((h.line for h in found[i + 1 :] if h.level <= heading.level), len(lines))
+    for heading, end in zip(found, ends, strict=True):
         if heading is title:
             sections.append(Section((heading.text,), heading, end, listed=False))
             continue
         while stack and stack[-1][0] >= heading.level:
             stack.pop()
-        name = heading.text
-        path = (*[n for _, n in stack], name)
-        seen[path] = seen.get(path, 0) + 1
-        if seen[path] > 1:
-            name = f"{name} ({seen[path]})"
-            path = (*path[:-1], name)
-        stack.append((heading.level, name))
+        path = (*stack[-1][1], heading.text) if stack else (heading.text,)
+        count = seen[path] = seen.get(path, 0) + 1
+        if count > 1:
+            path = (*path[:-1], f"{heading.text} ({count})")
+        stack.append((heading.level, path))
         sections.append(Section(path, heading, end))
     return sections
+
+
+def _ends(headings: Sequence[Heading], total: int) -> list[int]:
+    """Where each heading's section ends: at the next heading of the same or a higher level (one pass)."""
+    ends = [total] * len(headings)
+    open_: list[int] = []  # indexes of headings whose section is still open, levels increasing
+    for i, heading in enumerate(headings):
+        while open_ and headings[open_[-1]].level >= heading.level:
+            ends[open_.pop()] = heading.line
+        open_.append(i)
+    return ends
 
 
 def named_sections(sections: Sequence[Section], mapping: Mapping[str, str]) -> tuple[list[tuple[str, Section]],
@@ -260,13 +282,16 @@ def section_text(lines: Sequence[str], section: Section) -> str:
 
 
 # -- a whole document ---------------------------------------------------------------------------------------
-_BOILERPLATE = re.compile(r"<!--|<head|^(?:import|export)\s", re.IGNORECASE | re.MULTILINE)
+_MDX = re.compile(r"^(?:import|export)\s", re.MULTILINE)
+_HEAD = re.compile(r"<head", re.IGNORECASE)
 
 
 def body_text(content: str) -> str:
     """The document's body as an answer shows it: frontmatter and boilerplate removed (`cleaning`)."""
     body = split_body(content)
-    return clean_body(body) if _BOILERPLATE.search(body) else body
+    boilerplate = "<!--" in body or (("<h" in body or "<H" in body) and _HEAD.search(body)) or (
+        ("import" in body or "export" in body) and _MDX.search(body))
+    return clean_body(body) if boilerplate else body
 
 
 @dataclass(frozen=True)
