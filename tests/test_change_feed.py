@@ -102,3 +102,27 @@ def test_the_feed_is_trimmed_keeping_the_newest_row_and_a_late_follower_rescans(
     b._follower.poll()  # B's position is before the trimmed rows: it rescans and misses nothing
     for key in ("OLD_KEY_0", "OLD_KEY_1", "OLD_KEY_2", "NEW_AFTER_TRIM"):
         assert b.index.exact_match(key), key
+
+
+def test_a_change_is_not_applied_while_the_file_holds_other_bytes(tmp_path):
+    """A follower reading a file in the middle of someone's write (a replacement about to be rolled back)
+    must not publish that version: the feed's hash of the announced version tells them apart."""
+    import hashlib
+
+    from kb_core.retrieval.keyword_index import KnowledgeIndex
+
+    target = tmp_path / "knowledge_base" / "api" / "a.md"
+    target.parent.mkdir(parents=True)
+    announced = doc("A", ["ANNOUNCED_KEY"]).encode()
+    target.write_bytes(announced)
+    index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    index.load()
+    target.write_bytes(doc("A", ["IN_FLIGHT_KEY"]).encode())  # a replacement in flight
+    assert index.refresh("knowledge_base/api/a.md", hashlib.sha256(announced).hexdigest()) is False
+    assert index.exact_match("ANNOUNCED_KEY") and not index.exact_match("IN_FLIGHT_KEY")
+    target.write_bytes(announced)  # rolled back: the file is the announced version again
+    assert index.refresh("knowledge_base/api/a.md", hashlib.sha256(announced).hexdigest()) is False  # unchanged
+    settled = doc("A", ["SETTLED_KEY"]).encode()
+    target.write_bytes(settled)  # a later write settles it; its own change announces these bytes
+    assert index.refresh("knowledge_base/api/a.md", hashlib.sha256(settled).hexdigest()) is True
+    assert index.exact_match("SETTLED_KEY") and not index.exact_match("ANNOUNCED_KEY")

@@ -121,17 +121,17 @@ class ChangeFollower:
                 return applied
             with self._index.bulk():
                 for change in changes:
-                    self._apply(change.file_path, change.operation)
+                    self._apply(change.file_path, change.operation, change.content_sha256)
             applied += len(changes)
             self._position = changes[-1].id
             self._changed()
             log.debug("applied %d changes from the feed (now at %d)", len(changes), self._position)
 
-    def _apply(self, file_path: str, operation: str) -> None:
+    def _apply(self, file_path: str, operation: str, content_sha256: str | None) -> None:
         if operation == "delete":
             self._index.remove(file_path)
         else:
-            self._index.refresh(file_path)
+            self._index.refresh(file_path, content_sha256)
 
     def _warn(self, message: str) -> None:
         now = time.monotonic()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import hashlib
 import logging
 import os
 import threading
@@ -110,10 +111,13 @@ def _read_head(path: Path) -> tuple[str, bool]:
     """The start of a file, enough for any acceptable frontmatter block, and whether that is the whole file:
     the scan reads the rest only for documents that have frontmatter (their section list needs it)."""
     with open(path, "rb") as handle:
-        data = handle.read(_HEAD_BYTES)
+        return _decode_head(handle.read(_HEAD_BYTES))
+
+
+def _decode_head(data: bytes) -> tuple[str, bool]:
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     complete = len(data) < _HEAD_BYTES
-    return decoder.decode(data, final=complete), complete
+    return decoder.decode(data[:_HEAD_BYTES], final=complete), complete
 
 
 class KnowledgeIndex:
@@ -219,17 +223,40 @@ class KnowledgeIndex:
             head = (self._base / relative).read_bytes().decode("utf-8-sig")
         return KnowledgeEntry.from_frontmatter(display, fm, self.category_of(relative), head)
 
-    def refresh(self, file_path: str) -> bool:
+    def _entry_from(self, relative: str, data: bytes) -> KnowledgeEntry | None:
+        """`_entry_of` on bytes already read (parsed from the same head the scan would read)."""
+        display = self.display_path(relative)
+        head, _complete = _decode_head(data)
+        fm = parse_frontmatter(head, source=display)
+        if fm is None:
+            return None
+        return KnowledgeEntry.from_frontmatter(display, fm, self.category_of(relative), data.decode("utf-8-sig"))
+
+    def refresh(self, file_path: str, expected_sha256: str | None = None) -> bool:
         """Re-read one document as the scan would and add, replace or remove its entry. Nothing is rebuilt
         when the entry is unchanged (a process's own writes come back through the change feed). Returns
-        whether the index changed."""
+        whether the index changed.
+
+        `expected_sha256` (the change feed's hash of the version it announces): when the file holds other bytes,
+        a write is in flight or already newer, and reading it now could publish a version that is about to be
+        rolled back; the entry is left as it is, and the feed brings the write that settles the file."""
         path = self.lexical_path(file_path)
         entry = None
         if path is not None and path.is_file() and self.is_inside(path):
+            relative = path.relative_to(self._base).as_posix()
             try:
-                entry = self._entry_of(path.relative_to(self._base).as_posix())
+                if expected_sha256 is None:
+                    entry = self._entry_of(relative)
+                else:
+                    data = path.read_bytes()
+                    if hashlib.sha256(data).hexdigest() != expected_sha256:
+                        log.debug("%s is not the version the feed announced: left as it is", file_path)
+                        return False
+                    entry = self._entry_from(relative, data)
             except (OSError, UnicodeDecodeError) as exc:
                 log.warning("cannot read %s, left out of L0: %s", file_path, exc)
+        elif expected_sha256 is not None:
+            return False  # announced but gone: a delete is in flight, and its own change follows
         with self._write_lock:
             if self._current_entries().get(file_path) == entry:
                 return False
