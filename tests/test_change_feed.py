@@ -4,6 +4,7 @@ the same database and folder within seconds, without touching the lookup path.""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import pytest
 from conftest import doc, make_settings
@@ -72,3 +73,32 @@ def test_own_writes_coming_back_through_the_feed_rebuild_nothing(two):
     assert a._follower.poll() >= 1  # the change is read...
     assert a.index._snapshot is snapshot  # ...and, unchanged, swaps in no new snapshot
     assert a.index.exact_match("OWN_KEY")
+
+
+def test_the_feed_is_trimmed_keeping_the_newest_row_and_a_late_follower_rescans(two):
+    from datetime import timedelta
+
+    from sqlalchemy import text
+
+    from kb_core.retrieval.change_follower import FEED_RETENTION, TRIM_EVERY
+
+    a, b = two
+    b._follower.stop()  # B is down while A writes and, a week later, trims
+    a._follower.stop()
+    for i in range(3):
+        a.upload(f"old-{i}.md", doc(f"Old {i}", [f"OLD_KEY_{i}"]).encode(), "api")
+    newest = a.metadata.latest_change_id()
+    with a.metadata._engine.begin() as connection:  # these writes happened long ago
+        connection.execute(text("UPDATE kb_change SET created_at = :t"),
+                           {"t": (datetime.now(UTC) - FEED_RETENTION - timedelta(hours=1)).replace(tzinfo=None)})
+    assert a._follower.trim_if_due() == 0  # not due yet: the first trim comes an hour after opening
+    removed = a._follower.trim_if_due(now=time.monotonic() + TRIM_EVERY + 1)
+    assert removed == 2  # all but the newest, so ids carry on from where they were
+    assert a.metadata.latest_change_id() == newest
+    changes, complete = a.metadata.changes_since(0)
+    assert [c.id for c in changes] == [newest] and not complete
+    a.upload("new.md", doc("New", ["NEW_AFTER_TRIM"]).encode(), "api")
+    assert a.metadata.latest_change_id() == newest + 1
+    b._follower.poll()  # B's position is before the trimmed rows: it rescans and misses nothing
+    for key in ("OLD_KEY_0", "OLD_KEY_1", "OLD_KEY_2", "NEW_AFTER_TRIM"):
+        assert b.index.exact_match(key), key

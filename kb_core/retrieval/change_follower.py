@@ -4,7 +4,8 @@ A background thread checks the database's change feed every `interval` seconds (
 the lookup path) and applies what changed since its position: `KnowledgeIndex.refresh` re-reads each changed
 file the way the scan does, in one snapshot swap per batch. This process's own writes come back too; they
 leave the entry as it is, so they rebuild nothing. When the feed no longer reaches back to its position (it
-was trimmed), the whole folder is rescanned.
+was trimmed), the whole folder is rescanned. Every process trims rows older than `FEED_RETENTION` once an hour,
+keeping the newest row: the feed stays small, and only a process down for longer than that pays a rescan.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from kb_core.errors import KnowledgeBaseError
@@ -20,11 +22,16 @@ from kb_core.retrieval.keyword_index import KnowledgeIndex
 
 log = logging.getLogger(__name__)
 
+FEED_RETENTION = timedelta(days=7)
+TRIM_EVERY = 3600.0  # seconds
+
 
 class ChangeFeed(Protocol):
     def latest_change_id(self) -> int: ...
 
     def changes_since(self, after_id: int, limit: int = 1000) -> tuple[list, bool]: ...
+
+    def trim_changes(self, older_than: datetime) -> int: ...
 
 
 class ChangeFollower:
@@ -37,6 +44,7 @@ class ChangeFollower:
         self._thread: threading.Thread | None = None
         self._warned_at = 0.0
         self._listeners: list[Callable[[], None]] = []
+        self._trimmed_at = time.monotonic()  # the first trim an hour after opening, not on every start
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call `listener` after each batch of changes applied (and after a rescan): cached summaries of the
@@ -76,8 +84,20 @@ class ChangeFollower:
         while not self._stop.wait(self._interval):
             try:
                 self.poll()
+                self.trim_if_due()
             except Exception as exc:  # noqa: BLE001 - a follower that dies would silently freeze L0
                 self._warn(f"following the change feed failed: {exc}")
+
+    def trim_if_due(self, *, now: float | None = None) -> int:
+        """Trim the feed once every `TRIM_EVERY` seconds (any process may; doing it twice is harmless)."""
+        now = time.monotonic() if now is None else now
+        if now - self._trimmed_at < TRIM_EVERY:
+            return 0
+        self._trimmed_at = now
+        removed = self._feed.trim_changes(datetime.now(UTC).replace(tzinfo=None) - FEED_RETENTION)
+        if removed:
+            log.info("trimmed %d change-feed rows older than %s", removed, FEED_RETENTION)
+        return removed
 
     def poll(self) -> int:
         """Apply what changed since the last position; returns the number of changes applied."""

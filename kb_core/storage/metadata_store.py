@@ -20,7 +20,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Connection, Engine, create_engine, event, func, select, text
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -322,6 +322,17 @@ class MetadataStore(ToolCallQueries):
             oldest = session.scalar(select(func.min(Change.id)))
         complete = oldest is None or oldest <= after_id + 1 or not changes
         return changes, complete
+
+    def trim_changes(self, older_than: datetime) -> int:
+        """Delete feed rows written before `older_than` (UTC), always keeping the newest row, so ids never
+        restart and every follower's position keeps its meaning. A follower that was down for longer than that
+        finds the feed no longer reaches back to it and rescans (`changes_since`)."""
+        with self._write("trim the change feed") as session:
+            newest = session.scalar(select(func.max(Change.id)))
+            if newest is None:
+                return 0
+            result = session.execute(delete(Change).where(Change.created_at < older_than, Change.id < newest))
+            return int(result.rowcount or 0)
 
     def pending_documents(self) -> list[DocumentRecord]:
         """Rows with a write in flight (or cut short by a crash): cheap, there are only a few."""
