@@ -159,6 +159,15 @@ class KnowledgeBase:
     def documents(self) -> list[DocumentRecord]:
         return list(self.summaries.get("documents", lambda: tuple(self.metadata.list_documents())))
 
+    def unindexed_files(self) -> list[str]:
+        """Markdown files on disk without a database row: what a sync would add (the first run's prompt)."""
+        return list(self.summaries.get("unindexed", self._read_unindexed))
+
+    def _read_unindexed(self) -> tuple[str, ...]:
+        stored = {d.file_path for d in self.documents()}
+        on_disk = (self.index.display_path(rel) for rel in self.index.markdown_files())
+        return tuple(path for path in on_disk if path not in stored)
+
     def get(self, doc_id: int) -> DocumentRecord | None:
         return self.metadata.get(doc_id)
 

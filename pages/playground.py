@@ -37,7 +37,10 @@ except KnowledgeBaseError as exc:
 # L1 (and the database) knows no document yet: answers can only come from L0, and "nothing found" would
 # blame the query for what is an empty index.
 index_empty = counts.database == 0 or counts.milvus == 0
-unindexed = counts.files - counts.database if counts.database is not None else 0
+try:
+    unindexed = len(kb.unindexed_files()) if counts.database is not None else 0
+except KnowledgeBaseError:  # the database just went away: the sidebar says so
+    unindexed = 0
 
 
 def _section_chips(query: str, sections: list[str] | None, served: str | None) -> None:

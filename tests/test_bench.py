@@ -32,6 +32,12 @@ def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatc
     assert l1["all"]["fts5"]["n"] == 40
     assert l1["all"]["fts5"]["found"] > 0.5 and l1["all"]["milvus_bm25"]["found"] > 0.5
     assert set(l1["build_s"]) == {"milvus_bm25", "fts5"}
+    # every console page rendered through AppTest, with and without the summary cache
+    assert "| page | first render |" in printed
+    pages = report["pages"]
+    assert pages["documents"] == 50 and set(pages["pages"]) == {"playground", "documents", "upload", "tool_calls"}
+    assert all(p["median_s"] > 0 and p["uncached_median_s"] > 0 for p in pages["pages"].values())
+    assert pages["cache"]["hits"] > 0
 
 
 def test_l1_corpus_is_deterministic_real_sized_and_the_queries_come_from_it():

@@ -297,10 +297,10 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     assert not on_disk.exists()
     _screenshot(page, "documents-after-delete.png")
 
-    # 4. The playground no longer finds it.
+    # 4. The playground no longer finds it, and says why: nothing is indexed any more.
     _open(page, server, "", "Lookup playground")
     _look_up(page, "ERR_TIMEOUT")
-    expect(page.get_by_text("Nothing found", exact=False)).to_be_visible()
+    expect(page.get_by_text("The index is empty - no document is indexed", exact=False)).to_be_visible()
     expect(page.get_by_text("exact_L0", exact=True)).to_have_count(0)
     expect(page.get_by_text("No L0 match.")).to_be_visible()
     raw = page.get_by_test_id("stCode")

@@ -83,3 +83,15 @@ def test_a_change_from_another_knowledge_base_invalidates(pair, monkeypatch):
     assert spy.calls["MetadataStore.list_documents"] == listed + 1
     assert counts.database == 1 and [d.file_path for d in documents] == ["knowledge_base/runbooks/kafka-lag.md"]
     assert categories == ["runbooks"] and "Kafka" in {c.keyword for c in claims}
+
+
+def test_unindexed_files_are_the_files_a_sync_would_add(pair, tmp_path):
+    a, _ = pair
+    a.upload("gateway-timeouts.md", doc("Gateway timeouts", ["ERR_GATEWAY_TIMEOUT"]).encode(), "api")
+    by_hand = tmp_path / "knowledge_base" / "runbooks" / "重启网关.md"  # copied in by hand, as git does
+    by_hand.parent.mkdir(parents=True)
+    by_hand.write_text(doc("重启网关", ["重启", "gateway restart"]), encoding="utf-8")
+    a.summaries.invalidate()  # nobody announces a hand copy: the backstop age would, later
+    assert a.unindexed_files() == ["knowledge_base/runbooks/重启网关.md"]
+    a.sync()
+    assert a.unindexed_files() == []

@@ -43,8 +43,8 @@ class ChangeFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned_at = 0.0
-        self._trimmed_at = time.monotonic()  # the first trim an hour after opening, not on every start
         self._listeners: list[Callable[[], None]] = []
+        self._trimmed_at = time.monotonic()  # the first trim an hour after opening, not on every start
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call `listener` after each batch of changes applied (and after a rescan): cached summaries of the

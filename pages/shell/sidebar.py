@@ -26,8 +26,12 @@ def render_status(kb: KnowledgeBase) -> None:
             st.error(f"Database: {status.database_error}")
         if status.milvus_error:
             st.error(f"Milvus: {status.milvus_error}")
-        unindexed = counts.files - counts.database if counts.database is not None else 0
-        for problem in counts.problems[1 if unindexed > 0 else 0:]:  # the first one is the plain line below
+        try:
+            unindexed = len(kb.unindexed_files()) if counts.database is not None else 0
+        except KnowledgeBaseError:
+            unindexed = 0
+        explained = unindexed > 0 and counts.files - counts.database == unindexed
+        for problem in counts.problems[1 if explained else 0:]:  # the first one is the plain line below
             st.warning(problem)
         if unindexed > 0:
             # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
