@@ -60,6 +60,9 @@ def test_a_trimmed_feed_makes_the_follower_rescan(two, tmp_path):
     with a.metadata._engine.begin() as connection:  # the feed is trimmed past B's position
         connection.execute(text("DELETE FROM kb_change"))
     a.upload("three.md", doc("Three", ["KEY_THREE"]).encode(), "api")
+    from kb_core.retrieval.change_follower import FEED_RETENTION
+
+    b._follower._polled_at -= FEED_RETENTION.total_seconds()  # ...for longer than trimming keeps rows
     b._follower.poll()
     for key in ("KEY_ONE", "KEY_TWO", "KEY_THREE"):
         assert b.index.exact_match(key), key
@@ -99,6 +102,7 @@ def test_the_feed_is_trimmed_keeping_the_newest_row_and_a_late_follower_rescans(
     assert [c.id for c in changes] == [newest] and not complete
     a.upload("new.md", doc("New", ["NEW_AFTER_TRIM"]).encode(), "api")
     assert a.metadata.latest_change_id() == newest + 1
+    b._follower._polled_at -= FEED_RETENTION.total_seconds()  # B was down all that week
     b._follower.poll()  # B's position is before the trimmed rows: it rescans and misses nothing
     for key in ("OLD_KEY_0", "OLD_KEY_1", "OLD_KEY_2", "NEW_AFTER_TRIM"):
         assert b.index.exact_match(key), key
@@ -126,3 +130,82 @@ def test_a_change_is_not_applied_while_the_file_holds_other_bytes(tmp_path):
     target.write_bytes(settled)  # a later write settles it; its own change announces these bytes
     assert index.refresh("knowledge_base/api/a.md", hashlib.sha256(settled).hexdigest()) is True
     assert index.exact_match("SETTLED_KEY") and not index.exact_match("ANNOUNCED_KEY")
+
+
+def test_a_write_that_commits_after_a_later_one_is_still_applied(tmp_path, mysql_database):
+    """InnoDB hands out ids at insert, not at commit: B applies id N+1 while N is still open. N must not be
+    skipped for good when it commits (it was, until the follower remembered skipped ids)."""
+    import hashlib
+
+    from conftest import _empty_mysql_tables
+    from sqlalchemy import create_engine, text
+
+    _empty_mysql_tables(mysql_database)
+    opened = []
+    for name in ("a", "b"):
+        settings = make_settings(tmp_path, db_url=mysql_database, refresh_interval=0).model_copy(
+            update={"milvus_uri": str(tmp_path / f"{name}_milvus.db")})
+        opened.append(open_knowledge_base(settings))
+    a, b = opened
+    slow = create_engine(mysql_database).connect()
+    try:
+        late = tmp_path / "knowledge_base" / "api" / "late.md"
+        late.parent.mkdir(parents=True, exist_ok=True)
+        data = doc("Late", ["LATE_COMMIT_KEY"]).encode()
+        late.write_bytes(data)  # a writer's file is on disk before its feed row is inserted
+        transaction = slow.begin()
+        slow.execute(text("INSERT INTO kb_change (file_path, operation, content_sha256, created_at) "
+                          "VALUES ('knowledge_base/api/late.md', 'upsert', :h, NOW())"),
+                     {"h": hashlib.sha256(data).hexdigest()})
+        a.upload("early.md", doc("Early", ["EARLY_COMMIT_KEY"]).encode(), "api")  # a later id, committed first
+        b._follower.poll()
+        assert b.index.exact_match("EARLY_COMMIT_KEY")
+        assert not b.index.exact_match("LATE_COMMIT_KEY")
+        transaction.commit()
+        assert b._follower.poll() >= 1
+        assert b.index.exact_match("LATE_COMMIT_KEY"), "a change that committed late was skipped for good"
+        assert b._follower.poll() == 0  # the gap is filled: nothing is applied twice
+    finally:
+        slow.close()
+        for kb in opened:
+            kb.close()
+
+
+def test_gaps_that_never_fill_are_forgotten_after_the_grace(monkeypatch, tmp_path):
+    """A rolled-back write leaves an id that never commits: it is looked up again only until GAP_GRACE."""
+    from kb_core.retrieval import change_follower as module
+    from kb_core.retrieval.keyword_index import KnowledgeIndex
+    from kb_core.storage.metadata_store import ChangeRecord
+
+    class Feed:
+        def __init__(self):
+            self.rows = [ChangeRecord(3, "knowledge_base/api/x.md", "delete", None)]
+            self.asked: list[list[int]] = []
+
+        def latest_change_id(self):
+            return max(r.id for r in self.rows)
+
+        def changes_since(self, after_id, limit=1000):
+            return [r for r in self.rows if r.id > after_id], True
+
+        def changes_with_ids(self, ids):
+            self.asked.append(list(ids))
+            return [r for r in self.rows if r.id in ids]
+
+        def trim_changes(self, older_than):
+            return 0
+
+    feed = Feed()
+    index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    follower = module.ChangeFollower(feed, index, interval=0)
+    follower.start_from_now()
+    follower._position = 0
+    follower.poll()  # applies id 3; ids 1 and 2 are gaps
+    assert follower.position == 3
+    follower.poll()
+    assert feed.asked[-1] == [1, 2]
+    clock = time.monotonic() + module.GAP_GRACE + 1
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock)
+    asked = len(feed.asked)
+    follower.poll()
+    assert len(feed.asked) == asked, "expired gaps are still being looked up"

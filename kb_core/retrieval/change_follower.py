@@ -6,6 +6,10 @@ file the way the scan does, in one snapshot swap per batch. This process's own w
 leave the entry as it is, so they rebuild nothing. When the feed no longer reaches back to its position (it
 was trimmed), the whole folder is rescanned. Every process trims rows older than `FEED_RETENTION` once an hour,
 keeping the newest row: the feed stays small, and only a process down for longer than that pays a rescan.
+
+Ids are handed out when a row is inserted, not when it commits (InnoDB): a write can commit after a later id is
+already visible. So an id skipped over is remembered as a gap and looked up again on every poll until it
+shows up or `GAP_GRACE` has passed (a rolled-back write leaves a gap that never fills).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ log = logging.getLogger(__name__)
 
 FEED_RETENTION = timedelta(days=7)
 TRIM_EVERY = 3600.0  # seconds
+GAP_GRACE = 60.0  # seconds a skipped id may still commit; no write keeps its transaction open that long
+MAX_GAP = 1000  # a jump wider than this is the server's id allocation (a restart, a cluster step), not writes
 
 
 class ChangeFeed(Protocol):
@@ -32,6 +38,8 @@ class ChangeFeed(Protocol):
     def changes_since(self, after_id: int, limit: int = 1000) -> tuple[list, bool]: ...
 
     def trim_changes(self, older_than: datetime) -> int: ...
+
+    def changes_with_ids(self, ids: list[int]) -> list: ...
 
 
 class ChangeFollower:
@@ -45,6 +53,8 @@ class ChangeFollower:
         self._warned_at = 0.0
         self._listeners: list[Callable[[], None]] = []
         self._trimmed_at = time.monotonic()  # the first trim an hour after opening, not on every start
+        self._gaps: dict[int, float] = {}  # skipped ids that may still commit -> when first missed
+        self._polled_at = time.time()  # the last time the feed was read: trimming cannot reach anything newer
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call `listener` after each batch of changes applied (and after a rescan): cached summaries of the
@@ -106,19 +116,25 @@ class ChangeFollower:
             self._index.load()
             self._changed()
             return 0
+        applied = self._fill_gaps()
         if self._feed.latest_change_id() <= self._position:
-            return 0
-        applied = 0
+            self._polled_at = time.time()
+            return applied
         while True:
             changes, complete = self._feed.changes_since(self._position)
-            if not complete:
+            # Rows missing before the first one returned were trimmed only if this process has not read the
+            # feed for longer than trimming keeps rows; otherwise they are writes still open (or rolled back).
+            if not complete and time.time() - self._polled_at > FEED_RETENTION.total_seconds() / 2:
                 log.warning("the change feed was trimmed past position %d: rescanning the folder", self._position)
                 self._position = self._feed.latest_change_id()
+                self._gaps.clear()
                 self._index.load()
                 self._changed()
                 return applied
             if not changes:
+                self._polled_at = time.time()
                 return applied
+            self._note_gaps(changes)
             with self._index.bulk():
                 for change in changes:
                     self._apply(change.file_path, change.operation, change.content_sha256)
@@ -126,6 +142,35 @@ class ChangeFollower:
             self._position = changes[-1].id
             self._changed()
             log.debug("applied %d changes from the feed (now at %d)", len(changes), self._position)
+
+    def _note_gaps(self, changes: list) -> None:
+        now, expected = time.monotonic(), self._position + 1
+        for change in changes:
+            if change.id - expected <= MAX_GAP:
+                for missing in range(expected, change.id):
+                    self._gaps.setdefault(missing, now)
+            expected = change.id + 1
+
+    def _fill_gaps(self) -> int:
+        """Apply writes that committed after a later id was already applied; forget gaps older than the grace."""
+        if not self._gaps:
+            return 0
+        now = time.monotonic()
+        for missing, since in list(self._gaps.items()):
+            if now - since > GAP_GRACE:
+                del self._gaps[missing]
+        if not self._gaps:
+            return 0
+        late = self._feed.changes_with_ids(sorted(self._gaps))
+        if not late:
+            return 0
+        with self._index.bulk():
+            for change in late:
+                self._gaps.pop(change.id, None)
+                self._apply(change.file_path, change.operation, change.content_sha256)
+        self._changed()
+        log.info("applied %d changes that committed after later ones", len(late))
+        return len(late)
 
     def _apply(self, file_path: str, operation: str, content_sha256: str | None) -> None:
         if operation == "delete":

@@ -328,6 +328,14 @@ class MetadataStore(ToolCallQueries):
         complete = oldest is None or oldest <= after_id + 1 or not changes
         return changes, complete
 
+    def changes_with_ids(self, ids: list[int]) -> list[ChangeRecord]:
+        """The feed rows with these ids that exist (committed) now, oldest first."""
+        if not ids:
+            return []
+        with self._read() as session:
+            rows = session.scalars(select(Change).where(Change.id.in_(ids)).order_by(Change.id))
+            return [ChangeRecord(r.id, r.file_path, r.operation, r.content_sha256) for r in rows]
+
     def trim_changes(self, older_than: datetime) -> int:
         """Delete feed rows written before `older_than` (UTC), always keeping the newest row, so ids never
         restart and every follower's position keeps its meaning. A follower that was down for longer than that
