@@ -24,6 +24,8 @@ from kb_core.storage.vector_store import MilvusVectorStore, collection_name, is_
 
 log = logging.getLogger(__name__)
 
+RECOVER_EVERY = 10.0  # seconds between checks for rows left PENDING by writers that died
+
 
 def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = True) -> KnowledgeBase:
     """Open (and migrate) everything. The embedding model loads in the background; opening never waits
@@ -64,6 +66,9 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     searcher = VectorSearcher(vectors, dense_embedder, min_dense_score=settings.min_dense_score)
     documents = DocumentService(index, metadata, vectors, dense_embedder,
                                 max_upload_bytes=settings.max_upload_bytes)
+    # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
+    # running would miss that document until someone opened the knowledge base anew or ran repair.
+    follower.every(RECOVER_EVERY, documents.recover_dead_writers)
     watcher = None
     if settings.watch:
         # one watcher per database and folder; the lock name does not depend on where this process sits

@@ -209,3 +209,41 @@ def test_gaps_that_never_fill_are_forgotten_after_the_grace(monkeypatch, tmp_pat
     asked = len(feed.asked)
     follower.poll()
     assert len(feed.asked) == asked, "expired gaps are still being looked up"
+
+
+def test_a_running_process_recovers_the_write_of_a_writer_killed_mid_upload(tmp_path, db_url, monkeypatch):
+    """kill -9 between the file and the final commit leaves the row PENDING and sends no change; a process
+    that keeps running finishes it within seconds instead of missing the document until the next open."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from kb_core import bootstrap
+
+    monkeypatch.setattr(bootstrap, "RECOVER_EVERY", 0.3)
+    settings = make_settings(tmp_path, db_url=db_url, refresh_interval=0.2)
+    survivor = open_knowledge_base(settings.model_copy(update={"milvus_uri": str(tmp_path / "b_milvus.db")}))
+    try:
+        child = textwrap.dedent(f"""
+            import os, signal
+            from kb_core import load_settings, open_knowledge_base
+            kb = open_knowledge_base(load_settings(app_root={str(tmp_path)!r}, database_url={db_url!r},
+                                     milvus_uri={str(tmp_path / "a_milvus.db")!r},
+                                     embedding_model="no-such-org/no-such-model", refresh_interval=0))
+            # die after the file and the vectors, before the row is settled and the change is announced
+            kb._documents._metadata.finish_write = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+            kb.upload("killed.md", {doc("Killed", ["KILLED_MID_UPLOAD"])!r}.encode(), "api")
+        """)
+        done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+        assert done.returncode == -9, done.stderr[-2000:]
+        assert (tmp_path / "knowledge_base/api/killed.md").is_file()
+        [row] = survivor.metadata.pending_documents()
+        assert row.file_path == "knowledge_base/api/killed.md"
+        _wait_for(lambda: not survivor.metadata.pending_documents(), timeout=15)
+        assert survivor.index.exact_match("KILLED_MID_UPLOAD")
+        [settled] = survivor.documents()
+        from kb_core.storage.db_models import DocumentStatus
+
+        assert settled.status == DocumentStatus.INDEXED and settled.pending_operation is None
+    finally:
+        survivor.close()

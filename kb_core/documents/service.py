@@ -10,6 +10,7 @@ finds and finishes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -536,11 +537,32 @@ class DocumentService:
     def recover(self) -> RecoveryReport:
         """Finish or undo what a crashed writer left PENDING, and remove its stray temp files. Cheap: it
         reads only the pending rows. Rows a live writer (another process) is working on are left alone."""
+        report = self._recover_rows(self._metadata.pending_documents())
+        removed = self._remove_stray_temp_files()
+        if report.finished or report.undone or report.failed or removed:
+            log.warning("recovered interrupted writes: %d finished, %d undone, %d failed, %d temp files removed",
+                        len(report.finished), len(report.undone), len(report.failed), len(removed))
+        return dataclasses.replace(report, temp_files_removed=tuple(removed))
+
+    def recover_dead_writers(self) -> RecoveryReport:
+        """For a process that keeps running: finish or undo the rows of writers (other processes on this host)
+        that died since it opened. Rows of live writers, and this service's own (a thread of it may be writing
+        them right now), are not touched, so this never waits on a lock. Cheap: it reads only pending rows."""
+        rows = [row for row in self._metadata.pending_documents()
+                if row.pending_owner != self._owner and owner_is_gone(row.pending_owner, self._owner)]
+        if not rows:
+            return RecoveryReport()
+        report = self._recover_rows(rows)
+        log.warning("recovered the writes of writers that died: %d finished, %d undone, %d failed",
+                    len(report.finished), len(report.undone), len(report.failed))
+        return report
+
+    def _recover_rows(self, rows: Iterable[DocumentRecord]) -> RecoveryReport:
         finished: list[str] = []
         undone: list[str] = []
         left: list[str] = []
         failed: list[tuple[str, str]] = []
-        for listed in self._metadata.pending_documents():
+        for listed in rows:
             try:
                 with self._locked(listed.file_path):
                     row = self._metadata.get(listed.id)  # again, under the lock: it may have settled meanwhile
@@ -565,11 +587,7 @@ class DocumentService:
             except (KnowledgeBaseError, OSError) as exc:
                 failed.append((listed.file_path, str(exc)))
                 log.error("could not recover the interrupted write of %s: %s", listed.file_path, exc)
-        removed = self._remove_stray_temp_files()
-        if finished or undone or failed or removed:
-            log.warning("recovered interrupted writes: %d finished, %d undone, %d failed, %d temp files removed",
-                        len(finished), len(undone), len(failed), len(removed))
-        return RecoveryReport(tuple(finished), tuple(undone), tuple(left), tuple(failed), tuple(removed))
+        return RecoveryReport(tuple(finished), tuple(undone), tuple(left), tuple(failed))
 
     def _remove_stray_temp_files(self) -> list[str]:
         removed: list[str] = []

@@ -55,6 +55,22 @@ class ChangeFollower:
         self._trimmed_at = time.monotonic()  # the first trim an hour after opening, not on every start
         self._gaps: dict[int, float] = {}  # skipped ids that may still commit -> when first missed
         self._polled_at = time.time()  # the last time the feed was read: trimming cannot reach anything newer
+        self._chores: list[tuple[float, Callable[[], object], list[float]]] = []  # (every, task, [last run])
+
+    def every(self, seconds: float, task: Callable[[], object]) -> None:
+        """Run `task` on the follower's thread every `seconds` (e.g. recovering rows of writers that died):
+        one background thread per knowledge base does the periodic work."""
+        self._chores.append((seconds, task, [time.monotonic()]))
+
+    def run_chores(self, *, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        for seconds, task, last in self._chores:
+            if now - last[0] >= seconds:
+                last[0] = now
+                try:
+                    task()
+                except Exception as exc:  # noqa: BLE001 - one failing chore must not stop the follower
+                    self._warn(f"a background task failed: {exc}")
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call `listener` after each batch of changes applied (and after a rescan): cached summaries of the
@@ -95,6 +111,7 @@ class ChangeFollower:
             try:
                 self.poll()
                 self.trim_if_due()
+                self.run_chores()
             except Exception as exc:  # noqa: BLE001 - a follower that dies would silently freeze L0
                 self._warn(f"following the change feed failed: {exc}")
 
