@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -359,6 +360,23 @@ def test_an_ambiguous_query_shows_both_panels_and_why(sample_server, page):
     expect(raw).to_contain_text('"source": "knowledge_base/troubleshooting/timeout.md"')
     _screenshot(page, "playground-why.png")
 
+    # The primary's sections as chips (issue 13): a click asks again with that section_title, as an agent would.
+    chips = page.locator(".st-key-section-chips")
+    expect(chips.get_by_role("button")).to_have_count(5)  # the whole document + its four `##` sections
+    chips.get_by_role("button", name="2. 线程池与连接池", exact=True).click()
+    raw = page.get_by_test_id("stCode")
+    expect(raw).to_contain_text('"section": "2. 线程池与连接池"', timeout=TIMEOUT_MS)
+    _wait_idle(page)
+    expect(raw).to_contain_text("busyThreads")
+    expect(raw).not_to_contain_text("traceId")  # section 1 is not served
+    expect(page.get_by_role("textbox", name="section_title (optional)")).to_have_value("2. 线程池与连接池")
+    _screenshot(page, "playground-sections.png")
+    # the rest of the Tool calls page's material: one exact hit, one query nothing answers
+    _look_up(page, "ERR_TIMEOUT")
+    expect(page.get_by_text("confidence: high", exact=True)).to_be_visible()
+    _look_up(page, "flux capacitor warranty")
+    expect(page.get_by_test_id("stCode")).to_contain_text('"found": false')
+
     # The keyword map names the clash; fix it from there: the payment document drops `超时`.
     _open(page, sample_server, "documents", "Documents")
     page.get_by_role("tab", name="Keyword map").click()
@@ -389,3 +407,31 @@ def test_an_ambiguous_query_shows_both_panels_and_why(sample_server, page):
     _look_up(page, "超时")
     expect(page.get_by_text("confidence: high", exact=True)).to_be_visible()
     expect(page.get_by_test_id("stCode")).to_contain_text('"source": "knowledge_base/troubleshooting/timeout.md"')
+
+    # Tool calls: the charts over time and the to-do list; the low-confidence and the unanswered query need
+    # attention, the exact hit does not. Opening one runs it in the playground (a fresh session: the answer
+    # can only come from the link).
+    _open(page, sample_server, "tool_calls", "Tool calls")
+    charts = page.get_by_test_id("stVegaLiteChart")
+    expect(charts).to_have_count(3)
+    for i in range(3):  # vega-embed draws asynchronously
+        expect(charts.nth(i).locator("canvas, svg").first).to_be_visible()
+    expect(page.get_by_role("heading", name="Needs attention")).to_be_visible()
+    _wait_idle(page)
+    _screenshot(page, "tool-calls.png")
+    picker = page.get_by_role("combobox", name="Open a query in the playground")
+    picker.click()
+    options = page.get_by_role("option")
+    expect(options.filter(has_text="flux capacitor warranty")).to_have_count(1)
+    expect(options.filter(has_text="ERR_TIMEOUT")).to_have_count(0)
+    options.filter(has_text="超时").click()
+    expect(picker).to_have_value("超时")
+    _wait_idle(page)
+    page.get_by_role("button", name="Open in playground").click()
+    expect(page).to_have_url(re.compile(r"/\?q=%E8%B6%85%E6%97%B6$"), timeout=TIMEOUT_MS)
+    expect(page.get_by_role("heading", name="Raw JSON (what the agent receives)")).to_be_visible(timeout=TIMEOUT_MS)
+    _wait_idle(page)
+    expect(page.get_by_role("textbox", name="Query", exact=True)).to_have_value("超时")
+    raw = page.get_by_test_id("stCode")
+    expect(raw).to_contain_text('"source": "knowledge_base/troubleshooting/timeout.md"')
+    expect(raw).to_contain_text('"confidence": "high"')  # the keyword fix above made it unique
