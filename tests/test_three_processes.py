@@ -24,6 +24,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 from conftest import NO_MODEL, doc
@@ -89,7 +90,23 @@ SHARED = "knowledge_base/ops/shared.md"
 SHARED_DOC = _doc("Shared runbook", ["SHARED_RACE_KEY", "Kestrel"], "## Body\n\nWritten by two processes at once.")
 
 
-class Agent:
+class _StdioChild:
+    """A child process spoken to over stdin/stdout; stderr goes to a log file. Closing stdin ends it."""
+
+    process: subprocess.Popen
+    _log: BinaryIO
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self._log.close()
+
+
+class Agent(_StdioChild):
     def __init__(self, env: dict[str, str], log: Path):
         self._log = log.open("wb")
         self.process = subprocess.Popen([sys.executable, "-c", AGENT], env=env, cwd=REPO, text=True,
@@ -112,17 +129,8 @@ class Agent:
         assert "error" not in reply or request["op"] == "lookup", reply
         return reply
 
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self._log.close()
 
-
-class McpServer:
+class McpServer(_StdioChild):
     """`python -m kb_core.mcp` over stdio, spoken to in newline-delimited JSON-RPC like any agent host."""
 
     def __init__(self, env: dict[str, str], log: Path):
@@ -155,15 +163,6 @@ class McpServer:
         result = self._request("tools/call", {"name": "lookup_knowledge", "arguments": {"query": query}})
         assert not result.get("isError"), result
         return result.get("structuredContent") or json.loads(result["content"][0]["text"])
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self._log.close()
 
 
 class Console:

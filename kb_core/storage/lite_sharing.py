@@ -17,7 +17,6 @@ fail within the backend timeout with an error naming its pid and address.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import json
 import logging
@@ -31,6 +30,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from kb_core.errors import VectorStoreError
+from kb_core.storage.file_lock import flock_waiting
 
 __all__ = ["LiteServer", "LiteSession", "open_lite", "quiet_pymilvus_connection_logs", "release_lite"]
 
@@ -196,23 +196,10 @@ def _started_address(directory: str) -> str:
 def _opening_lock(directory: str, deadline: float) -> Iterator[None]:
     """Cross-process mutex for probing/starting/publishing. flock goes with the process, so a crashed
     opener never leaves it held; a stuck one makes others give up at `deadline` instead of hanging."""
-    with open(opening_lock_path(directory), "a") as handle:
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise VectorStoreError(
-                        f"another process has been opening the Milvus Lite directory {directory} for too long "
-                        f"(it holds {opening_lock_path(directory)})") from exc
-                time.sleep(0.02)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with open(opening_lock_path(directory), "a") as handle, flock_waiting(handle, deadline, lambda: VectorStoreError(
+            f"another process has been opening the Milvus Lite directory {directory} for too long "
+            f"(it holds {opening_lock_path(directory)})")):
+        yield
 
 
 def pid_alive(pid: int) -> bool:

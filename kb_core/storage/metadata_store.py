@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kb_core.errors import MetadataStoreError, SettingsError
 from kb_core.storage.db_lease import DatabaseLease, lease_name
 from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, utcnow
+from kb_core.storage.file_lock import flock_waiting
 from kb_core.storage.tool_call_log import ToolCallQueries
 
 log = logging.getLogger(__name__)
@@ -193,21 +194,11 @@ class MetadataStore(ToolCallQueries):
                 return
             folder = Path(f"{database}.locks")
             folder.mkdir(parents=True, exist_ok=True)
-            with open(folder / f"{name}.lock", "a+") as handle:
-                deadline = time.monotonic() + timeout
-                while True:
-                    try:
-                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if time.monotonic() > deadline:
-                            raise MetadataStoreError(f"another process has been writing {file_path} for over "
-                                                     f"{timeout:.0f} s") from None
-                        time.sleep(0.02)
-                try:
-                    yield
-                finally:
-                    fcntl.flock(handle, fcntl.LOCK_UN)
+            with open(folder / f"{name}.lock", "a+") as handle, flock_waiting(
+                    handle, time.monotonic() + timeout,
+                    lambda: MetadataStoreError(f"another process has been writing {file_path} for over "
+                                               f"{timeout:.0f} s")):
+                yield
             return
         try:
             connection = self._engine.connect()
