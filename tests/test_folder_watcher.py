@@ -131,22 +131,27 @@ def test_one_watcher_per_knowledge_base_and_a_takeover(tmp_path, db_url):
         b.close()
 
 
-def test_a_killed_lock_connection_makes_the_watcher_re_elect(watched, db_url):
-    if not db_url.startswith("mysql"):
-        pytest.skip("a MariaDB connection killed by the server")
+def test_a_killed_lock_connection_makes_the_watcher_re_elect(tmp_path, mysql_database):
+    """MariaDB only: a server that kills the lease's connection silently drops its GET_LOCK."""
+    from conftest import _empty_mysql_tables
     from sqlalchemy import create_engine, text
 
-    kb = watched
-    victim = kb.watcher.lease.connection_id
-    assert victim is not None and kb.watcher.terms == 1
-    engine = create_engine(db_url)
-    with engine.connect() as connection:
-        connection.execute(text(f"KILL {int(victim)}"))
-    engine.dispose()
-    _wait_for(lambda: kb.watcher.terms == 2 and kb.watcher.is_watching, "a new term after the kill")
-    assert kb.watcher.lease.connection_id not in (None, victim)
-    write_doc(kb.index.base_dir, "api/after.md", _guide("After", ["AFTER_KILL"]))
-    _wait_for(lambda: _found(kb, "AFTER_KILL"), "a sync after re-election")
+    _empty_mysql_tables(mysql_database)
+    db_url = mysql_database
+    kb = _watched(tmp_path, db_url)
+    try:
+        victim = kb.watcher.lease.connection_id
+        assert victim is not None and kb.watcher.terms == 1
+        engine = create_engine(db_url)
+        with engine.connect() as connection:
+            connection.execute(text(f"KILL {int(victim)}"))
+        engine.dispose()
+        _wait_for(lambda: kb.watcher.terms == 2 and kb.watcher.is_watching, "a new term after the kill")
+        assert kb.watcher.lease.connection_id not in (None, victim)
+        write_doc(kb.index.base_dir, "api/after.md", _guide("After", ["AFTER_KILL"]))
+        _wait_for(lambda: _found(kb, "AFTER_KILL"), "a sync after re-election")
+    finally:
+        kb.close()
 
 
 def test_a_new_watcher_catches_up_with_changes_made_while_nobody_watched(tmp_path):
