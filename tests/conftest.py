@@ -11,6 +11,14 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE_KB = REPO / "knowledge_base"
 
 
+@pytest.fixture(autouse=True)
+def _no_folder_watcher_unless_asked(monkeypatch):
+    """app.py turns the watcher on with os.environ.setdefault, which would outlive an AppTest run and start
+    watchers in later tests (a watcher's catch-up deletes rows whose file is gone, racing the test). Tests
+    of the watcher ask for it explicitly."""
+    monkeypatch.setenv("KB_WATCH", "0")
+
+
 @pytest.fixture
 def sample_root(tmp_path: Path) -> Path:
     """An application root holding a copy of the shipped sample knowledge base."""

@@ -191,11 +191,13 @@ class Console:
         page = self.page
         if page.get_by_test_id("stStatusWidget").filter(has_text="Running").count():
             return None
-        captions = page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(r"^request "))
-        codes = page.get_by_test_id("stCode").filter(has_text='"found"')
-        if captions.count() != 1 or codes.count() != 1:
+        # all_inner_texts reads every match at once: no strict-mode error when a rerun adds or drops one
+        # between a count and a read (a flaky CI failure before)
+        captions = page.get_by_test_id("stCaptionContainer").filter(has_text=re.compile(r"^request ")).all_inner_texts()
+        codes = page.get_by_test_id("stCode").filter(has_text='"found"').all_inner_texts()
+        if len(captions) != 1 or len(codes) != 1:
             return None
-        return captions.inner_text() + "\n" + codes.inner_text()
+        return captions[0] + "\n" + codes[0]
 
     def lookup(self, query: str) -> dict:
         """Type the query, press "Look up", return the JSON the page shows for this query (a new request id)."""
