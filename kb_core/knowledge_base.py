@@ -199,9 +199,9 @@ class KnowledgeBase:
         check_unchanged(self.index, edit)  # a clear message before any work; if_match closes the race
         return self.upload(edit.file_name, edit.data, edit.category, progress=progress, if_match=edit.base_sha256)
 
-    def missing_files(self, documents: Sequence[DocumentRecord] | None = None) -> list[DocumentRecord]:
-        """Documents whose file has gone from disk (among `documents` when the caller has listed them already)."""
-        return self._documents.missing_files(documents)
+    def missing_files(self) -> list[DocumentRecord]:
+        """Documents whose file has gone from disk (a stat per document: cached like the other summaries)."""
+        return list(self.summaries.get("missing", lambda: tuple(self._documents.missing_files(self.documents()))))
 
     def remove_missing(self) -> RemovalReport:
         """Remove documents whose file has gone from the database, Milvus and L0."""

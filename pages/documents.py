@@ -14,6 +14,7 @@ from pages.shell.wiring import knowledge_base
 kb = knowledge_base()
 st.title("📚 Documents")
 state = st.session_state
+BULK_OPTIONS = 1000
 
 
 def _progress_runner(label: str, action):
@@ -60,7 +61,7 @@ def _remove_missing() -> None:
 
 try:
     documents = kb.documents()
-    missing = kb.missing_files(documents)
+    missing = kb.missing_files()
 except KnowledgeBaseError as exc:
     st.error(str(exc))
     st.stop()
@@ -97,21 +98,29 @@ if tab_list.open:
                 return False
             if chosen_statuses and doc.status.value not in chosen_statuses:
                 return False
-            haystack = " ".join([doc.file_path, title_of(doc), *keywords_of(doc)]).casefold()
-            return not text or text in haystack
+            return not text or text in " ".join([doc.file_path, title_of(doc), *keywords_of(doc)]).casefold()
 
-        shown = [d for d in documents if visible(d)]
+        filtering = bool(chosen_categories or chosen_statuses or text)
+        shown = [d for d in documents if visible(d)] if filtering else documents
         st.caption(f"{len(shown)} of {len(documents)} documents" + (" · click a row to inspect it" if shown else ""))
         picked = None
         if not documents:
             st.info("No documents yet: upload some, or use Maintenance → Sync folder for files already on disk.")
         else:
+            def table_row(d) -> dict:
+                return {"id": d.id, "title": title_of(d), "category": d.category,
+                        "keywords": ", ".join(keywords_of(d)), "found by": "L0 + L1" if d.frontmatter else "L1 only",
+                        "status": d.status.value.lower(), "chunks": d.chunk_count, "size": d.size_bytes,
+                        "updated (UTC)": d.updated_at.strftime("%Y-%m-%d %H:%M"), "file": d.file_path}
+
+            # Rows are rebuilt only when a document changed: at 10,000 documents building them is a good part
+            # of a rerun, and a click in the table reruns the page.
+            fingerprint = hash(tuple((d.id, d.updated_at, d.status) for d in shown))
+            cached = state.get("_documents_table")
+            if cached is None or cached[0] != fingerprint:
+                cached = state["_documents_table"] = (fingerprint, [table_row(d) for d in shown])
             event = st.dataframe(
-                [{"id": d.id, "title": title_of(d), "category": d.category,
-                  "keywords": ", ".join(keywords_of(d)), "found by": "L0 + L1" if d.frontmatter else "L1 only",
-                  "status": d.status.value.lower(), "chunks": d.chunk_count, "size": d.size_bytes,
-                  "updated (UTC)": d.updated_at.strftime("%Y-%m-%d %H:%M"), "file": d.file_path}
-                 for d in shown],
+                cached[1],
                 hide_index=True, on_select="rerun", selection_mode="single-row",
                 key=table_key("documents-table", (d.id for d in shown)),
                 column_config={"size": st.column_config.NumberColumn("size", format="%d B")},
@@ -126,8 +135,12 @@ if tab_list.open:
                 render_inspector(kb, picked, on_delete=_delete)
 
         st.divider()
-        by_label = {f"{d.file_path} (#{d.id})": d for d in shown}
-        bulk = st.multiselect("Select documents for bulk delete", list(by_label), key="bulk")
+        # A multiselect sends every option to the browser on each rerun: offer it once the list is filtered down.
+        by_label = {f"{d.file_path} (#{d.id})": d for d in shown} if len(shown) <= BULK_OPTIONS else {}
+        bulk = st.multiselect("Select documents for bulk delete", list(by_label), key="bulk",
+                              disabled=not by_label,
+                              help=None if by_label else f"Filter the list to {BULK_OPTIONS} documents or fewer "
+                                                         "to select several for deletion.")
         if st.button(f"Delete {len(bulk)} selected…", disabled=not bulk):
             state.confirm_delete = {"ids": [by_label[label].id for label in bulk], "where": "bulk"}
         pending = state.get("confirm_delete")
