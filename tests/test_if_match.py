@@ -95,3 +95,20 @@ def test_two_knowledge_bases_replacing_from_one_base_version_exactly_one_wins(op
     assert on_disk == edits[winners[0]]
     assert losers[0].current == _sha(edits[winners[0]])
     assert_consistent(first)
+
+
+def test_a_malformed_if_match_is_refused_as_bad_input_not_as_a_conflict(tmp_path):
+    from conftest import make_settings
+
+    from kb_core.bootstrap import open_knowledge_base
+    from kb_core.errors import DocumentConflictError, UploadRejected
+
+    kb = open_knowledge_base(make_settings(tmp_path))
+    try:
+        kb.upload("a.md", b"---\ntitle: A\nkeywords: [A_KEY]\n---\n# A\n", "api")
+        with pytest.raises(UploadRejected, match="64 hex digits") as raised:
+            kb.upload("a.md", b"---\ntitle: A2\nkeywords: [A_KEY]\n---\n# A\n", "api", if_match="nothex")
+        assert not isinstance(raised.value, DocumentConflictError)
+        assert "A2" not in (tmp_path / "knowledge_base/api/a.md").read_text(encoding="utf-8")
+    finally:
+        kb.close()

@@ -307,6 +307,9 @@ class DocumentService:
             raise UploadRejected(f"{file_path} is a link; replace the file it points to instead")
         digest = sha256(bytes(data))
         if if_match is not None:
+            if not re.fullmatch(r"[0-9a-f]{64}", if_match):
+                raise UploadRejected(f"if_match must be a document's sha256 (64 hex digits, as "
+                                     f"DocumentRecord.content_sha256), not {if_match[:80]!r}; nothing was written")
             self._check_version(file_path, target, if_match)  # early, before minutes of embedding; again below
         existing = self._read_row(file_path)
         if existing is not None and self._is_current(existing, digest, target):
