@@ -199,6 +199,17 @@ class KnowledgeBase:
         check_unchanged(self.index, edit)  # a clear message before any work; if_match closes the race
         return self.upload(edit.file_name, edit.data, edit.category, progress=progress, if_match=edit.base_sha256)
 
+    def warm_summaries(self) -> None:
+        """Compute the cached summaries a console shows first (for a background thread after opening)."""
+        try:
+            self.status()
+            self.documents()
+            self.missing_files()
+            self.categories()
+            self.unindexed_files()
+        except Exception as exc:  # noqa: BLE001 - a warm-up only saves time; the pages report errors when they ask
+            log.info("summaries not warmed up: %s", exc)
+
     def missing_files(self) -> list[DocumentRecord]:
         """Documents whose file has gone from disk (a stat per document: cached like the other summaries)."""
         return list(self.summaries.get("missing", lambda: tuple(self._documents.missing_files(self.documents()))))

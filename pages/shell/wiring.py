@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import runpy
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,9 @@ _opened: list[bool] = []  # non-empty once this process has opened it (the first
 def _open_knowledge_base() -> KnowledgeBase:
     kb = open_knowledge_base()
     _opened.append(True)
+    # The console will show the summaries (document list, files gone, status) on its first pages: compute them
+    # in the background now rather than in a curator's first click (about a second at 10,000 documents).
+    threading.Thread(target=kb.warm_summaries, name="kb-warm-summaries", daemon=True).start()
     return kb
 
 
