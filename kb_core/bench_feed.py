@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import random
 import statistics
 import subprocess
 import sys
@@ -65,6 +66,52 @@ _WRITER = textwrap.dedent("""
 """)
 
 
+# A looking process: opens the knowledge base (feed on or off), then on `go` times L0 lookups of the given
+# queries for the given seconds and prints the samples' p50/p99. Two of them at once, one per setting, show what
+# applying the feed costs a process's own lookups (in one process the two would share one interpreter lock).
+_LOOKER = textwrap.dedent("""
+    import json, statistics, sys, time
+    from kb_core import load_settings, open_knowledge_base
+    from kb_core.stats import percentile
+    config = json.loads(sys.argv[1])
+    kb = open_knowledge_base(load_settings(**config["settings"]), load_model=False)
+    queries = config["queries"]
+    for q in queries[:50]:
+        kb.lookup(q)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    samples, ended, position = [], time.monotonic() + config["seconds"], kb._follower.position
+    while time.monotonic() < ended:
+        for q in queries:
+            started = time.perf_counter_ns()
+            kb.lookup(q)
+            samples.append((time.perf_counter_ns() - started) / 1e6)
+    print(json.dumps({"p50_ms": round(statistics.median(samples), 4), "p99_ms": round(percentile(samples, 99), 4),
+                      "n": len(samples), "applied": kb._follower.position - position}), flush=True)
+    kb.close()
+""")
+
+
+def _in_two_processes(base: dict[str, Any], queries: list[str], seconds: float) -> dict[str, dict[str, float]]:
+    """Lookups timed at the same moment in two processes, one following the feed and one not."""
+    lookers = {}
+    for name, interval in (("single process (feed off)", 0), ("feed running (1 s)", 1.0)):
+        config = {"settings": {**base, "refresh_interval": interval}, "queries": queries, "seconds": seconds}
+        lookers[name] = subprocess.Popen([sys.executable, "-c", _LOOKER, json.dumps(config)], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, text=True)
+    for looker in lookers.values():
+        if looker.stdout.readline().strip() != "ready":
+            raise RuntimeError("a looking process did not start")
+    for looker in lookers.values():
+        looker.stdin.write("go\n")
+        looker.stdin.flush()
+    results = {name: json.loads(looker.stdout.readline()) for name, looker in lookers.items()}
+    for looker in lookers.values():
+        looker.stdin.close()
+        looker.wait(timeout=60)
+    return results
+
+
 def _stats(samples: list[float]) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(samples), 4), "p99_ms": round(percentile(samples, 99) or 0.0, 4),
             "n": len(samples)}
@@ -84,10 +131,12 @@ def _unique_queries(kb: Any, corpus: Any, count: int) -> list[str]:
     return queries
 
 
-def _side_by_side(kbs: dict[str, Any], queries: list[str], blocks: int) -> dict[str, dict[str, float]]:
+def _side_by_side(kbs: dict[str, Any], queries: list[str], blocks: int,
+                  min_seconds: float = 0.0) -> dict[str, dict[str, float]]:
     samples: dict[str, list[float]] = {name: [] for name in kbs}
     order = list(kbs)
-    for block in range(blocks):
+    phase_started, block = time.monotonic(), -1
+    while (block := block + 1) < blocks or time.monotonic() - phase_started < min_seconds:
         for name in (order if block % 2 == 0 else order[::-1]):
             lookup = kbs[name].lookup
             for query in queries:
@@ -125,7 +174,7 @@ class _Writer:
 
 
 def bench_feed(workdir: Path, *, docs: int = 1000, rounds: int = 20, queries: int = 200,
-               blocks: int = 10) -> dict[str, Any]:
+               blocks: int = 10, seconds: float = 15.0) -> dict[str, Any]:
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.settings import load_settings
 
@@ -141,13 +190,22 @@ def bench_feed(workdir: Path, *, docs: int = 1000, rounds: int = 20, queries: in
             kbs = {"single process (feed off)": single, "feed running (1 s)": following}
             unique = _unique_queries(single, corpus, queries)
             _side_by_side(kbs, unique[:50], 1)  # warm both
-            idle = _side_by_side(kbs, unique, blocks)
+            idle = _side_by_side(kbs, unique, blocks, min_seconds=seconds)
             writer.send("churn", "churning")
             time.sleep(1.5)
-            writing = _side_by_side(kbs, unique, blocks)
+            position = following._follower.position
+            writing = _side_by_side(kbs, unique, blocks, min_seconds=seconds)
+            applied_while_writing = following._follower.position - position
+            apart = _in_two_processes(base, unique, seconds)
             writer.send("stop", "stopped")
+            if applied_while_writing <= 0:
+                raise RuntimeError("the following knowledge base applied no change while the other process wrote")
             visible: list[float] = []
+            rng = random.Random(3)
             for i in range(rounds):
+                # a random pause first: uploads sent right after the previous one became visible would all
+                # land just after a poll and measure a whole interval each time
+                time.sleep(rng.uniform(0, 1.0))
                 keyword = f"FEEDNEW{i:04d}"
                 done = json.loads(writer.send(f"new {i:04d}", "{"))["done"]
                 deadline = time.time() + 30
@@ -167,6 +225,8 @@ def bench_feed(workdir: Path, *, docs: int = 1000, rounds: int = 20, queries: in
         "docs": docs,
         "lookups_idle": idle,
         "lookups_while_writing": writing,
+        "changes_applied_while_writing": applied_while_writing,
+        "lookups_while_writing_two_processes": apart,
         "visibility_ms": {"p50": round(statistics.median(visible), 1), "p99": round(percentile(visible, 99) or 0, 1),
                           "max": round(max(visible), 1), "rounds": rounds},
     }
@@ -181,8 +241,16 @@ def render(report: dict[str, Any]) -> str:
         single, feed = report[key]["single process (feed off)"], report[key]["feed running (1 s)"]
         lines.append(f"| {phase} | {single['p50_ms']:.4f} / {single['p99_ms']:.4f} | "
                      f"{feed['p50_ms']:.4f} / {feed['p99_ms']:.4f} | {feed['p99_ms'] - single['p99_ms']:+.4f} |")
+    apart = report["lookups_while_writing_two_processes"]
+    single, feed = apart["single process (feed off)"], apart["feed running (1 s)"]
+    lines.append(f"| another process writing 5/s; two looking processes at once, one per setting | "
+                 f"{single['p50_ms']:.4f} / {single['p99_ms']:.4f} | {feed['p50_ms']:.4f} / {feed['p99_ms']:.4f} | "
+                 f"{feed['p99_ms'] - single['p99_ms']:+.4f} |")
     v = report["visibility_ms"]
-    lines += ["", "## Visibility across processes (upload committed in one process -> L0 answers it in another)", "",
+    lines += ["", f"While the other process wrote, the following knowledge base applied "
+              f"{report['changes_applied_while_writing']} changes from the feed in one process and "
+              f"{feed['applied']} in its own process (each one re-reads the file and swaps in a new L0 snapshot).",
+              "", "## Visibility across processes (upload committed in one process -> L0 answers it in another)", "",
               "| rounds | p50 (ms) | p99 (ms) | max (ms) |", "|---|---|---|---|",
               f"| {v['rounds']} | {v['p50']} | {v['p99']} | {v['max']} |"]
     return "\n".join(lines)
@@ -194,13 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=20, help="uploads timed for visibility")
     parser.add_argument("--queries", type=int, default=200, help="L0-unique queries per block")
-    parser.add_argument("--blocks", type=int, default=10, help="alternating blocks per phase")
+    parser.add_argument("--blocks", type=int, default=10, help="alternating blocks per phase (at least)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="each phase lasts at least this long")
     parser.add_argument("--json", type=Path, default=Path("bench-feed.json"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     with tempfile.TemporaryDirectory(prefix="kb-bench-feed-") as workdir:
         report = bench_feed(Path(workdir), docs=args.docs, rounds=args.rounds, queries=args.queries,
-                            blocks=args.blocks)
+                            blocks=args.blocks, seconds=args.seconds)
     args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(render(report))
     print(f"\n(JSON: {args.json})")
