@@ -123,6 +123,7 @@ class KnowledgeBase:
         self._recorder = CallRecorder(metadata)
         self._tool = LookupTool(lookup, self._recorder)
         self.summaries = SummaryCache()
+        self._closed = False
         if follower is not None:
             follower.on_change(self.summaries.invalidate)  # other processes' writes
 
@@ -281,6 +282,10 @@ class KnowledgeBase:
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
         """Drop the cached summaries before a write (no page caches a half-done state as final) and after it."""
+        if self._closed:
+            # its stores are released and it no longer follows other processes: a write now would act on a stale
+            # view (and could reopen the Milvus Lite directory another process has taken over since)
+            raise KnowledgeBaseError("this knowledge base was closed: open it again to write")
         self.summaries.invalidate()
         try:
             yield
@@ -332,6 +337,7 @@ class KnowledgeBase:
         )
 
     def close(self) -> None:
+        self._closed = True
         if self.watcher is not None:
             self.watcher.stop()  # releases the lease: another process takes over
         if self._follower is not None:

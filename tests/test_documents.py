@@ -396,3 +396,17 @@ def test_the_model_never_blocks_writes_and_repair_fills_in_dense_vectors(open_kb
     assert row.last_error is None and row.embedding_model == str(tiny_model)
     assert all(c.dense is not None and c.dense[0] != 1.0 for c in kb.vectors.chunks_of(row.id, with_vectors=True))
     assert_consistent(kb)
+
+
+def test_a_closed_knowledge_base_refuses_writes(tmp_path):
+    from conftest import make_settings
+
+    from kb_core import KnowledgeBaseError
+    from kb_core.bootstrap import open_knowledge_base
+
+    kb = open_knowledge_base(make_settings(tmp_path))
+    kb.upload("a.md", PAYMENT.encode(), "api")
+    kb.close()
+    with pytest.raises(KnowledgeBaseError, match="closed"):
+        kb.upload("b.md", PAYMENT.encode(), "api")
+    assert not (tmp_path / "knowledge_base/api/b.md").exists()
