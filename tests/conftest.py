@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -142,6 +143,24 @@ def open_kb(tmp_path):
     yield _open
     for kb in opened:
         kb.close()
+
+
+@contextlib.contextmanager
+def two_knowledge_bases(root: Path, db_url: str, *, refresh_interval: float):
+    """A and B on one database and one knowledge-base folder, each with its own Milvus Lite directory: L0 is
+    per process, the change feed lives in the database. `refresh_interval=0`: they follow only when polled."""
+    from kb_core.bootstrap import open_knowledge_base
+
+    opened = []
+    try:
+        for name in ("a", "b"):
+            settings = make_settings(root, db_url=db_url, refresh_interval=refresh_interval).model_copy(
+                update={"milvus_uri": str(root / f"{name}_milvus.db")})
+            opened.append(open_knowledge_base(settings))
+        yield opened
+    finally:
+        for kb in opened:
+            kb.close()
 
 
 def assert_consistent(kb) -> None:

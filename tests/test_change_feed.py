@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from conftest import doc, make_settings
+from conftest import doc, make_settings, two_knowledge_bases
 
 from kb_core.bootstrap import open_knowledge_base
 
@@ -22,16 +22,8 @@ def _wait_for(predicate, timeout: float = 5.0) -> float:
 
 @pytest.fixture
 def two(tmp_path, db_url):
-    """A and B: one database and one knowledge-base folder, each with its own Milvus Lite directory (the
-    L0 index is per process; the feed lives in the database)."""
-    opened = []
-    for name in ("a", "b"):
-        settings = make_settings(tmp_path, db_url=db_url, refresh_interval=0.2).model_copy(
-            update={"milvus_uri": str(tmp_path / f"{name}_milvus.db")})
-        opened.append(open_knowledge_base(settings))
-    yield opened
-    for kb in opened:
-        kb.close()
+    with two_knowledge_bases(tmp_path, db_url, refresh_interval=0.2) as opened:
+        yield opened
 
 
 def test_writes_in_one_reach_the_other_within_seconds(two):
@@ -141,14 +133,8 @@ def test_a_write_that_commits_after_a_later_one_is_still_applied(tmp_path, mysql
     from sqlalchemy import create_engine, text
 
     _empty_mysql_tables(mysql_database)
-    opened = []
-    for name in ("a", "b"):
-        settings = make_settings(tmp_path, db_url=mysql_database, refresh_interval=0).model_copy(
-            update={"milvus_uri": str(tmp_path / f"{name}_milvus.db")})
-        opened.append(open_knowledge_base(settings))
-    a, b = opened
-    slow = create_engine(mysql_database).connect()
-    try:
+    with two_knowledge_bases(tmp_path, mysql_database, refresh_interval=0) as (a, b), \
+            create_engine(mysql_database).connect() as slow:
         late = tmp_path / "knowledge_base" / "api" / "late.md"
         late.parent.mkdir(parents=True, exist_ok=True)
         data = doc("Late", ["LATE_COMMIT_KEY"]).encode()
@@ -165,10 +151,6 @@ def test_a_write_that_commits_after_a_later_one_is_still_applied(tmp_path, mysql
         assert b._follower.poll() >= 1
         assert b.index.exact_match("LATE_COMMIT_KEY"), "a change that committed late was skipped for good"
         assert b._follower.poll() == 0  # the gap is filled: nothing is applied twice
-    finally:
-        slow.close()
-        for kb in opened:
-            kb.close()
 
 
 def test_gaps_that_never_fill_are_forgotten_after_the_grace(monkeypatch, tmp_path):

@@ -4,9 +4,7 @@ change from another KnowledgeBase on the same database drop the cache."""
 from __future__ import annotations
 
 import pytest
-from conftest import doc, make_settings
-
-from kb_core.bootstrap import open_knowledge_base
+from conftest import doc, two_knowledge_bases
 
 
 class Spy:
@@ -40,16 +38,9 @@ def _render(kb):
 
 @pytest.fixture
 def pair(tmp_path, db_url):
-    """A and B on one database and folder, each with its own Milvus Lite directory; each follows the feed only
-    when the test polls (no timing in the test)."""
-    opened = []
-    for name in ("a", "b"):
-        settings = make_settings(tmp_path, db_url=db_url, refresh_interval=0).model_copy(
-            update={"milvus_uri": str(tmp_path / f"{name}_milvus.db")})
-        opened.append(open_knowledge_base(settings))
-    yield opened
-    for kb in opened:
-        kb.close()
+    """A and B on one database and folder; each follows the feed only when the test polls (no timing)."""
+    with two_knowledge_bases(tmp_path, db_url, refresh_interval=0) as opened:
+        yield opened
 
 
 def test_a_second_render_recounts_nothing_and_a_write_invalidates(pair, monkeypatch):
