@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,6 +16,12 @@ from pages.shell.wiring import knowledge_base
 PLAYGROUND = Path(__file__).resolve().parent / "playground.py"
 PERIODS = {"24 hours": timedelta(hours=24), "7 days": timedelta(days=7), "30 days": timedelta(days=30),
            "90 days": timedelta(days=90)}
+
+
+def _utc_iso(moment: datetime) -> str:
+    """ISO 8601 with an explicit Z: stored times are naive UTC, and Vega reads a bare ISO time as local."""
+    return moment.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+
 
 kb = knowledge_base()
 st.title("🧾 Tool calls")
@@ -33,11 +39,16 @@ except KnowledgeBaseError as exc:
 # -- over time ---------------------------------------------------------------------------------------------
 if buckets:
     unit = "hour" if span <= timedelta(days=2) else "day"
-    rows = [{"time": b.start.isoformat(), "calls": b.calls, "found rate": b.found_rate, "p95 (ms)": b.p95_ms}
+    rows = [{"time": _utc_iso(b.start), "calls": b.calls, "found rate": b.found_rate, "p95 (ms)": b.p95_ms}
             for b in buckets]
+    now = datetime.now(UTC)
+    # The axis spans the whole period, so a day with calls is a day wide and quiet days show as gaps (with one
+    # bucket the chart would otherwise stretch it over the full width); utc* time units keep the axis in UTC
+    # whatever the browser's time zone.
     base = alt.Chart(alt.Data(values=rows)).encode(
-        x=alt.X("time:T", title=f"per {unit} (UTC)", timeUnit="yearmonthdatehours" if unit == "hour"
-                else "yearmonthdate"))
+        x=alt.X("time:T", title=f"per {unit} (UTC)",
+                timeUnit="utcyearmonthdatehours" if unit == "hour" else "utcyearmonthdate",
+                scale=alt.Scale(domain=[_utc_iso(now - span), _utc_iso(now)])))
     c1, c2, c3 = st.columns(3)
     c1.altair_chart(base.mark_bar().encode(y=alt.Y("calls:Q", title="calls")).properties(title="Calls"))
     c2.altair_chart(base.mark_line(point=True).encode(
