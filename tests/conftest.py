@@ -145,6 +145,36 @@ def open_kb(tmp_path):
         kb.close()
 
 
+@pytest.fixture
+def store(db_url):
+    """A migrated metadata store on SQLite and on MariaDB."""
+    from kb_core.storage.metadata_store import MetadataStore
+
+    opened = MetadataStore(db_url)
+    opened.migrate()
+    yield opened
+    opened.dispose()
+
+
+@contextlib.contextmanager
+def bare_lite_holder(directory: Path):
+    """Another process holding a Milvus Lite directory the way a notebook would (a bare MilvusClient), without
+    sharing it."""
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import time\nfrom pymilvus import MilvusClient\n"
+         f"MilvusClient({str(directory)!r})\nprint('open', flush=True)\ntime.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 @contextlib.contextmanager
 def two_knowledge_bases(root: Path, db_url: str, *, refresh_interval: float):
     """A and B on one database and one knowledge-base folder, each with its own Milvus Lite directory: L0 is

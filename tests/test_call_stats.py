@@ -5,22 +5,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import text
 
 from kb_core.agent.call_stats import bucket_for, needs_attention
 from kb_core.stats import percentile
-from kb_core.storage.metadata_store import MetadataStore
 
 NOW = datetime.now(UTC).replace(minute=30, second=0, microsecond=0)
 
-
-@pytest.fixture
-def store(db_url):
-    store = MetadataStore(db_url)
-    store.migrate()
-    yield store
-    store.dispose()
 
 
 def _call(store, query, *, hours_ago, found=True, match=("exact_L0",), confidence="high", latency=5.0,

@@ -327,26 +327,11 @@ def test_status_reports_each_store(kb):
 
 def test_a_lite_directory_locked_by_another_process_degrades_with_a_clear_message(tmp_path):
     """Degraded, not dead: L0 answers from the files; L1, writes and status name the cause and the fix."""
-    import subprocess
-    import sys
-    import textwrap
-
-    from conftest import make_settings
+    from conftest import bare_lite_holder, make_settings
 
     from kb_core.bootstrap import open_knowledge_base
 
-    holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
-            import sys, time
-            from pymilvus import MilvusClient
-            MilvusClient({str(tmp_path / 'kb_milvus.db')!r})
-            print('open', flush=True)
-            time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE, text=True,
-    )
-    try:
-        assert holder.stdout.readline().strip() == "open"
+    with bare_lite_holder(tmp_path / "kb_milvus.db"):
         (tmp_path / "knowledge_base/api").mkdir(parents=True)
         (tmp_path / "knowledge_base/api/payment-errors.md").write_text(PAYMENT)
         kb = open_knowledge_base(make_settings(tmp_path))
@@ -358,9 +343,6 @@ def test_a_lite_directory_locked_by_another_process_degrades_with_a_clear_messag
             assert not (tmp_path / "knowledge_base/domain/cache.md").exists()
         finally:
             kb.close()
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_status_flags_vectors_missing_behind_our_back(kb):

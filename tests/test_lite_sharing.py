@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import NO_MODEL, make_settings
+from conftest import NO_MODEL, bare_lite_holder, make_settings
 
 from kb_core.bootstrap import open_knowledge_base
 from kb_core.errors import KnowledgeBaseError
@@ -249,23 +249,11 @@ def test_a_stopped_owner_gives_followers_a_timely_error_naming_it(tmp_path, agen
 
 
 def test_a_directory_held_by_a_process_that_does_not_share_it_fails_fast_with_the_fix(tmp_path):
-    holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
-            import time
-            from pymilvus import MilvusClient
-            MilvusClient({str(tmp_path / 'kb_milvus.db')!r})
-            print('open', flush=True)
-            time.sleep(60)
-        """)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "open"
-        from kb_core.storage.vector_store import MilvusVectorStore
+    from kb_core.storage.vector_store import MilvusVectorStore
 
+    with bare_lite_holder(tmp_path / "kb_milvus.db"):
         store = MilvusVectorStore(str(tmp_path / "kb_milvus.db"), collection="kb_fulltext", dense_dim=None)
         started = time.monotonic()
         with pytest.raises(KnowledgeBaseError, match="does not share it.*milvus-lite server.*KB_MILVUS_URI"):
             store.client()
         assert time.monotonic() - started < 2  # nothing published: nobody to wait for
-    finally:
-        holder.kill()
-        holder.wait()

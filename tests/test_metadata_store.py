@@ -26,13 +26,6 @@ VALUES = DocumentValues(
 )
 
 
-@pytest.fixture
-def store(db_url):
-    s = MetadataStore(db_url)
-    s.migrate()
-    yield s
-    s.dispose()
-
 
 def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
