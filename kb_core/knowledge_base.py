@@ -28,7 +28,7 @@ from kb_core.documents.service import (
 from kb_core.errors import KnowledgeBaseError
 from kb_core.progress import Progress
 from kb_core.retrieval.change_follower import ChangeFollower
-from kb_core.retrieval.keyword_index import KeywordClaim, KnowledgeIndex
+from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.keyword_map import KeywordHit, KeywordMap, keyword_hits, keyword_map
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
@@ -175,9 +175,6 @@ class KnowledgeBase:
     def chunks(self, doc_id: int) -> list[ChunkRow]:
         """The chunks of a document as stored in Milvus."""
         return self.vectors.chunks_of(doc_id)
-
-    def keyword_map(self) -> list[KeywordClaim]:
-        return list(self.summaries.get("keyword_map", lambda: tuple(self.index.keyword_map())))
 
     def keyword_summary(self) -> KeywordMap:
         """The keyword map with L0's own predictions: clashes, overlaps, generic and weak keywords."""

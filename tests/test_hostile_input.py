@@ -13,6 +13,7 @@ from kb_core.documents.frontmatter import parse_frontmatter, parse_frontmatter_s
 from kb_core.documents.lint import preview_upload
 from kb_core.errors import FrontmatterError, UploadRejected
 from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.retrieval.keyword_map import keyword_map
 
 
 def _scalar_alias_bomb() -> str:
@@ -60,8 +61,9 @@ def test_weak_keywords_are_ignored_by_l0_and_reported(tmp_path):
     assert reasons["the"] == "a stop word" and reasons["KW_69"] == "more than 64 keywords"
     # one careless document no longer downgrades every answer: "e" matches nothing
     assert index.exact_match("ERR_TIMEOUT e") == [entry] and index.exact_match("e") == []
-    weak = {c.keyword: c.weak for c in index.keyword_map() if c.weak}
-    assert weak["e"] == "shorter than 2 characters" and not any(c.collides for c in index.keyword_map() if c.weak)
+    rows = keyword_map(index.snapshot).rows
+    weak = {r.keyword: r.weak for r in rows if r.weak}
+    assert weak["e"] == "shorter than 2 characters" and not any(r.ambiguous for r in rows if r.weak)
     preview = preview_upload(index, "new.md", doc("New", ["a", "ok-keyword"]).encode(), "api", max_bytes=10**6)
     assert any("“a” is ignored by L0: shorter than 2 characters" in f.message for f in preview.findings)
 

@@ -14,7 +14,7 @@ class Spy:
         self.calls: dict[str, int] = {}
         for owner, name in [(kb.metadata, "count_documents"), (kb.metadata, "count_chunks"),
                             (kb.metadata, "list_documents"), (kb.vectors, "count_chunks"),
-                            (kb.index, "markdown_files"), (kb.index, "keyword_map")]:
+                            (kb.index, "markdown_files")]:
             self._wrap(monkeypatch, owner, name)
 
     def _wrap(self, monkeypatch, owner, name):
@@ -33,7 +33,7 @@ class Spy:
 
 def _render(kb):
     """What the pages read on every rerun."""
-    return kb.status().counts, kb.documents(), kb.categories(), kb.keyword_map()
+    return kb.status().counts, kb.documents(), kb.categories(), kb.keyword_summary()
 
 
 @pytest.fixture

@@ -28,11 +28,11 @@ from kb_core.documents.frontmatter import MAX_BLOCK_BYTES, Frontmatter, parse_fr
 from kb_core.documents.sections import outline
 from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, RankedMatches, Snapshot
 from kb_core.settings import resolve_path
-from kb_core.terms import MAX_KEYWORDS, normalize_term, weak_keyword_reason
+from kb_core.terms import MAX_KEYWORDS, weak_keyword_reason
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KeywordClaim", "KnowledgeEntry", "KnowledgeIndex", "L0Match", "LoadReport", "RankedMatches"]
+__all__ = ["KnowledgeEntry", "KnowledgeIndex", "L0Match", "LoadReport", "RankedMatches"]
 
 
 @dataclass(frozen=True)
@@ -80,19 +80,6 @@ def split_keywords(keywords: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tu
         else:
             ignored.append((keyword, reason))
     return tuple(kept), tuple(ignored)
-
-
-@dataclass(frozen=True)
-class KeywordClaim:
-    """One keyword (as first spelled) and every document that claims it: more than one makes L0 ambiguous."""
-
-    keyword: str
-    file_paths: tuple[str, ...]
-    weak: str | None = None  # why L0 ignores this keyword ("shorter than 2 characters", ...), if it does
-
-    @property
-    def collides(self) -> bool:
-        return self.weak is None and len(self.file_paths) > 1
 
 
 @dataclass(frozen=True)
@@ -386,28 +373,6 @@ class KnowledgeIndex:
         snapshot = self._snapshot
         pos = snapshot.position.get(file_path)
         return None if pos is None else snapshot.entries[pos]
-
-    def keyword_map(self) -> list[KeywordClaim]:
-        """Every keyword with the documents claiming it (normalised), collisions first, then alphabetical."""
-        claims: dict[str, tuple[str, list[str]]] = {}
-        for entry in self._snapshot.entries:
-            for keyword in entry.keywords:
-                term = normalize_term(keyword)
-                if not term:
-                    continue
-                spelled, paths = claims.setdefault(term, (keyword, []))
-                if entry.file_path not in paths:
-                    paths.append(entry.file_path)
-        result = [KeywordClaim(spelled, tuple(paths)) for spelled, paths in claims.values()]
-        weak: dict[str, tuple[str, str, list[str]]] = {}
-        for entry in self._snapshot.entries:
-            for keyword, reason in entry.ignored_keywords:
-                spelled, why, paths = weak.setdefault(normalize_term(keyword), (keyword, reason, []))
-                if entry.file_path not in paths:
-                    paths.append(entry.file_path)
-        result += [KeywordClaim(spelled, tuple(paths), why) for spelled, why, paths in weak.values()]
-        return sorted(result, key=lambda c: (not c.collides, c.weak is not None, -len(c.file_paths),
-                                             normalize_term(c.keyword)))
 
     @property
     def snapshot(self) -> Snapshot:
