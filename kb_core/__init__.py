@@ -11,24 +11,49 @@ Layout (each sub-package's docstring says what it owns and what it may import):
 - `kb_core.agent`: `lookup_knowledge` for agents (tool, schema, call log and its statistics, MCP server);
 - top level: this public API, `settings`, `errors`, `terms` (text normalisation), `progress`, `stats`,
   `knowledge_base` (the `KnowledgeBase` facade) and `bootstrap` (the composition root);
-  commands `python -m kb_core.mcp | migrate | bench`; `kb_core.testing` holds offline test helpers.
+  the `kb` command (`cli`); `kb_core.testing` holds offline test helpers.
 """
 
+from kb_core.agent.call_stats import confidence_of
 from kb_core.agent.tool import TOOL_DESCRIPTION, TOOL_NAME, openai_tool_schema
 from kb_core.bootstrap import default_knowledge_base, lookup_knowledge, open_knowledge_base
-from kb_core.documents.frontmatter import Frontmatter, has_frontmatter, parse_frontmatter
-from kb_core.documents.service import DeleteOutcome, SyncReport, UploadOutcome
-from kb_core.errors import DocumentError, FrontmatterError, KnowledgeBaseError, SettingsError, UploadRejected
+from kb_core.documents.batch import BatchAction, BatchFile
+from kb_core.documents.entry import KnowledgeEntry
+from kb_core.documents.frontmatter import Frontmatter, has_frontmatter, parse_frontmatter, split_body
+from kb_core.documents.reconcile import ReconcileReport
+from kb_core.documents.sections import MORE as MORE_SECTIONS
+from kb_core.documents.service import DeleteOutcome, UploadOutcome
+from kb_core.errors import (
+    DocumentConflictError,
+    DocumentError,
+    FrontmatterError,
+    KnowledgeBaseError,
+    SettingsError,
+    UploadRejected,
+)
 from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
-from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match
+from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match
+from kb_core.retrieval.keyword_map import GENERIC_MIN_DOCUMENTS
 from kb_core.retrieval.lookup import HybridLookup, L1Hit, L1Searcher, LookupResult, LookupTrace, Primary, Supplement
 from kb_core.settings import Settings, load_settings
+from kb_core.stats import percentile
+
+SyncReport = ReconcileReport  # the report of `reconcile` (named for the sync it replaced)
 
 __all__ = [
+    "BatchAction",
+    "BatchFile",
+    "DocumentConflictError",
+    "GENERIC_MIN_DOCUMENTS",
+    "MORE_SECTIONS",
+    "confidence_of",
+    "percentile",
+    "split_body",
     "DeleteOutcome",
     "DocumentError",
     "KnowledgeBase",
     "KnowledgeBaseStatus",
+    "ReconcileReport",
     "SyncReport",
     "UploadOutcome",
     "UploadRejected",

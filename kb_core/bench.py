@@ -47,9 +47,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from naive_l0 import NaiveIndex
+
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.stats import percentile
-from kb_core.testing.naive_l0 import NaiveIndex
 
 log = logging.getLogger("kb_core.bench")
 
@@ -874,7 +875,7 @@ def main(argv: list[str] | None = None) -> int:
     configured = load_settings().embedding_model
     bge: Path | None = None
     if not args.no_bge and ("lookups" not in args.skip or "ingest" not in args.skip):
-        from kb_core.testing.model_factory import build_bge_m3_shaped
+        from model_factory import build_bge_m3_shaped
 
         print(f"BGE-M3-shaped model: {args.bge_m3_shaped} (building it if missing) ...", file=sys.stderr)
         bge = build_bge_m3_shaped(args.bge_m3_shaped)

@@ -8,7 +8,9 @@ import threading
 import time
 
 from kb_core import terms as text_analysis
+from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher, paths_changed_while_unwatched
+from kb_core.documents.reconcile import Reconciler
 from kb_core.documents.service import DocumentService
 from kb_core.errors import KnowledgeBaseError
 from kb_core.knowledge_base import KnowledgeBase
@@ -20,6 +22,7 @@ from kb_core.settings import Settings, load_settings
 from kb_core.storage.embedding import FlagEmbedder
 from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex, fts5_available
 from kb_core.storage.metadata_store import MetadataStore
+from kb_core.storage.ports import Embedder
 from kb_core.storage.vector_store import MilvusVectorStore, collection_name, is_local_uri
 
 log = logging.getLogger(__name__)
@@ -27,9 +30,11 @@ log = logging.getLogger(__name__)
 RECOVER_EVERY = 10.0  # seconds between checks for rows left PENDING by writers that died
 
 
-def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = True) -> KnowledgeBase:
+def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = True,
+                        embedder: Embedder | None = None) -> KnowledgeBase:
     """Open (and migrate) everything. The embedding model loads in the background; opening never waits
-    for it. `load_model=False` leaves the model unloaded until something needs a vector."""
+    for it. `load_model=False` leaves the model unloaded until something needs a vector. `embedder` replaces
+    the configured model (a benchmark's or a test's own encoder; its `dimension` sizes the collection)."""
     started = time.perf_counter()
     settings = settings or load_settings()
     metadata = MetadataStore(settings.resolved_database_url, timeout=settings.backend_timeout)
@@ -39,12 +44,14 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         # Degraded, not dead: L0 needs only the files. Writes and the call log report the outage until the
         # database is back (connections are made anew then); `status()` shows it.
         log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
-    index = KnowledgeIndex(settings.base_path, app_root=settings.app_root, matching=settings.l0_matching)
+    folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root)
+    index = KnowledgeIndex(folder=folder, matching=settings.l0_matching)
     follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
     follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
     index.load()
-    embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
-                            precision=settings.embedding_precision)
+    if embedder is None:
+        embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
+                                precision=settings.embedding_precision)
     dimension = embedder.dimension if embedder.available else None
     collection = collection_name(settings.embedding_model if dimension else None, dimension)
     vectors = MilvusVectorStore(
@@ -64,21 +71,23 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         embedder.start_loading()
     dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
     searcher = VectorSearcher(vectors, dense_embedder, min_dense_score=settings.min_dense_score)
-    documents = DocumentService(index, metadata, vectors, dense_embedder,
+    documents = DocumentService(folder, index, metadata, vectors, dense_embedder,
                                 max_upload_bytes=settings.max_upload_bytes)
+    reconciler = Reconciler(documents, folder, index, metadata, vectors)
     # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
-    # running would miss that document until someone opened the knowledge base anew or ran repair.
-    follower.every(RECOVER_EVERY, documents.recover_dead_writers)
+    # running would miss that document until someone opened the knowledge base anew or reconciled.
+    follower.every(RECOVER_EVERY, reconciler.recover_dead_writers)
     watcher = None
     if settings.watch:
         # one watcher per database and folder; the lock name does not depend on where this process sits
-        watcher = FolderWatcher(index.base_dir, documents.sync_paths,
-                                metadata.lease("kbwatch", index.display_path("")),
-                                catch_up=lambda: paths_changed_while_unwatched(index, metadata))
-    kb = KnowledgeBase(settings, index, metadata, vectors, embedder, documents, HybridLookup(index, searcher),
-                       searcher, follower, watcher=watcher)
+        watcher = FolderWatcher(folder.base_dir, lambda paths: reconciler.reconcile(paths, delete_missing=True),
+                                metadata.lease("kbwatch", folder.display_path("")),
+                                catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
+    kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
+                       documents=documents, reconciler=reconciler, lookup=HybridLookup(index, searcher),
+                       searcher=searcher, follower=follower, watcher=watcher)
     try:
-        documents.recover()  # finish or undo what a crash left PENDING (only those rows are read)
+        reconciler.recover()  # finish or undo what a crash left PENDING (only those rows are read)
     except KnowledgeBaseError as exc:
         log.error("could not check for interrupted writes: %s", exc)
     if watcher is not None:

@@ -147,7 +147,7 @@ def evaluate(kb: Any, queries: Sequence[LabelledQuery],
 
 
 def _relative(kb: Any, source: str) -> str:
-    return kb.index.relative_path(source) or source
+    return kb.relative_path(source) or source
 
 
 def _pct(part: int, whole: int) -> float | None:
@@ -211,10 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        if hasattr(kb.embedder, "wait_ready"):  # a model that is still loading would make L1 BM25-only
-            kb.embedder.wait_ready(600)
+        kb.wait_for_model(600)  # a model that is still loading would make L1 BM25-only
         if args.sync:
-            kb.sync()
+            kb.reconcile()
         report = evaluate(kb, queries, progress=_progress_printer())
     finally:
         kb.close()
@@ -240,7 +239,7 @@ def _progress_printer() -> Callable[[int, int], None]:
 
 
 def _mode(kb: Any) -> str:
-    return "hybrid (dense + BM25)" if kb.embedder.state.ready else "BM25 only"
+    return "hybrid (dense + BM25)" if kb.status().model.ready else "BM25 only"
 
 
 if __name__ == "__main__":

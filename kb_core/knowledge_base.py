@@ -4,27 +4,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import logging
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import CallRecorder, LookupTool, ToolResponse
 from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
+from kb_core.documents.entry import KnowledgeEntry
+from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher
 from kb_core.documents.keyword_edit import KeywordEdit, check_unchanged, current_keywords, prepare_keyword_edit
 from kb_core.documents.lint import UploadPreview, preview_upload
-from kb_core.documents.service import (
-    DeleteOutcome,
-    DocumentService,
-    RecoveryReport,
-    ReindexReport,
-    RemovalReport,
-    RepairReport,
-    SyncReport,
-    UploadOutcome,
-)
+from kb_core.documents.reconcile import Reconciler, ReconcileReport
+from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.errors import KnowledgeBaseError
 from kb_core.progress import Progress
 from kb_core.retrieval.change_follower import ChangeFollower
@@ -59,16 +55,16 @@ class StoreCounts:
     def problems(self) -> list[str]:
         found = []
         if self.database is not None and self.files > self.database:
-            found.append(f"{self.files} files on disk but {self.database} in the database: run Sync folder")
+            found.append(f"{self.files} files on disk but {self.database} in the database: run Reconcile")
         elif self.database is not None and self.files < self.database:
-            found.append(f"{self.database - self.files} documents in the database have no file on disk: remove them "
-                         "from the index (Documents page) or run Sync folder")
+            found.append(f"{self.database - self.files} documents in the database have no file on disk: run "
+                         "Reconcile with 'remove documents whose file is gone'")
         if self.database is not None and self.milvus is not None and self.milvus != self.database:
-            found.append(f"{self.database} documents in the database but {self.milvus} in Milvus: run repair")
+            found.append(f"{self.database} documents in the database but {self.milvus} in Milvus: run Reconcile")
         elif (self.database_chunks is not None and self.milvus_chunks is not None
               and self.database_chunks != self.milvus_chunks):
             found.append(f"Milvus holds {self.milvus_chunks} chunks against {self.database_chunks} in the "
-                         "database: run repair")
+                         "database: run Reconcile")
         return found
 
 
@@ -96,36 +92,50 @@ class KnowledgeBaseStatus:
 
 
 class KnowledgeBase:
+    """The facade: everything the console, the tools and agent code do goes through its methods. Its stores
+    are its own; `open_knowledge_base()` (the composition root) builds it."""
+
     def __init__(
         self,
         settings: Settings,
+        *,
+        folder: KnowledgeFolder,
         index: KnowledgeIndex,
         metadata: MetadataRepository,
         vectors: ChunkStore,
         embedder: Embedder,
         documents: DocumentService,
+        reconciler: Reconciler,
         lookup: HybridLookup,
         searcher: VectorSearcher,
         follower: ChangeFollower | None = None,
-        *,
         watcher: FolderWatcher | None = None,
     ):
-        self._follower = follower
-        self.watcher = watcher
-        self.settings = settings
-        self.index = index
-        self.metadata = metadata
-        self.vectors = vectors
-        self.embedder = embedder
+        self._settings = settings
+        self._folder = folder
+        self._index = index
+        self._metadata = metadata
+        self._vectors = vectors
+        self._embedder = embedder
         self._documents = documents
+        self._reconciler = reconciler
         self._lookup = lookup
         self._searcher = searcher
+        self._follower = follower
+        self._watcher = watcher
         self._recorder = CallRecorder(metadata)
         self._tool = LookupTool(lookup, self._recorder)
-        self.summaries = SummaryCache()
+        self._write_counter = itertools.count(1)  # next() is atomic: concurrent writes never share a number
+        self._writes = 0  # moved before and after each write: with the feed, the version summaries are keyed on
+        self._summaries = SummaryCache(self._version)
         self._closed = False
-        if follower is not None:
-            follower.on_change(self.summaries.invalidate)  # other processes' writes
+
+    def _version(self) -> tuple[int, int]:
+        return self._writes, self._follower.changes_applied if self._follower is not None else 0
+
+    @property
+    def settings(self) -> Settings:
+        return self._settings
 
     # -- queries -------------------------------------------------------------------------------------
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
@@ -142,7 +152,7 @@ class KnowledgeBase:
     def tool_calls(self, limit: int = 500) -> list[ToolCallRecord]:
         """The most recent `lookup_knowledge` calls, newest first."""
         self._recorder.flush(2)
-        return self.metadata.recent_tool_calls(limit)
+        return self._metadata.recent_tool_calls(limit)
 
     def flush_call_log(self, timeout: float = 10.0) -> None:
         self._recorder.flush(timeout)
@@ -150,51 +160,51 @@ class KnowledgeBase:
     def tool_call_buckets(self, span: timedelta) -> list[CallBucket]:
         """Calls, found-rate and latency per hour (spans up to two days) or day over the last `span`."""
         self._recorder.flush(2)
-        return self.metadata.tool_call_buckets(datetime.now(UTC) - span, bucket_for(span))
+        return self._metadata.tool_call_buckets(datetime.now(UTC) - span, bucket_for(span))
 
     def needs_attention(self, span: timedelta) -> list[AttentionGroup]:
         """Queries of the last `span` answered with nothing, with L1 only or with low confidence, grouped."""
         self._recorder.flush(2)
-        return needs_attention(self.metadata.tool_calls_needing_attention(datetime.now(UTC) - span))
+        return needs_attention(self._metadata.tool_calls_needing_attention(datetime.now(UTC) - span))
 
     def documents(self) -> list[DocumentRecord]:
-        return list(self.summaries.get("documents", lambda: tuple(self.metadata.list_documents())))
+        return list(self._summaries.get("documents", lambda: tuple(self._metadata.list_documents())))
 
     def unindexed_files(self) -> list[str]:
         """Markdown files on disk without a database row: what a sync would add (the first run's prompt)."""
-        return list(self.summaries.get("unindexed", self._read_unindexed))
+        return list(self._summaries.get("unindexed", self._read_unindexed))
 
     def _read_unindexed(self) -> tuple[str, ...]:
         stored = {d.file_path for d in self.documents()}
-        on_disk = (self.index.display_path(rel) for rel in self.index.markdown_files())
+        on_disk = (self._folder.display_path(rel) for rel in self._folder.markdown_files())
         return tuple(path for path in on_disk if path not in stored)
 
     def get(self, doc_id: int) -> DocumentRecord | None:
-        return self.metadata.get(doc_id)
+        return self._metadata.get(doc_id)
 
     def chunks(self, doc_id: int) -> list[ChunkRow]:
         """The chunks of a document as stored in Milvus."""
-        return self.vectors.chunks_of(doc_id)
+        return self._vectors.chunks_of(doc_id)
 
     def keyword_summary(self) -> KeywordMap:
         """The keyword map with L0's own predictions: clashes, overlaps, generic and weak keywords."""
-        return keyword_map(self.index.snapshot)
+        return keyword_map(self._index.snapshot)
 
     def keyword_documents(self, keyword: str, limit: int = 200) -> list[KeywordHit]:
         """The documents a query of just `keyword` returns from L0, ranked, with the keywords that matched."""
-        return keyword_hits(self.index.snapshot, keyword, limit)
+        return keyword_hits(self._index.snapshot, keyword, limit)
 
     def document_keywords(self, file_path: str) -> tuple[str, ...]:
         """The keywords a document's frontmatter lists on disk, as written."""
-        return current_keywords(self.index, file_path, max_bytes=self.settings.max_upload_bytes)
+        return current_keywords(self._index, file_path, max_bytes=self._settings.max_upload_bytes)
 
     def prepare_keyword_edit(self, file_path: str, keywords: Sequence[str]) -> KeywordEdit:
         """The document rewritten with new frontmatter keywords (nothing else changed), and its upload preview."""
-        return prepare_keyword_edit(self.index, file_path, keywords, max_bytes=self.settings.max_upload_bytes)
+        return prepare_keyword_edit(self._index, file_path, keywords, max_bytes=self._settings.max_upload_bytes)
 
     def save_keyword_edit(self, edit: KeywordEdit, *, progress: Progress | None = None) -> UploadOutcome:
         """Write a prepared keyword edit through the normal upload path, unless the file changed since."""
-        check_unchanged(self.index, edit)  # a clear message before any work; if_match closes the race
+        check_unchanged(self._index, edit)  # a clear message before any work; if_match closes the race
         return self.upload(edit.file_name, edit.data, edit.category, progress=progress, if_match=edit.base_sha256)
 
     def warm_summaries(self) -> None:
@@ -210,20 +220,15 @@ class KnowledgeBase:
 
     def missing_files(self) -> list[DocumentRecord]:
         """Documents whose file has gone from disk (a stat per document: cached like the other summaries)."""
-        return list(self.summaries.get("missing", lambda: tuple(self._documents.missing_files(self.documents()))))
-
-    def remove_missing(self) -> RemovalReport:
-        """Remove documents whose file has gone from the database, Milvus and L0."""
-        with self._writing():
-            return self._documents.remove_missing()
+        return list(self._summaries.get("missing", lambda: tuple(
+            r for r in self.documents() if r.pending_operation is None and not self._folder.exists(r.file_path))))
 
     def categories(self) -> list[str]:
         """Categories in use: folders under the knowledge base and categories of stored documents."""
-        return list(self.summaries.get("categories", self._read_categories))
+        return list(self._summaries.get("categories", self._read_categories))
 
     def _read_categories(self) -> tuple[str, ...]:
-        folders = {p.name for p in self.index.base_dir.iterdir() if p.is_dir() and not p.name.startswith(".")} \
-            if self.index.base_dir.is_dir() else set()
+        folders = self._folder.categories()
         try:
             stored = {r.category for r in self.documents()}
         except KnowledgeBaseError:
@@ -231,16 +236,30 @@ class KnowledgeBase:
         return tuple(sorted(folders | stored))
 
     def read_document(self, file_path: str, max_chars: int = 1_000_000) -> str | None:
-        return self.index.read_document(file_path, max_chars)
+        return self._folder.read_text(file_path, max_chars)
+
+    def l0_entry(self, file_path: str) -> KnowledgeEntry | None:
+        """What L0 holds for a document (keywords it matches and ignores, sections), or `None`."""
+        return self._index.get(file_path)
+
+    def relative_path(self, file_path: str) -> str | None:
+        """`api/x.md` for `knowledge_base/api/x.md`; `None` outside the knowledge base."""
+        return self._folder.relative_path(file_path)
+
+    def wait_for_model(self, timeout: float | None = None) -> ModelState:
+        """Wait until the embedding model has loaded or failed (a no-op without a model); its state."""
+        if self._embedder.available:
+            return self._embedder.wait_ready(timeout)
+        return self._embedder.state
 
     def preview_upload(self, file_name: str, data: bytes, category: str) -> UploadPreview:
-        return preview_upload(self.index, file_name, data, category, max_bytes=self.settings.max_upload_bytes)
+        return preview_upload(self._index, file_name, data, category, max_bytes=self._settings.max_upload_bytes)
 
     def preview_batch(self, files: Sequence[BatchFile], category: str) -> BatchPreview:
         """The upload preview of a whole batch: per-file verdicts plus same-target files, keyword clashes within
         the batch and content already indexed elsewhere; writes nothing."""
-        return preview_batch(self.index, files, category, max_bytes=self.settings.max_upload_bytes,
-                             paths_with_content=self.metadata.paths_with_content)
+        return preview_batch(self._index, files, category, max_bytes=self._settings.max_upload_bytes,
+                             paths_with_content=self._metadata.paths_with_content)
 
     # -- changes -------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None,
@@ -262,86 +281,80 @@ class KnowledgeBase:
         with self._writing():
             return self._documents.reindex_all(**_p(progress))
 
-    def sync(self, *, progress: Progress | None = None) -> SyncReport:
+    def reconcile(self, paths: Iterable[str | os.PathLike[str]] | None = None, *, delete_missing: bool = False,
+                  progress: Progress | None = None) -> ReconcileReport:
+        """Bring disk, database, Milvus and L0 into agreement: files added or changed by hand are indexed,
+        interrupted writes finished or undone, stray and missing vectors fixed, and rows whose file has gone
+        reported (removed with `delete_missing`). `paths` (files or folders) limits it to those."""
         with self._writing():
-            return self._documents.sync(**_p(progress))
-
-    def repair(self, *, delete_missing: bool = False, progress: Progress | None = None) -> RepairReport:
-        """Reconcile disk, database, Milvus and L0 (see `DocumentService.repair`)."""
-        with self._writing():
-            return self._documents.repair(delete_missing=delete_missing, **_p(progress))
-
-    def recover(self) -> RecoveryReport:
-        """Finish or undo writes a crash left PENDING (opening the knowledge base does this too)."""
-        with self._writing():
-            return self._documents.recover()
+            return self._reconciler.reconcile(paths, delete_missing=delete_missing, **_p(progress))
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
-        """Drop the cached summaries before a write (no page caches a half-done state as final) and after it."""
+        """Move the version before a write (no page caches a half-done state as final) and after it."""
         if self._closed:
             # its stores are released and it no longer follows other processes: a write now would act on a stale
             # view (and could reopen the Milvus Lite directory another process has taken over since)
             raise KnowledgeBaseError("this knowledge base was closed: open it again to write")
-        self.summaries.invalidate()
+        self._writes = next(self._write_counter)
         try:
             yield
         finally:
-            self.summaries.invalidate()
+            self._writes = next(self._write_counter)
 
     # -- status --------------------------------------------------------------------------------------
     def status(self, max_age: float | None = None) -> KnowledgeBaseStatus:
         """What each store holds. Every page render shows it, so the counts are cached until a write of this
         process or a change from the feed (or `max_age` seconds; 5 s while a store is failing, to show its
         recovery soon). The model's state is read fresh: it changes while the model loads."""
-        status = self.summaries.get("status", self._read_status, max_age=max_age)
+        status = self._summaries.get("status", self._read_status, max_age=max_age)
         if status.database_error or status.milvus_error:
-            status = self.summaries.get("status", self._read_status, max_age=min(5.0, max_age or 5.0))
-        return dataclasses.replace(status, model=self.embedder.state, dense_search=self._searcher.dense_active())
+            status = self._summaries.get("status", self._read_status, max_age=min(5.0, max_age or 5.0))
+        return dataclasses.replace(status, model=self._embedder.state, dense_search=self._searcher.dense_active())
 
     def _read_status(self) -> KnowledgeBaseStatus:
         database_error = milvus_error = None
         try:
-            db_count: int | None = self.metadata.count_documents()
+            db_count: int | None = self._metadata.count_documents()
         except KnowledgeBaseError as exc:
             db_count, database_error = None, str(exc)
         db_chunks = milvus_chunks = None
         try:
-            db_chunks = self.metadata.count_chunks() if db_count is not None else None
+            db_chunks = self._metadata.count_chunks() if db_count is not None else None
         except KnowledgeBaseError as exc:
             database_error = str(exc)
         try:
             # Compare chunk totals (two cheap counts) and list the document ids in Milvus (a scan of every
             # chunk) only when the totals disagree.
-            milvus_chunks = self.vectors.count_chunks()
+            milvus_chunks = self._vectors.count_chunks()
             chunks_agree = db_chunks is not None and milvus_chunks == db_chunks
-            milvus_count: int | None = db_count if chunks_agree else len(self.vectors.document_ids())
+            milvus_count: int | None = db_count if chunks_agree else len(self._vectors.document_ids())
         except KnowledgeBaseError as exc:
             milvus_count, milvus_error = None, str(exc)
         return KnowledgeBaseStatus(
-            counts=StoreCounts(len(self.index), len(self.index.markdown_files()), db_count, milvus_count,
+            counts=StoreCounts(len(self._index), len(self._folder.markdown_files()), db_count, milvus_count,
                                db_chunks, milvus_chunks),
-            database_url=self.metadata.url,
+            database_url=self._metadata.url,
             database_error=database_error,
-            milvus_uri=self.vectors.uri,
-            milvus_collection=self.vectors.collection,
+            milvus_uri=self._vectors.uri,
+            milvus_collection=self._vectors.collection,
             milvus_error=milvus_error,
-            model=self.embedder.state,
+            model=self._embedder.state,
             dense_search=self._searcher.dense_active(),
-            base_path=self.settings.base_path,
-            watching=None if self.watcher is None else self.watcher.is_watching,
-            watch_failed=self.watcher.last_report.failed if self.watcher and self.watcher.last_report else (),
+            base_path=self._settings.base_path,
+            watching=None if self._watcher is None else self._watcher.is_watching,
+            watch_failed=self._watcher.last_report.failed if self._watcher and self._watcher.last_report else (),
         )
 
     def close(self) -> None:
         self._closed = True
-        if self.watcher is not None:
-            self.watcher.stop()  # releases the lease: another process takes over
+        if self._watcher is not None:
+            self._watcher.stop()  # releases the lease: another process takes over
         if self._follower is not None:
             self._follower.stop()
         self._recorder.flush(5)
-        self.vectors.close()
-        self.metadata.dispose()
+        self._vectors.close()
+        self._metadata.dispose()
 
 
 def _p(progress: Progress | None) -> dict:

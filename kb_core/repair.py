@@ -25,13 +25,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        if kb.embedder.available:
-            kb.embedder.wait_ready()
-        report = kb.repair(delete_missing=args.delete_missing)
+        kb.wait_for_model()
+        report = kb.reconcile(delete_missing=args.delete_missing)
         print(report.summary())
         for path in report.missing_files:
             print(f"  file missing: {path} (run with --delete-missing to delete its row and vectors)")
-        for path, why in (*report.failed, *(report.sync.failed if report.sync else ())):
+        for path, why in report.failed:
             print(f"  failed: {path}: {why}")
         counts = kb.status().counts
         print(f"now: {counts.files} files, L0 {counts.l0}, database {counts.database}, Milvus {counts.milvus} "

@@ -1,5 +1,5 @@
-"""Documents: browse, click a row to inspect (content, frontmatter, raw file, chunks), delete, re-index, sync,
-and the keyword map."""
+"""Documents: browse, tick a row to inspect it (content, frontmatter, raw file, chunks), delete, re-index,
+reconcile, and the keyword map."""
 
 from __future__ import annotations
 
@@ -48,17 +48,6 @@ def _delete(doc_ids: list[int], slot: str) -> None:
     flash(slot, *(("error", "; ".join(failures)) if failures else ("success", "; ".join(messages))))
 
 
-def _remove_missing() -> None:
-    try:
-        report = kb.remove_missing()
-    except KnowledgeBaseError as exc:
-        flash("missing", "error", str(exc))
-        return
-    text = f"Removed {len(report.removed)} document(s) from the index: " + ", ".join(report.removed)
-    flash("missing", "error" if report.failed else "success",
-          text + "".join(f"; {path}: {why}" for path, why in report.failed))
-
-
 try:
     documents = kb.documents()
     missing = kb.missing_files()
@@ -66,13 +55,10 @@ except KnowledgeBaseError as exc:
     st.error(str(exc))
     st.stop()
 
-show_flash("missing")
 if missing:
-    with st.container(border=True):
-        st.warning(f"{len(missing)} document(s) are indexed but their file has gone from disk (deleted or moved "
-                   "by hand). Lookups cannot answer with them.  \n" + "  \n".join(f"`{d.file_path}`" for d in missing))
-        st.button(f"Remove {len(missing)} from the index", key="remove-missing", on_click=_remove_missing,
-                  help="Deletes their database rows, vectors and L0 entries. Files on disk are not touched.")
+    st.warning(f"{len(missing)} document(s) are indexed but their file has gone from disk (deleted or moved by "
+               "hand). Lookups cannot answer with them: run **Reconcile** (Maintenance tab) with *remove documents "
+               "whose file is gone*.  \n" + "  \n".join(f"`{d.file_path}`" for d in missing))
 
 tab_list, tab_keywords, tab_maintenance = st.tabs(["Documents", "Keyword map", "Maintenance"],
                                                   key="documents_tab", on_change="rerun")
@@ -87,7 +73,7 @@ if tab_list.open:
         text = f3.text_input("Search title, file or keyword", key="filter_text").strip().casefold()
 
         def keywords_of(doc) -> tuple[str, ...]:
-            entry = kb.index.get(doc.file_path)
+            entry = kb.l0_entry(doc.file_path)
             return entry.keywords if entry else ()
 
         def title_of(doc) -> str:
@@ -105,7 +91,7 @@ if tab_list.open:
         st.caption(f"{len(shown)} of {len(documents)} documents" + (" · click a row to inspect it" if shown else ""))
         picked = None
         if not documents:
-            st.info("No documents yet: upload some, or use Maintenance → Sync folder for files already on disk.")
+            st.info("No documents yet: upload some, or use Maintenance → Reconcile for files already on disk.")
         else:
             def table_row(d) -> dict:
                 return {"id": d.id, "title": title_of(d), "category": d.category,
@@ -158,16 +144,21 @@ if tab_keywords.open:
 
 if tab_maintenance.open:
     with tab_maintenance:
-        st.markdown("**Sync folder** reconciles disk, database, Milvus and L0: it indexes `.md` files placed "
-                    "under the knowledge base by hand (e.g. with git), completes interrupted writes, deletes vectors "
-                    "without a document and re-indexes documents with missing vectors. Documents whose file has "
-                    "gone are listed at the top of this page, with one button to remove them.")
-        if st.button("Sync folder"):
-            report = _progress_runner("Syncing the folder", lambda progress: kb.repair(progress=progress))
+        st.markdown("**Reconcile** brings disk, database, Milvus and L0 into agreement: it indexes `.md` files "
+                    "placed under the knowledge base by hand (e.g. with git), completes interrupted writes, deletes "
+                    "vectors without a document and re-indexes documents with missing vectors. Documents whose "
+                    "file has gone are listed, and removed from the index when you tick the box.")
+        delete_missing = st.checkbox(f"Remove documents whose file is gone ({len(missing)})", key="delete-missing",
+                                     help="Deletes their database rows, vectors and L0 entries. Files on disk are "
+                                          "never touched.")
+        if st.button("Reconcile", key="reconcile"):
+            report = _progress_runner("Reconciling", lambda progress: kb.reconcile(delete_missing=delete_missing,
+                                                                                  progress=progress))
             if report is not None:
-                synced = report.sync
-                st.success(report.summary() + (f"; {len(synced.unchanged)} unchanged" if synced else ""))
-                for path, reason in (*report.failed, *(synced.failed if synced else ())):
+                st.success(report.summary() + f"; {len(report.unchanged)} unchanged")
+                for path in report.removed:
+                    st.info(f"removed from the index: {path}")
+                for path, reason in report.failed:
                     st.error(f"{path}: {reason}")
         st.markdown("**Re-index all** re-embeds every document from its saved file, e.g. after a model change.")
         if st.button("Re-index all"):

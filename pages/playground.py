@@ -7,9 +7,7 @@ import re
 
 import streamlit as st
 
-from kb_core import KnowledgeBaseError
-from kb_core.documents.frontmatter import split_body
-from kb_core.documents.sections import MORE
+from kb_core import MORE_SECTIONS, KnowledgeBaseError, split_body
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -51,7 +49,7 @@ def _section_chips(query: str, sections: list[str] | None, served: str | None) -
         st.button("Whole document", key="chip-whole", type="primary" if served is None else "secondary",
                   on_click=_rerun, args=(query, None))
         for i, name in enumerate(sections):
-            if name == MORE:
+            if name == MORE_SECTIONS:
                 st.caption("… more: type a heading into section_title")
                 continue
             chosen = name == served or (served is not None and state.answered[1] == name)
@@ -84,7 +82,7 @@ if unindexed > 0:
                 bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{stage} {done} of {total}")
 
             try:
-                report = kb.repair(progress=_progress)
+                report = kb.reconcile(progress=_progress)
             except KnowledgeBaseError as exc:
                 st.error(str(exc))
             else:
@@ -92,7 +90,7 @@ if unindexed > 0:
                 st.rerun()
 elif counts.files == 0 and counts.database == 0:
     st.info("The index is empty: there are no documents yet. Upload Markdown files on the **Upload** page, or "
-            "put them under the knowledge-base folder and sync.")
+            "put them under the knowledge-base folder and reconcile.")
 if state.get("index_report"):
     st.success(f"Indexed: {state.pop('index_report')}")
 

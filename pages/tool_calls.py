@@ -9,8 +9,7 @@ from urllib.parse import quote
 import altair as alt
 import streamlit as st
 
-from kb_core import KnowledgeBaseError
-from kb_core.agent.call_stats import confidence_of, percentile
+from kb_core import KnowledgeBaseError, confidence_of, percentile
 from pages.shell.wiring import knowledge_base
 
 PLAYGROUND = Path(__file__).resolve().parent / "playground.py"

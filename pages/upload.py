@@ -6,9 +6,7 @@ import math
 
 import streamlit as st
 
-from kb_core import DocumentError, KnowledgeBaseError
-from kb_core.documents.batch import CLASH, INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile
-from kb_core.errors import DocumentConflictError
+from kb_core import BatchAction, BatchFile, DocumentConflictError, DocumentError, KnowledgeBaseError
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -19,6 +17,7 @@ state = st.session_state
 shown_before: dict[str, str | None] = state.get("upload_shown", {})
 
 _STAGES = {"parsing": 0.1, "chunking": 0.2, "embedding": 0.3, "saving": 0.7, "indexing": 0.8, "done": 1.0}
+NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = BatchAction
 _ICONS = {NEW: "✅", INDEX: "✅", REPLACE: "♻️", SAME: "⏸️", CLASH: "⛔", REFUSED: "❌"}
 _SAYS = {NEW: "new", INDEX: "to index", REPLACE: "replace an existing document", SAME: "identical: nothing to do",
          CLASH: "need a new name", REFUSED: "refused"}

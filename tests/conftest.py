@@ -68,7 +68,7 @@ NO_MODEL = "no-such-org/no-such-model"  # not a folder, not in the hub cache: BM
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     """A random-weight BGE-M3-shaped model, built offline once per session (real FlagEmbedding loading code)."""
-    from kb_core.testing.model_factory import build_tiny_bge_m3
+    from model_factory import build_tiny_bge_m3
 
     return build_tiny_bge_m3(tmp_path_factory.getbasetemp() / "models" / "tiny-bge-m3")
 
@@ -135,8 +135,8 @@ def open_kb(tmp_path):
     def _open(root: Path | None = None, **kwargs):
         root = root or tmp_path
         kb = open_knowledge_base(make_settings(root, **kwargs))
-        if kb.embedder.available:
-            kb.embedder.wait_ready(120)
+        if internals(kb).embedder.available:
+            internals(kb).embedder.wait_ready(120)
         opened.append(kb)
         return kb
 
@@ -200,20 +200,20 @@ def assert_consistent(kb) -> None:
 
     from kb_core.retrieval.keyword_index import split_keywords
 
-    rows = kb.metadata.list_documents()
+    rows = internals(kb).metadata.list_documents()
     by_path = {r.file_path: r for r in rows}
-    disk = {kb.index.display_path(rel) for rel in kb.index.markdown_files()}
+    disk = {internals(kb).folder.display_path(rel) for rel in internals(kb).folder.markdown_files()}
     assert disk == set(by_path), f"disk {sorted(disk)} != database {sorted(by_path)}"
-    leftovers = [p.name for p in kb.index.base_dir.rglob(".*.tmp")]
+    leftovers = [p.name for p in internals(kb).folder.base_dir.rglob(".*.tmp")]
     assert leftovers == [], f"temporary files left behind: {leftovers}"
     for row in rows:
-        data = kb.index.resolve(row.file_path).read_bytes()
+        data = internals(kb).folder.resolve(row.file_path).read_bytes()
         assert hashlib.sha256(data).hexdigest() == row.content_sha256, f"{row.file_path} differs from its row"
-        chunks = kb.vectors.chunks_of(row.id)
+        chunks = internals(kb).vectors.chunks_of(row.id)
         assert len(chunks) == row.chunk_count, f"{row.file_path}: {len(chunks)} in Milvus, {row.chunk_count} in row"
         assert all(c.source == row.file_path for c in chunks)
-    assert kb.vectors.document_ids() == {r.id for r in rows}
-    l0 = {e.file_path: e for e in kb.index.entries()}
+    assert internals(kb).vectors.document_ids() == {r.id for r in rows}
+    l0 = {e.file_path: e for e in internals(kb).index.entries()}
     with_frontmatter = {r.file_path: _json.loads(r.metadata_json) for r in rows if r.metadata_json}
     assert set(l0) == set(with_frontmatter), f"L0 {sorted(l0)} != rows with frontmatter {sorted(with_frontmatter)}"
     for path, meta in with_frontmatter.items():
@@ -222,5 +222,16 @@ def assert_consistent(kb) -> None:
     pending = [(r.file_path, r.pending_operation) for r in rows if r.pending_operation or r.status != "INDEXED"]
     assert pending == [], f"rows still pending or failed: {pending}"
     counts = {r.id: r.chunk_count for r in rows}
-    beyond = [(d, c) for d, c in kb.vectors.chunk_keys() if d not in counts or c >= counts[d]]
+    beyond = [(d, c) for d, c in internals(kb).vectors.chunk_keys() if d not in counts or c >= counts[d]]
     assert beyond == [], f"vectors without a row or beyond the row's chunk count: {beyond[:10]}"
+
+
+def internals(kb):
+    """The stores behind a `KnowledgeBase` facade, for tests that check each store itself (the facade keeps
+    them private): index (L0), folder, metadata, vectors, embedder, documents (the writer), reconciler,
+    follower, watcher and summaries."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{name: getattr(kb, f"_{name}") for name in (
+        "index", "folder", "metadata", "vectors", "embedder", "documents", "reconciler", "follower", "watcher",
+        "summaries")})

@@ -100,7 +100,7 @@ def _around(function, point: str, when: str):
 def arm(kb, point: str, target: Path) -> None:
     """Patch ONE step (instance attribute, module function or, for the file, `Path.unlink`/`os.replace`
     restricted to the target document) so that the process kills itself right before/inside/after it."""
-    from kb_core.documents import service
+    from kb_core.documents import folder
 
     step, when = point.rsplit(":", 1)
     if step == "write_atomic" and when == "inside":
@@ -114,7 +114,7 @@ def arm(kb, point: str, target: Path) -> None:
 
         os.replace = replace  # write_atomic calls os.replace through the os module
     elif step == "write_atomic":
-        service.write_atomic = _around(service.write_atomic, step, when)
+        folder.write_atomic = _around(folder.write_atomic, step, when)
     elif step == "unlink":
         real_unlink = Path.unlink
 
@@ -128,7 +128,7 @@ def arm(kb, point: str, target: Path) -> None:
 
         Path.unlink = unlink
     elif step.startswith("fulltext."):
-        fulltext = getattr(kb.vectors, "_fulltext", None)
+        fulltext = getattr(kb._vectors, "_fulltext", None)
         if fulltext is None:
             print(f"no full-text index beside Milvus here: {point} does not exist", flush=True)
             sys.stdout.flush()
@@ -137,7 +137,7 @@ def arm(kb, point: str, target: Path) -> None:
         setattr(fulltext, name, _around(getattr(fulltext, name), step, when))
     else:
         store, name = step.split(".")
-        owner = getattr(kb, store)
+        owner = getattr(kb, f"_{store}")  # the facade's own store (see conftest.internals)
         setattr(owner, name, _around(getattr(owner, name), step, when))
 
 
@@ -172,7 +172,7 @@ def run_case(config: dict) -> None:
         kb.upload(BYSTANDER, bystander_text(), CATEGORY)
         seeded = kb.upload(TARGET, version_text(*seed), CATEGORY).document if seed else None
         print(f"opened and seeded after {time.monotonic() - started:.2f} s; armed at {config['point']}", flush=True)
-        arm(kb, config["point"], kb.index.base_dir / CATEGORY / TARGET)
+        arm(kb, config["point"], kb._folder.base_dir / CATEGORY / TARGET)
         if new is not None:
             kb.upload(TARGET, version_text(*new), CATEGORY)
         else:

@@ -34,7 +34,7 @@ def synced_sample(app_root, sample_root):
     from kb_core import load_settings, open_knowledge_base
 
     kb = open_knowledge_base(load_settings())
-    kb.sync()
+    kb.reconcile()
     kb.close()
     return app_root
 

@@ -78,13 +78,85 @@ def test_adapters_satisfy_the_ports(tmp_path):
     store.dispose()
 
 
-def test_public_names_are_unchanged():
-    assert sorted(kb_core.__all__) == sorted([
+def test_public_names_are_kept():
+    """Every name agent code imported from `kb_core` before the house was reshaped still imports."""
+    before = {
         "DeleteOutcome", "DocumentError", "KnowledgeBase", "KnowledgeBaseStatus", "SyncReport", "UploadOutcome",
         "UploadRejected", "open_knowledge_base", "default_knowledge_base", "lookup_knowledge",
         "openai_tool_schema", "TOOL_NAME", "TOOL_DESCRIPTION", "Frontmatter", "FrontmatterError",
         "HybridLookup", "KnowledgeBaseError", "KnowledgeEntry", "KnowledgeIndex", "L0Match", "L1Hit",
         "L1Searcher", "LookupResult", "LookupTrace", "Primary", "Settings", "SettingsError", "Supplement",
-        "has_frontmatter", "load_settings", "parse_frontmatter"])
+        "has_frontmatter", "load_settings", "parse_frontmatter"}
+    assert before <= set(kb_core.__all__)
     for name in kb_core.__all__:
         assert getattr(kb_core, name) is not None
+    assert kb_core.SyncReport is kb_core.ReconcileReport
+
+
+def _kb_core_imports() -> dict[str, set[str]]:
+    """module -> the kb_core modules it imports (anywhere in the file, type-checking imports included)."""
+    modules = {".".join(p.relative_to(KB_CORE.parent).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in KB_CORE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kb_core"):
+                found |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("kb_core")}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_no_import_circles_in_kb_core():
+    graph = _kb_core_imports()
+    circles = []
+
+    def visit(module: str, path: list[str]) -> None:
+        for target in graph[module]:
+            if target in path:
+                circles.append(path[path.index(target):] + [target])
+            elif target not in done:
+                visit(target, path + [target])
+        done.add(module)
+
+    done: set[str] = set()
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    assert circles == []
+
+
+def test_documents_and_retrieval_import_each_other_in_one_direction_only():
+    graph = _kb_core_imports()
+    back = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("kb_core.documents")
+                  for t in targets if t.startswith("kb_core.retrieval"))
+    assert back == []
+
+
+def test_pages_and_app_import_only_the_public_face():
+    root = KB_CORE.parent
+    offenders = []
+    for path in [root / "app.py", *(root / "pages").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kb_core."):
+                offenders.append(f"{path.relative_to(root)}: {node.module}")
+            elif isinstance(node, ast.Import):
+                offenders += [f"{path.relative_to(root)}: {a.name}" for a in node.names
+                              if a.name.startswith("kb_core.")]
+    assert offenders == []
+
+
+def test_the_facade_keeps_its_stores_private(tmp_path):
+    from conftest import make_settings
+
+    kb = kb_core.open_knowledge_base(make_settings(tmp_path))
+    try:
+        public = {name for name in vars(kb) if not name.startswith("_")}
+        assert public == set()
+        for store in ("index", "metadata", "vectors", "embedder", "watcher", "summaries"):
+            assert not hasattr(kb, store)
+    finally:
+        kb.close()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from conftest import doc, write_doc
+from conftest import doc, internals, write_doc
 
 from kb_core.documents.batch import CLASH, INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile, preview_batch
-from kb_core.documents.validation import suggest_category, validate_file_name
+from kb_core.documents.folder import suggest_category, validate_file_name
 from kb_core.errors import UploadRejected
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 
@@ -105,5 +105,5 @@ def test_the_facade_finds_duplicates_in_the_database(open_kb, db_url):
     assert [v.duplicate_of for v in batch.files] == [
         ("knowledge_base/gateway/overview.md",),
         ("knowledge_base/gateway/overview.md", "overview-copy.md (this batch)")]
-    assert kb.metadata.paths_with_content([hashlib.sha256(GATEWAY.encode()).hexdigest(), "0" * 64]) == {
+    assert internals(kb).metadata.paths_with_content([hashlib.sha256(GATEWAY.encode()).hexdigest(), "0" * 64]) == {
         hashlib.sha256(GATEWAY.encode()).hexdigest(): ["knowledge_base/gateway/overview.md"]}

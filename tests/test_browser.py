@@ -109,7 +109,7 @@ def sample_server(tmp_path):
     env = {**os.environ, "KB_APP_ROOT": str(root), "KB_EMBEDDING_MODEL": NO_MODEL}
     for name in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG"):
         env.pop(name, None)
-    done = subprocess.run([sys.executable, "-c", "from kb_core import open_knowledge_base as o; o().sync()"],
+    done = subprocess.run([sys.executable, "-c", "from kb_core import open_knowledge_base as o; o().reconcile()"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     with _serve(root, tmp_path) as served:

@@ -74,7 +74,7 @@ def test_needs_attention_groups_by_normalised_query(store):
 
 def test_confidence_is_logged_with_each_call(open_kb, sample_root):
     kb = open_kb(sample_root)
-    kb.sync()
+    kb.reconcile()
     kb.lookup_knowledge("ERR_TIMEOUT")
     kb.lookup_knowledge("超时")
     kb.lookup_knowledge("完全不存在的内容XYZ")

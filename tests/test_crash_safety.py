@@ -27,7 +27,7 @@ from pathlib import Path
 
 import crash_child as child
 import pytest
-from conftest import MYSQL_SERVER, NO_MODEL, assert_consistent, make_settings
+from conftest import MYSQL_SERVER, NO_MODEL, assert_consistent, internals, make_settings
 
 from kb_core.bootstrap import open_knowledge_base
 
@@ -168,8 +168,8 @@ def _version_state(kb, tag: str, sections: int) -> list[str]:
     expected = child.version_text(tag, sections)
     count = sections + 1  # the frontmatter chunk + one chunk per section
     other = "beta" if tag == "alpha" else "alpha"
-    row = kb.metadata.get_by_path(FILE_PATH)
-    target = kb.index.base_dir / child.CATEGORY / child.TARGET
+    row = internals(kb).metadata.get_by_path(FILE_PATH)
+    target = internals(kb).folder.base_dir / child.CATEGORY / child.TARGET
     if not target.is_file() or target.read_bytes() != expected:
         problems.append(f"file on disk is not the {tag} version")
     if row is None:
@@ -180,7 +180,7 @@ def _version_state(kb, tag: str, sections: int) -> list[str]:
         problems.append(f"row is {row.status} with pending {row.pending_operation!r}")
     if row.chunk_count != count:
         problems.append(f"row says {row.chunk_count} chunks, the {tag} version has {count}")
-    chunks = kb.vectors.chunks_of(row.id)
+    chunks = internals(kb).vectors.chunks_of(row.id)
     if sorted(c.chunk_no for c in chunks) != list(range(count)):
         problems.append(f"the chunk store holds chunks {sorted(c.chunk_no for c in chunks)}, "
                         f"expected 0..{count - 1}")
@@ -188,11 +188,11 @@ def _version_state(kb, tag: str, sections: int) -> list[str]:
     if wrong:
         problems.append(f"chunks {wrong} are not the {tag} version's text")
     # chunks_of reads the FTS5 index when there is one beside Milvus Lite; with_vectors reads Milvus itself
-    in_milvus = kb.vectors.chunks_of(row.id, with_vectors=True)
+    in_milvus = internals(kb).vectors.chunks_of(row.id, with_vectors=True)
     if [(c.chunk_no, c.text) for c in in_milvus] != [(c.chunk_no, c.text) for c in chunks]:
         problems.append(f"Milvus holds chunks {[c.chunk_no for c in in_milvus]} that differ from the full-text "
                         f"index's {[c.chunk_no for c in chunks]}")
-    entry = kb.index.get(FILE_PATH)
+    entry = internals(kb).index.get(FILE_PATH)
     if entry is None or entry.title != child.title(tag):
         problems.append(f"L0 entry is {entry.title if entry else None!r}, expected {child.title(tag)!r}")
     return problems
@@ -200,13 +200,13 @@ def _version_state(kb, tag: str, sections: int) -> list[str]:
 
 def _absent_state(kb) -> list[str]:
     problems = []
-    if kb.metadata.get_by_path(FILE_PATH) is not None:
+    if internals(kb).metadata.get_by_path(FILE_PATH) is not None:
         problems.append("a database row remains")
-    if (kb.index.base_dir / child.CATEGORY / child.TARGET).exists():
+    if (internals(kb).folder.base_dir / child.CATEGORY / child.TARGET).exists():
         problems.append("the file remains on disk")
-    if kb.index.get(FILE_PATH) is not None:
+    if internals(kb).index.get(FILE_PATH) is not None:
         problems.append("an L0 entry remains")
-    stray = [c for c in kb.vectors.search_bm25(child.KEYWORD, limit=10) if c.row.source == FILE_PATH]
+    stray = [c for c in internals(kb).vectors.search_bm25(child.KEYWORD, limit=10) if c.row.source == FILE_PATH]
     if stray:
         problems.append(f"full-text search still finds {len(stray)} chunks of it")
     return problems
@@ -236,7 +236,7 @@ def _check_lookup(kb, state: str) -> list[str]:
     for name, part in parts.items():
         if part is None:
             continue
-        real = kb.index.resolve(part["source"])
+        real = internals(kb).folder.resolve(part["source"])
         if real is None or not real.is_file():
             problems.append(f"lookup serves {part['source']} as {name}, but that file is gone")
     primary = parts["primary"]
@@ -256,18 +256,16 @@ def _check_lookup(kb, state: str) -> list[str]:
 
 
 def _check_repair(kb) -> list[str]:
-    report = kb.repair()
+    report = kb.reconcile()
     problems = []
     leftovers = {
-        "recovery.finished": report.recovery.finished, "recovery.undone": report.recovery.undone,
-        "recovery.left_to_live_writers": report.recovery.left_to_live_writers,
-        "recovery.failed": report.recovery.failed, "recovery.temp_files_removed": report.recovery.temp_files_removed,
+        "finished": report.finished, "undone": report.undone,
+        "left_to_live_writers": report.left_to_live_writers,
+        "failed": report.failed, "temp_files_removed": report.temp_files_removed,
         "orphan_documents": report.orphan_documents, "trimmed": report.trimmed, "reindexed": report.reindexed,
-        "missing_files": report.missing_files, "deleted": report.deleted, "failed": report.failed,
+        "missing_files": report.missing_files, "removed": report.removed,
+        "added": report.added, "updated": report.updated,
     }
-    if report.sync is not None:
-        leftovers.update({"sync.added": report.sync.added, "sync.updated": report.sync.updated,
-                          "sync.failed": report.sync.failed, "sync.missing_files": report.sync.missing_files})
     found = {name: value for name, value in leftovers.items() if value}
     if found:
         problems.append(f"repair after recovery still had work to do: {found}")
@@ -290,10 +288,10 @@ def check_after_crash(kb, scenario: str) -> tuple[str, list[str]]:
         problems += incoherent
     elif state not in ALLOWED[scenario]:
         problems.append(f"ended {state}, but a {scenario} may only end {sorted(ALLOWED[scenario])}")
-    bystander = kb.metadata.get_by_path(BYSTANDER_PATH)
+    bystander = internals(kb).metadata.get_by_path(BYSTANDER_PATH)
     if (bystander is None or bystander.content_sha256 != _sha(child.bystander_text())
-            or len(kb.vectors.chunks_of(bystander.id)) != bystander.chunk_count
-            or kb.index.get(BYSTANDER_PATH) is None):
+            or len(internals(kb).vectors.chunks_of(bystander.id)) != bystander.chunk_count
+            or internals(kb).index.get(BYSTANDER_PATH) is None):
         problems.append("the other document in the knowledge base was damaged")
     if state != "incoherent":
         problems += _check_lookup(kb, state)
@@ -388,7 +386,7 @@ def test_the_scenario_documents_have_the_chunk_counts_the_cases_rely_on(tmp_path
         for tag, sections in (("alpha", child.SHORT), ("beta", child.LONG)):
             record = kb.upload(f"{tag}.md", child.version_text(tag, sections), child.CATEGORY).document
             assert record.chunk_count == sections + 1
-            assert all(child.marker(tag) in c.text for c in kb.vectors.chunks_of(record.id))
+            assert all(child.marker(tag) in c.text for c in internals(kb).vectors.chunks_of(record.id))
     finally:
         _close(kb, str(tmp_path / "kb_milvus.db"))
     assert len(SQLITE_CASES) >= 20 and len(SERVER_CASES) >= 10
@@ -520,17 +518,17 @@ def test_repair_finishes_a_rollback_left_incomplete_in_this_process(tmp_path):
 
     kb = open_knowledge_base(make_settings(tmp_path, model=NO_MODEL))
     try:
-        upsert, delete_row = kb.vectors.upsert, kb.metadata.delete_document
+        upsert, delete_row = internals(kb).vectors.upsert, internals(kb).metadata.delete_document
 
         def down(*args, **kwargs):
             raise KnowledgeBaseError("store down")
 
-        kb.vectors.upsert = kb.metadata.delete_document = down
-        with pytest.raises(KnowledgeBaseError, match="run repair"):
+        internals(kb).vectors.upsert = internals(kb).metadata.delete_document = down
+        with pytest.raises(KnowledgeBaseError, match="run reconcile"):
             kb.upload(child.TARGET, child.version_text("beta", child.SHORT), child.CATEGORY)
-        kb.vectors.upsert, kb.metadata.delete_document = upsert, delete_row  # the stores are back
-        report = kb.repair()
-        assert report.recovery.left_to_live_writers == ()
+        internals(kb).vectors.upsert, internals(kb).metadata.delete_document = upsert, delete_row  # the stores are back
+        report = kb.reconcile()
+        assert report.left_to_live_writers == ()
         assert_consistent(kb)
     finally:
         _close(kb, str(tmp_path / "kb_milvus.db"))

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import NO_MODEL, assert_consistent, doc
+from conftest import NO_MODEL, assert_consistent, doc, internals
 
-from kb_core import KnowledgeBaseError
+from kb_core import KnowledgeBaseError, UploadRejected
 from kb_core.documents.service import DocumentError
-from kb_core.documents.validation import UploadRejected
 from kb_core.storage.db_models import DocumentStatus
 
 PAYMENT = doc("支付网关错误码定义", ["ERR_TIMEOUT", "超时", "支付网关"], "记录了支付网关所有核心错误码的含义及排查方向",
@@ -48,13 +47,13 @@ def test_req_2_2_no_or_invalid_frontmatter_gives_null_metadata_and_still_uploads
     broken = kb.upload("broken.md", "---\ntitle: 缺少结束标记\nkeywords: [ERR_TIMEOUT\n# 正文\n".encode(), "api")
     assert plain.document.metadata_json is None and broken.document.metadata_json is None
     assert any("not closed" in w for w in broken.warnings)
-    assert kb.index.exact_match("ERR_TIMEOUT") == []
+    assert internals(kb).index.exact_match("ERR_TIMEOUT") == []
     assert_consistent(kb)
 
 
 def test_req_2_3_upload_adds_to_l0_immediately(kb):
     kb.upload("test-doc.md", PAYMENT.encode(), "api")
-    [entry] = kb.index.exact_match("ERR_TIMEOUT")
+    [entry] = internals(kb).index.exact_match("ERR_TIMEOUT")
     assert entry.file_path == "knowledge_base/api/test-doc.md"
     assert entry.title == "支付网关错误码定义" and entry.category == "api"
     assert kb.lookup("ERR_TIMEOUT").primary.confidence == "high"
@@ -73,11 +72,11 @@ def test_req_8_1_upload_lookup_delete_end_to_end(kb, tmp_path):
     outcome = kb.delete(record.id)
     assert outcome.deleted
     assert not (tmp_path / "knowledge_base/api/payment-errors.md").exists()
-    assert kb.index.exact_match("ERR_TIMEOUT") == []
+    assert internals(kb).index.exact_match("ERR_TIMEOUT") == []
     after = kb.lookup("渠道未响应需要查询订单最终状态")
     assert all(h.source != "knowledge_base/api/payment-errors.md" for h in after.trace.l1_hits)
     assert kb.get(record.id) is None
-    assert kb.vectors.chunks_of(record.id) == []
+    assert internals(kb).vectors.chunks_of(record.id) == []
     assert_consistent(kb)
 
 
@@ -95,9 +94,9 @@ def test_reupload_replaces_in_place(kb):
     changed = PAYMENT.replace("ERR_TIMEOUT, 超时", "ERR_GATEWAY_DOWN, 超时")
     outcome = kb.upload("a.md", changed.encode(), "api")
     assert outcome.action == "replaced" and outcome.document.id == first.id
-    assert kb.index.exact_match("ERR_TIMEOUT") == []
-    assert [e.file_path for e in kb.index.entries()][0] == "knowledge_base/api/a.md"  # replaced in place
-    assert kb.index.exact_match("ERR_GATEWAY_DOWN")[0].file_path == "knowledge_base/api/a.md"
+    assert internals(kb).index.exact_match("ERR_TIMEOUT") == []
+    assert [e.file_path for e in internals(kb).index.entries()][0] == "knowledge_base/api/a.md"  # replaced in place
+    assert internals(kb).index.exact_match("ERR_GATEWAY_DOWN")[0].file_path == "knowledge_base/api/a.md"
     assert_consistent(kb)
 
 
@@ -154,7 +153,7 @@ def test_nfc_normalises_file_names(kb, tmp_path):
 def test_bom_and_crlf_upload_are_fine(kb):
     data = b"\xef\xbb\xbf" + PAYMENT.replace("\n", "\r\n").encode()
     kb.upload("crlf.md", data, "api")
-    assert kb.index.exact_match("ERR_TIMEOUT")
+    assert internals(kb).index.exact_match("ERR_TIMEOUT")
 
 
 # -- failure injection ------------------------------------------------------------------------------------------
@@ -164,16 +163,16 @@ def _boom(*_args, **_kwargs):
 
 def inject(kb, monkeypatch, where: str) -> None:
     if where == "embedding":
-        monkeypatch.setattr(kb.embedder, "encode_documents", _boom)
+        monkeypatch.setattr(internals(kb).embedder, "encode_documents", _boom)
     elif where == "milvus write":
-        monkeypatch.setattr(kb.vectors, "upsert", _boom)
+        monkeypatch.setattr(internals(kb).vectors, "upsert", _boom)
     elif where == "milvus delete":
-        monkeypatch.setattr(kb.vectors, "delete_document", _boom)
-        monkeypatch.setattr(kb.vectors, "delete_chunks_from", _boom)
+        monkeypatch.setattr(internals(kb).vectors, "delete_document", _boom)
+        monkeypatch.setattr(internals(kb).vectors, "delete_chunks_from", _boom)
     elif where == "database commit":  # the last step: the row would go from PENDING to INDEXED
-        monkeypatch.setattr(kb.metadata, "finish_write", _boom)
+        monkeypatch.setattr(internals(kb).metadata, "finish_write", _boom)
     elif where == "intent record":  # the first step: the row as PENDING
-        monkeypatch.setattr(kb.metadata, "save_document", _boom)
+        monkeypatch.setattr(internals(kb).metadata, "save_document", _boom)
     elif where == "file write":
         import kb_core.documents.service as documents
 
@@ -195,7 +194,7 @@ def test_failed_upload_leaves_nothing_behind(kb, monkeypatch, tmp_path, where):
     assert info.value.step
     monkeypatch.undo()
     assert not (tmp_path / "knowledge_base/api/new.md").exists()
-    assert kb.index.exact_match("ERR_TIMEOUT") == []
+    assert internals(kb).index.exact_match("ERR_TIMEOUT") == []
     assert [r.file_name for r in kb.documents()] == ["other.md"]
     assert_consistent(kb)
 
@@ -213,7 +212,7 @@ def test_failed_replacement_restores_the_previous_version(kb, monkeypatch, tmp_p
     assert (tmp_path / "knowledge_base/api/a.md").read_bytes() == PAYMENT.encode()
     assert kb.get(original.id).content_sha256 == original.content_sha256
     assert [c.text for c in kb.chunks(original.id)] == [c.text for c in before_chunks]
-    assert kb.index.exact_match("ERR_TIMEOUT") and not kb.index.exact_match("ERR_NEW")
+    assert internals(kb).index.exact_match("ERR_TIMEOUT") and not internals(kb).index.exact_match("ERR_NEW")
     assert_consistent(kb)
 
 
@@ -232,7 +231,7 @@ def test_failed_delete_leaves_a_state_that_a_retry_completes(kb, monkeypatch, tm
         def fail(_doc_id):
             raise MetadataStoreError("injected: cannot delete the document row")
 
-        monkeypatch.setattr(kb.metadata, "delete_document", fail)
+        monkeypatch.setattr(internals(kb).metadata, "delete_document", fail)
     else:
         inject(kb, monkeypatch, where)
     with pytest.raises(DocumentError, match="again"):
@@ -268,7 +267,7 @@ def test_database_outage_before_writing_refuses_cleanly(kb, monkeypatch, tmp_pat
     def down(_path):
         raise MetadataStoreError("injected: cannot read from the database")
 
-    monkeypatch.setattr(kb.metadata, "get_by_path", down)
+    monkeypatch.setattr(internals(kb).metadata, "get_by_path", down)
     with pytest.raises(DocumentError, match="database"):
         kb.upload("a.md", PAYMENT.encode(), "api")
     monkeypatch.undo()
@@ -284,11 +283,11 @@ def test_sync_brings_in_files_placed_by_hand_and_reports_missing(kb, tmp_path):
     (tmp_path / "knowledge_base/troubleshooting").mkdir(parents=True)
     (tmp_path / "knowledge_base/troubleshooting/by-hand.md").write_text(
         doc("By hand", ["HANDMADE_KEYWORD"], body="# Placed with git\n\nSome text.\n"), encoding="utf-8")
-    report = kb.sync()
+    report = kb.reconcile()
     assert report.added == ("knowledge_base/troubleshooting/by-hand.md",)
     assert report.unchanged == (kept.file_path,)
     assert report.missing_files == (gone.file_path,)
-    assert kb.index.exact_match("HANDMADE_KEYWORD")
+    assert internals(kb).index.exact_match("HANDMADE_KEYWORD")
     kb.delete(gone.id)
     assert_consistent(kb)
 
@@ -296,9 +295,9 @@ def test_sync_brings_in_files_placed_by_hand_and_reports_missing(kb, tmp_path):
 def test_sync_picks_up_edits_made_on_disk(kb, tmp_path):
     record = kb.upload("a.md", PAYMENT.encode(), "api").document
     (tmp_path / "knowledge_base/api/a.md").write_text(PAYMENT.replace("ERR_TIMEOUT", "ERR_EDITED"), encoding="utf-8")
-    report = kb.sync()
+    report = kb.reconcile()
     assert report.updated == (record.file_path,)
-    assert kb.index.exact_match("ERR_EDITED")
+    assert internals(kb).index.exact_match("ERR_EDITED")
     assert_consistent(kb)
 
 
@@ -308,7 +307,7 @@ def test_reindex_after_a_model_change(open_kb, tmp_path, tiny_model, db_url):
     assert record.embedding_model == "fulltext"
     first.close()
     second = open_kb(db_url=db_url, model=str(tiny_model))
-    assert second.vectors.collection != first.vectors.collection
+    assert internals(second).vectors.collection != internals(first).vectors.collection
     report = second.reindex_all()
     assert report.reindexed == (record.file_path,) and report.failed == ()
     assert second.get(record.id).embedding_model == str(tiny_model)
@@ -348,11 +347,11 @@ def test_a_lite_directory_locked_by_another_process_degrades_with_a_clear_messag
 def test_status_flags_vectors_missing_behind_our_back(kb):
     first = kb.upload("a.md", PAYMENT.encode(), "api").document
     kb.upload("b.md", CACHE.encode(), "domain")
-    kb.vectors.delete_document(first.id)  # e.g. someone dropped rows in Milvus directly
+    internals(kb).vectors.delete_document(first.id)  # e.g. someone dropped rows in Milvus directly
     counts = kb.status().counts
     assert (counts.database, counts.milvus) == (2, 1)
-    assert not counts.consistent and any("run repair" in p for p in counts.problems)
-    report = kb.repair()
+    assert not counts.consistent and any("run Reconcile" in p for p in counts.problems)
+    report = kb.reconcile()
     assert report.reindexed == (first.file_path,)
     assert kb.status().counts.consistent
     assert_consistent(kb)
@@ -365,18 +364,19 @@ def test_the_model_never_blocks_writes_and_repair_fills_in_dense_vectors(open_kb
     from kb_core.documents.service import DENSE_MISSING
 
     kb = open_kb(model=str(tiny_model))  # open_kb waits for the model: make it look "loading" again
-    real_state = kb.embedder.state
-    kb.embedder._state = type(real_state)("loading", real_state.model_id, "not started")
+    real_state = internals(kb).embedder.state
+    internals(kb).embedder._state = type(real_state)("loading", real_state.model_id, "not started")
     outcome = kb.upload("a.md", PAYMENT.encode(), "api")
     assert outcome.document.last_error == DENSE_MISSING and outcome.document.embedding_model == "fulltext"
     assert any("full-text search only" in w for w in outcome.warnings)
     assert kb.lookup("渠道在 3 秒内未响应").found  # BM25 finds it now
-    kb.embedder._state = real_state
-    report = kb.repair()
+    internals(kb).embedder._state = real_state
+    report = kb.reconcile()
     assert report.reindexed == (outcome.document.file_path,)
     row = kb.get(outcome.document.id)
     assert row.last_error is None and row.embedding_model == str(tiny_model)
-    assert all(c.dense is not None and c.dense[0] != 1.0 for c in kb.vectors.chunks_of(row.id, with_vectors=True))
+    chunks = internals(kb).vectors.chunks_of(row.id, with_vectors=True)
+    assert all(c.dense is not None and c.dense[0] != 1.0 for c in chunks)
     assert_consistent(kb)
 
 

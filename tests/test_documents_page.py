@@ -48,7 +48,7 @@ def synced_template(tmp_path_factory) -> Path:
     shutil.copytree(FIXTURES / "realistic_kb", root / "knowledge_base")
     (root / EXTRA).write_text(EXTRA_DOC, encoding="utf-8")
     kb = open_knowledge_base(make_settings(root))
-    kb.sync()
+    kb.reconcile()
     kb.close()
     return root
 
@@ -210,16 +210,23 @@ def test_deleting_from_the_inspector_confirms_next_to_the_button(root):
     assert not (root / EXTRA).exists()
 
 
-def test_documents_whose_file_is_gone_are_removed_with_one_click(root):
+def test_documents_whose_file_is_gone_are_removed_by_reconcile_when_asked(root):
     (root / EN_LIMIT_REQ).unlink()
     (root / RUNBOOK).unlink()
-    at = documents_page()
+    count = len(table(documents_page(), "file")[1])
+    at = documents_page("Maintenance")
     warning = next(w.value for w in at.warning if "file has gone" in w.value)
-    assert EN_LIMIT_REQ in warning and RUNBOOK in warning
-    count = len(table(at, "file")[1])
-    at.button(key="remove-missing").click().run()
+    assert EN_LIMIT_REQ in warning and RUNBOOK in warning and "Reconcile" in warning
+    at.button(key="reconcile").click().run()  # without the tick: reported, kept
     assert not at.exception, at.exception
-    assert "Removed 2 document(s)" in at.success[0].value
+    assert "0 removed; 2 rows without a file" in at.success[0].value
+    at.checkbox(key="delete-missing").check().run()
+    at.button(key="reconcile").click().run()
+    assert not at.exception, at.exception
+    assert "2 removed" in at.success[0].value
+    removed = {i.value for i in at.info}
+    assert {f"removed from the index: {EN_LIMIT_REQ}", f"removed from the index: {RUNBOOK}"} <= removed
+    at = documents_page()
     assert not [w for w in at.warning if "file has gone" in w.value]
     files = set(table(at, "file")[1]["file"])
     assert len(files) == count - 2 and EN_LIMIT_REQ not in files and ZH_LIMIT_REQ in files

@@ -6,7 +6,7 @@ import logging
 import math
 
 import pytest
-from conftest import NO_MODEL, assert_consistent
+from conftest import NO_MODEL, assert_consistent, internals
 
 from kb_core.storage.embedding import EmbeddingError, FlagEmbedder
 
@@ -88,11 +88,11 @@ def test_without_a_model_l1_is_full_text_only(open_kb):
 
 # -- real semantics: MiniLM weights and the Chinese BM25 path -------------------------------------------------
 def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sample_root):
-    from kb_core.testing.model_factory import minilm_path
+    from model_factory import minilm_path
 
     kb = open_kb(sample_root, model=str(minilm_path()))
     assert kb.status().model.ready
-    kb.sync()
+    kb.reconcile()
     result = kb.lookup("reimburse a customer")  # no word in common with the refund document
     assert result.primary is None
     assert result.supplement.source == "knowledge_base/api/refund-api.md"
@@ -102,7 +102,7 @@ def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sa
 
 
 def test_minilm_vectors_are_semantic(tmp_path):
-    from kb_core.testing.model_factory import minilm_path
+    from model_factory import minilm_path
 
     embedder = FlagEmbedder(str(minilm_path()), device="cpu")
     q, same, other = embedder.encode_documents(["How do I refund a payment?",
@@ -113,7 +113,7 @@ def test_minilm_vectors_are_semantic(tmp_path):
 
 def test_req_7_2_2_chinese_open_question_finds_the_cache_document_through_bm25(open_kb, sample_root):
     kb = open_kb(sample_root, model=NO_MODEL)
-    kb.sync()
+    kb.reconcile()
     result = kb.lookup("如何优化缓存")
     assert result.primary is None  # no keyword matches: this is an L1 answer
     assert result.supplement.source == "knowledge_base/domain/cache-optimization.md"
@@ -123,7 +123,7 @@ def test_req_7_2_2_chinese_open_question_finds_the_cache_document_through_bm25(o
 
 def test_req_5_4_nonsense_finds_nothing_on_the_sample(open_kb, sample_root):
     kb = open_kb(sample_root, model=NO_MODEL)
-    kb.sync()
+    kb.reconcile()
     assert kb.lookup("完全不存在的内容XYZ").to_dict() == {"found": False, "primary": None, "supplement": None}
 
 
@@ -137,10 +137,10 @@ def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
         write_doc(tmp_path, f"knowledge_base/c{i % 3}/doc-{i:04d}.md", doc(f"Doc {i}", [f"KW_{i}"], body="x " * 500))
     kb = open_knowledge_base(make_settings(tmp_path, model=NO_MODEL))
     try:
-        assert len(kb.index) == 1000
+        assert len(internals(kb).index) == 1000
         # "KW_999" contains KW_9 and KW_99 only inside a longer word: the word rule returns KW_999 alone
-        assert [e.title for e in kb.index.exact_match("KW_999")] == ["Doc 999"]
-        assert [e.title for e in kb.index.exact_match("kw_99 and kw_9")] == ["Doc 9", "Doc 99"]
+        assert [e.title for e in internals(kb).index.exact_match("KW_999")] == ["Doc 999"]
+        assert [e.title for e in internals(kb).index.exact_match("kw_99 and kw_9")] == ["Doc 9", "Doc 99"]
     finally:
         kb.close()
 
@@ -148,7 +148,7 @@ def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
 @pytest.mark.parametrize(("precision", "floor"), [("fp32", 0.99999), ("bf16", 0.999)])
 def test_fast_encoder_matches_flagembedding_reference(precision, floor):
     """Our encode path (one forward per batch, no probe pass) gives FlagEmbedding's vectors on real weights."""
-    from kb_core.testing.model_factory import minilm_path
+    from model_factory import minilm_path
 
     embedder = FlagEmbedder(str(minilm_path()), device="cpu", precision=precision)
     texts = ["如何优化缓存", "ERR_TIMEOUT 超时 支付网关 " * 30, "Refund API partial refund", "x"]

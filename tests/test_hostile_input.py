@@ -7,7 +7,7 @@ import time
 import tracemalloc
 
 import pytest
-from conftest import doc
+from conftest import doc, internals
 
 from kb_core.documents.frontmatter import parse_frontmatter, parse_frontmatter_strict
 from kb_core.documents.lint import preview_upload
@@ -82,7 +82,7 @@ def kb_fulltext(open_kb):
 def test_a_category_folder_linking_outside_is_refused(kb_fulltext, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
-    (kb_fulltext.index.base_dir / "evil").symlink_to(outside, target_is_directory=True)
+    (internals(kb_fulltext).folder.base_dir / "evil").symlink_to(outside, target_is_directory=True)
     with pytest.raises(UploadRejected, match="link leading outside"):
         kb_fulltext.upload("x.md", doc("x", ["k1"]).encode(), "evil")
     assert list(outside.iterdir()) == []
@@ -113,9 +113,9 @@ def test_links_leading_out_and_fifos_are_skipped_by_the_scan(tmp_path, caplog):
 def test_a_link_inside_the_base_is_deleted_as_a_link(kb_fulltext):
     kb = kb_fulltext
     real = kb.upload("real.md", doc("Real", ["REAL_KEY"]).encode(), "api").document
-    link = kb.index.base_dir / "api" / "alias.md"
-    link.symlink_to(kb.index.base_dir / "api" / "real.md")
+    link = internals(kb).folder.base_dir / "api" / "alias.md"
+    link.symlink_to(internals(kb).folder.base_dir / "api" / "real.md")
     with pytest.raises(UploadRejected, match="is a link"):
         kb.upload("alias.md", doc("Alias", ["ALIAS"]).encode(), "api")
-    assert (kb.index.base_dir / "api" / "real.md").read_text().startswith("---\ntitle: Real")
+    assert (internals(kb).folder.base_dir / "api" / "real.md").read_text().startswith("---\ntitle: Real")
     assert real.file_path.endswith("api/real.md")

@@ -4,7 +4,7 @@ when the file changed after the preview, and documents whose file has gone remov
 from __future__ import annotations
 
 import pytest
-from conftest import assert_consistent, doc, write_doc
+from conftest import assert_consistent, doc, internals, write_doc
 
 from kb_core.errors import KnowledgeBaseError, UploadRejected
 
@@ -18,7 +18,7 @@ def kb(tmp_path, open_kb):
     write_doc(tmp_path, ZH, "---\n# 中文版\ntitle: limit-req 限流\nkeywords:\n  - limit-req  # 与英文版相同\n"
                             "  - 限流\nsummary: 漏桶算法\n---\n\n# limit-req\n\n正文\n")
     kb = open_kb(tmp_path)
-    kb.sync()
+    kb.reconcile()
     return kb
 
 
@@ -27,19 +27,20 @@ def test_a_keyword_edit_goes_through_upload_and_every_store_follows(kb):
     edit = kb.prepare_keyword_edit(ZH, ["限流", "漏桶限流", "  ", "限流"])
     assert edit.keywords == ("限流", "漏桶限流") and edit.removed == ("limit-req",) and edit.added == ("漏桶限流",)
     assert edit.preview.can_upload and edit.preview.file_path == ZH and edit.preview.replaces_existing
-    assert kb.index.resolve(ZH).read_text(encoding="utf-8").count("limit-req  # 与英文版相同") == 1  # not written yet
+    on_disk = internals(kb).folder.resolve(ZH).read_text(encoding="utf-8")
+    assert on_disk.count("limit-req  # 与英文版相同") == 1  # not written yet
     outcome = kb.save_keyword_edit(edit)
     assert outcome.action == "replaced"
-    text = kb.index.resolve(ZH).read_text(encoding="utf-8")
+    text = internals(kb).folder.resolve(ZH).read_text(encoding="utf-8")
     assert text.startswith("---\n# 中文版\ntitle: limit-req 限流\nkeywords:\n  - 限流\n  - 漏桶限流\nsummary:")
-    assert [m.entry.file_path for m in kb.index.match("limit-req")] == [EN]
+    assert [m.entry.file_path for m in internals(kb).index.match("limit-req")] == [EN]
     assert kb.lookup("漏桶限流").primary.confidence == "high"
     assert_consistent(kb)
 
 
 def test_a_preview_of_an_older_version_is_not_saved(kb):
     edit = kb.prepare_keyword_edit(EN, ["limit-req", "rate limiting"])
-    path = kb.index.resolve(EN)
+    path = internals(kb).folder.resolve(EN)
     newer = path.read_text(encoding="utf-8").replace("nodelay", "nodelay and burst")
     path.write_text(newer, encoding="utf-8")
     with pytest.raises(UploadRejected, match="changed on disk since the preview"):
@@ -52,15 +53,15 @@ def test_documents_outside_a_category_folder_or_without_frontmatter_are_refused(
     with pytest.raises(UploadRejected, match="not directly in a category folder"):
         kb.prepare_keyword_edit("knowledge_base/gateway/nested/deep.md", ["deeper"])
     write_doc(tmp_path, "knowledge_base/ops/runbook.md", "# Runbook\n\nno frontmatter\n")
-    kb.sync()
+    kb.reconcile()
     with pytest.raises(KnowledgeBaseError, match="no frontmatter"):
         kb.prepare_keyword_edit("knowledge_base/ops/runbook.md", ["runbook"])
 
 
 def test_documents_whose_file_is_gone_are_removed_and_a_file_that_is_back_stays(kb):
-    kb.index.resolve(EN).unlink()
+    internals(kb).folder.resolve(EN).unlink()
     assert [d.file_path for d in kb.missing_files()] == [EN]
-    report = kb.remove_missing()
+    report = kb.reconcile(delete_missing=True)
     assert report.removed == (EN,) and report.failed == ()
     assert kb.missing_files() == [] and EN not in {d.file_path for d in kb.documents()}
     assert_consistent(kb)

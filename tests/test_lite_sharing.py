@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import NO_MODEL, bare_lite_holder, make_settings
+from conftest import NO_MODEL, bare_lite_holder, internals, make_settings
 
 from kb_core.bootstrap import open_knowledge_base
 from kb_core.errors import KnowledgeBaseError
@@ -30,7 +30,7 @@ AGENT = textwrap.dedent("""
     kb = None
 
     def role():
-        session = kb.vectors._session
+        session = kb._vectors._session  # the facade's store (conftest.internals in-process)
         if session is None:
             return {"role": None}
         return {"role": "owner" if session.is_owner else "follower",
@@ -48,8 +48,9 @@ AGENT = textwrap.dedent("""
         if op == "lookup":
             return {"answer": json.dumps(kb.lookup(cmd["query"]).to_dict(), ensure_ascii=False)}
         if op == "milvus":  # straight from Milvus, not the shared full-text file
-            return {"chunks": {str(d): len(kb.vectors.chunks_of(d, with_vectors=True)) for d in cmd["doc_ids"]},
-                    "total": kb.vectors.count_chunks()}
+            vectors = kb._vectors
+            return {"chunks": {str(d): len(vectors.chunks_of(d, with_vectors=True)) for d in cmd["doc_ids"]},
+                    "total": kb._vectors.count_chunks()}
         if op == "close":
             kb.close()
             return {}
@@ -144,8 +145,8 @@ def test_a_second_process_on_the_default_settings_shares_the_directory(tmp_path,
     (tmp_path / "knowledge_base").mkdir()
     kb = open_knowledge_base(make_settings(tmp_path))  # this process opens first: the owner
     try:
-        assert kb.vectors._session.is_owner
-        assert read_server(kb.vectors._session.directory).pid == os.getpid()
+        assert internals(kb).vectors._session.is_owner
+        assert read_server(internals(kb).vectors._session.directory).pid == os.getpid()
         agent = agents("agent").started()
         opened = agent.call("open")
         assert opened["error"] is None and opened["role"] == "follower" and opened["owner_pid"] == os.getpid()
@@ -159,9 +160,10 @@ def test_a_second_process_on_the_default_settings_shares_the_directory(tmp_path,
         assert "ledger-snapshots.md" in answer
         assert "gateway-retries.md" in json.dumps(kb.lookup("幂等请求的重试次数").to_dict(), ensure_ascii=False)
         seen = agent.call("milvus", doc_ids=[mine.id, theirs["doc_id"]])
-        assert seen["total"] == kb.vectors.count_chunks() > 0
+        assert seen["total"] == internals(kb).vectors.count_chunks() > 0
         assert all(n > 0 for n in seen["chunks"].values())
-        assert len(kb.vectors.chunks_of(theirs["doc_id"], with_vectors=True)) == seen["chunks"][str(theirs["doc_id"])]
+        theirs_now = internals(kb).vectors.chunks_of(theirs["doc_id"], with_vectors=True)
+        assert len(theirs_now) == seen["chunks"][str(theirs["doc_id"])]
     finally:
         kb.close()
     assert not info_path(tmp_path / "kb_milvus.db").exists()  # close() stopped serving
@@ -193,9 +195,9 @@ def test_the_owner_exits_a_follower_takes_over_and_close_frees_the_directory(tmp
     assert follower.call("close") is not None  # the process lives on, the directory is free
     kb = open_knowledge_base(make_settings(tmp_path))
     try:
-        assert kb.vectors._session.is_owner
+        assert internals(kb).vectors._session.is_owner
         assert kb.lookup_knowledge("LEDGER_SNAPSHOT")["primary"]["confidence"] == "high"
-        assert kb.vectors.count_chunks() == seen["total"]
+        assert internals(kb).vectors.count_chunks() == seen["total"]
     finally:
         kb.close()
 

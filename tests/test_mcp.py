@@ -16,7 +16,7 @@ PAYMENT = "knowledge_base/api/payment-errors.md"
 @pytest.fixture
 def server(open_kb, sample_root):
     kb = open_kb(sample_root)
-    kb.sync()
+    kb.reconcile()
     return kb, build_server(kb)
 
 

@@ -92,4 +92,4 @@ def test_settings_and_l0_index_resolve_base_path_alike(tmp_path, monkeypatch):
     (tmp_path / "home").mkdir()
     settings = load_settings(app_root=tmp_path, base_path="~/kb")
     index = KnowledgeIndex(settings.base_path, app_root=settings.app_root)
-    assert settings.base_dir == index.base_dir == tmp_path / "home/kb"
+    assert settings.base_dir == index.folder.base_dir == tmp_path / "home/kb"

@@ -60,7 +60,7 @@ AGENT = textwrap.dedent("""
             elif request["op"] == "check":
                 status = kb.status(max_age=0)
                 rows = {r.file_path: r.content_sha256 for r in kb.documents()}
-                root = kb.index.base_dir
+                root = kb.settings.base_dir
                 disk = {f"knowledge_base/{p.relative_to(root).as_posix()}": hashlib.sha256(p.read_bytes()).hexdigest()
                         for p in root.rglob("*.md")}
                 reply = {"consistent": status.counts.consistent, "problems": status.counts.problems,

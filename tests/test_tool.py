@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import internals
 
 from kb_core import TOOL_NAME, lookup_knowledge, openai_tool_schema
 from kb_core.agent.call_stats import misses_by_query, percentile
@@ -20,7 +21,7 @@ PAYMENT = "knowledge_base/api/payment-errors.md"
 @pytest.fixture
 def sample_kb(open_kb, sample_root, db_url):
     kb = open_kb(sample_root, db_url=db_url)
-    kb.sync()
+    kb.reconcile()
     return kb
 
 
@@ -103,7 +104,7 @@ def test_a_database_outage_never_breaks_a_lookup(sample_kb, monkeypatch, caplog)
         time.sleep(0.5)  # a dying server is slow as well as failing
         raise MetadataStoreError("injected: cannot record a tool call: server has gone away")
 
-    monkeypatch.setattr(sample_kb.metadata, "record_tool_call", down)
+    monkeypatch.setattr(internals(sample_kb).metadata, "record_tool_call", down)
     with caplog.at_level("WARNING", logger="kb_core.agent.tool"):
         answers = [sample_kb.lookup_knowledge("ERR_TIMEOUT") for _ in range(3)]
         assert all(a["found"] for a in answers)

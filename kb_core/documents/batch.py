@@ -13,16 +13,28 @@ import logging
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
+from kb_core.documents.entry import IndexedDocuments, split_keywords
+from kb_core.documents.folder import suggest_category, validate_category
 from kb_core.documents.lint import ERROR, INFO, WARNING, Finding, UploadPreview, inspect_upload, keyword_clashes
-from kb_core.documents.validation import suggest_category, validate_category
 from kb_core.errors import KnowledgeBaseError
-from kb_core.retrieval.keyword_index import KnowledgeIndex, split_keywords
 from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
-NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = "new", "replace", "same", "index", "clash", "refused"
+class BatchAction(StrEnum):
+    """What uploading a file of a batch would do."""
+
+    NEW = "new"
+    REPLACE = "replace"
+    SAME = "same"
+    INDEX = "index"
+    CLASH = "clash"
+    REFUSED = "refused"
+
+
+NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = BatchAction
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,7 @@ def _target_key(name: str) -> str:
     return unicodedata.normalize("NFC", name).casefold()
 
 
-def preview_batch(index: KnowledgeIndex, files: Sequence[BatchFile], category: str, *, max_bytes: int,
+def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category: str, *, max_bytes: int,
                   paths_with_content: Callable[[list[str]], dict[str, list[str]]] | None = None) -> BatchPreview:
     """Per-file verdicts for uploading `files` into `category`; reads only (the index, the disk, the database)."""
     problem = suggestion = None

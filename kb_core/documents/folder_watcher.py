@@ -1,14 +1,15 @@
 """Watching the knowledge-base folder (`KB_WATCH=1`): files edited by hand or by `git pull` are indexed
-without anyone pressing "Sync folder".
+without anyone pressing "Reconcile".
 
-One process per knowledge base watches: the one holding the watcher lease in the database (see `db_lease`).
+One process per knowledge base watches: the one holding the watcher lease in the database (a `named_lock`
+taken without waiting).
 The others try to take it every few seconds, so when the watcher's process exits another one takes over;
 meanwhile they see the watcher's syncs through the change feed like any other write. The lease is checked
 while it is held: a MySQL server may kill the connection, which silently drops `GET_LOCK`.
 
 File events are debounced: editors write a temp file and rename it, `git pull` touches many files at once.
 A batch is synced once the folder has been quiet for `debounce` seconds (or `max_delay` seconds after its
-first event, so a long stream of events is not put off forever), through `DocumentService.sync_paths`, under
+first event, so a long stream of events is not put off forever), through `reconcile(paths, delete_missing=True)`, under
 the same per-document locks as uploads. Hidden files (temp files, `.git/`) and files that are not `.md` do
 not start a sync. A failing sync is logged and reported in `last_report`; it never stops the watcher.
 """
@@ -29,8 +30,8 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
-from kb_core.documents.service import SyncReport
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.documents.folder import KnowledgeFolder
+from kb_core.documents.reconcile import ReconcileReport
 from kb_core.storage.ports import MetadataRepository
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class FolderWatcher:
     def __init__(
         self,
         base_dir: Path,
-        sync: Callable[[list[str]], SyncReport],
+        sync: Callable[[list[str]], ReconcileReport],
         lease: Lease,
         *,
         catch_up: Callable[[], Iterable[str]] | None = None,
@@ -129,7 +130,7 @@ class FolderWatcher:
         self._watching = False
         self.terms = 0  # how many times this process became the watcher
         self.syncs = 0  # batches synced
-        self.last_report: SyncReport | None = None
+        self.last_report: ReconcileReport | None = None
         self.last_error: str | None = None
 
     @property
@@ -275,21 +276,20 @@ class FolderWatcher:
                 self._wake.wait(seconds)
 
 
-def paths_changed_while_unwatched(index: KnowledgeIndex, metadata: MetadataRepository) -> list[str]:
+def paths_changed_while_unwatched(folder: KnowledgeFolder, metadata: MetadataRepository) -> list[str]:
     """What a new watcher syncs first: rows whose file is gone or was modified after the row was written, and
     files without a row modified after the newest row (a fresh checkout that was never synced is left to
-    "Sync folder": indexing a whole folder is the curator's call, not a side effect of opening the console).
-    Only file metadata is read; `sync_paths` then compares content hashes."""
+    "Reconcile": indexing a whole folder is the curator's call, not a side effect of opening the console).
+    Only file metadata is read; reconcile then compares content hashes."""
     rows = {r.file_path: r for r in metadata.list_documents()}
     newest = max((r.updated_at.timestamp() for r in rows.values()), default=None)
     stale: list[str] = []
     on_disk = set()
-    for relative in index.markdown_files():
-        file_path = index.display_path(relative)
+    for relative in folder.markdown_files():
+        file_path = folder.display_path(relative)
         on_disk.add(file_path)
-        try:
-            modified = (index.base_dir / relative).stat().st_mtime
-        except OSError:
+        modified = folder.modified_since(relative)
+        if modified is None:
             continue
         row = rows.get(file_path)
         reference = row.updated_at.timestamp() if row is not None else newest

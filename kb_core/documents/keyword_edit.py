@@ -11,12 +11,12 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kb_core.documents.entry import IndexedDocuments
+from kb_core.documents.folder import decode_markdown
 from kb_core.documents.frontmatter import parse_frontmatter_strict
 from kb_core.documents.frontmatter_edit import clean_keywords, replace_keywords
 from kb_core.documents.lint import UploadPreview, preview_upload
-from kb_core.documents.validation import decode_markdown
 from kb_core.errors import FrontmatterError, UploadRejected
-from kb_core.retrieval.keyword_index import KnowledgeIndex
 
 
 @dataclass(frozen=True)
@@ -43,20 +43,22 @@ class KeywordEdit:
         return tuple(k for k in self.before if k not in self.keywords)
 
 
-def _read(index: KnowledgeIndex, file_path: str, max_bytes: int) -> tuple[bytes, str, str, str]:
+def _read(index: IndexedDocuments, file_path: str, max_bytes: int) -> tuple[bytes, str, str, str]:
     """(bytes, text, category, file name) of a document the upload path can write back to the same place."""
-    real = index.resolve(file_path)
-    relative = index.relative_path(file_path) if real is not None else None
-    if real is None or relative is None or not real.is_file():
+    folder = index.folder
+    if not folder.exists(file_path) or folder.resolve(file_path) is None:
         raise UploadRejected(f"{file_path} is not on disk: nothing to edit")
-    parts = relative.split("/")
+    parts = (folder.relative_path(file_path) or "").split("/")
     if len(parts) != 2:
         raise UploadRejected(f"{file_path} is not directly in a category folder; edit its keywords in the file")
-    data = real.read_bytes()
+    try:
+        data = folder.read_bytes(file_path)
+    except OSError as exc:
+        raise UploadRejected(f"{file_path} cannot be read: {exc}") from exc
     return data, decode_markdown(data, max_bytes=max_bytes, file_name=parts[1]), parts[0], parts[1]
 
 
-def current_keywords(index: KnowledgeIndex, file_path: str, *, max_bytes: int) -> tuple[str, ...]:
+def current_keywords(index: IndexedDocuments, file_path: str, *, max_bytes: int) -> tuple[str, ...]:
     """The keywords the document's frontmatter lists now, as written (weak ones too)."""
     _, text, _, _ = _read(index, file_path, max_bytes)
     fm = parse_frontmatter_strict(text)
@@ -65,7 +67,7 @@ def current_keywords(index: KnowledgeIndex, file_path: str, *, max_bytes: int) -
     return fm.keywords
 
 
-def prepare_keyword_edit(index: KnowledgeIndex, file_path: str, keywords: Sequence[str], *,
+def prepare_keyword_edit(index: IndexedDocuments, file_path: str, keywords: Sequence[str], *,
                          max_bytes: int) -> KeywordEdit:
     data, text, category, name = _read(index, file_path, max_bytes)
     fm = parse_frontmatter_strict(text)
@@ -81,11 +83,10 @@ def prepare_keyword_edit(index: KnowledgeIndex, file_path: str, keywords: Sequen
                        preview)
 
 
-def check_unchanged(index: KnowledgeIndex, edit: KeywordEdit) -> None:
+def check_unchanged(index: IndexedDocuments, edit: KeywordEdit) -> None:
     """Refuse to save an edit made from a version of the file that is no longer the one on disk."""
-    real = index.resolve(edit.file_path)
     try:
-        current = real.read_bytes() if real is not None else None
+        current = index.folder.read_bytes(edit.file_path)
     except OSError:
         current = None
     if current is None or hashlib.sha256(current).hexdigest() != edit.base_sha256:

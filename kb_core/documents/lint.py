@@ -6,11 +6,11 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from kb_core.documents.entry import IndexedDocuments, split_keywords
+from kb_core.documents.folder import decode_markdown, validate_category, validate_file_name
 from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict, parse_sections
 from kb_core.documents.sections import outline
-from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
 from kb_core.errors import KnowledgeBaseError
-from kb_core.retrieval.keyword_index import KnowledgeIndex, split_keywords
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 
@@ -38,7 +38,7 @@ class UploadPreview:
 
 
 def preview_upload(
-    index: KnowledgeIndex, file_name: str, data: bytes, category: str, *, max_bytes: int
+    index: IndexedDocuments, file_name: str, data: bytes, category: str, *, max_bytes: int
 ) -> UploadPreview:
     preview = inspect_upload(index, file_name, data, category, max_bytes=max_bytes)
     return replace(preview, findings=preview.findings + keyword_clashes(
@@ -46,7 +46,7 @@ def preview_upload(
 
 
 def inspect_upload(
-    index: KnowledgeIndex, file_name: str, data: bytes, category: str, *, max_bytes: int, check_category: bool = True
+    index: IndexedDocuments, file_name: str, data: bytes, category: str, *, max_bytes: int, check_category: bool = True
 ) -> UploadPreview:
     """Everything about one file except keyword clashes. With `check_category=False` an invalid category is
     left to the caller (a batch reports it once), and the file's other problems are still found."""
@@ -75,11 +75,12 @@ def inspect_upload(
     file_path = current = None
     replaces = False
     if category_ok:
-        file_path = index.display_path(f"{category}/{name}")
-        target = index.base_dir / category / name
+        file_path = index.folder.display_path(f"{category}/{name}")
+        target = index.folder.base_dir / category / name
         replaces = target.exists()
         try:
-            current = hashlib.sha256(target.read_bytes()).hexdigest() if target.is_file() else None
+            existing = index.folder.current_bytes(target)
+            current = hashlib.sha256(existing).hexdigest() if existing is not None else None
         except OSError as exc:
             findings.append(Finding(ERROR, f"cannot read the existing {file_path}: {exc}"))
         if current == digest:

@@ -1,35 +1,35 @@
-"""Upload, delete, re-index and sync, so that disk, database, Milvus and L0 never disagree (Specs 2, 8).
+"""Upload, delete and re-index, so that disk, database, Milvus and L0 never disagree (Specs 2, 8).
 
 Everything that can fail without side effects (validation, parsing, chunking, embedding) runs before the
 first write. The writes then go file -> database row (uncommitted) -> Milvus -> commit -> L0, and a failure
 undoes the earlier steps in reverse (decision D5): the previous file bytes and vectors are kept in memory
-for that. Deletion goes vectors -> file -> L0 -> row, so a failure part-way leaves a row that a retry
-finds and finishes.
+for that. Deletion goes vectors -> file -> L0 -> row, so a failure part-way leaves a row that `reconcile`
+(or deleting again) finishes. Bringing the stores back into agreement after anything else lives in `reconcile`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import logging
 import os
 import re
 import socket
-import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Protocol
 
 from kb_core.documents.chunking import FRONTMATTER_HEADING, Chunk, chunk_markdown
+from kb_core.documents.entry import KnowledgeEntry
+from kb_core.documents.folder import KnowledgeFolder, decode_markdown
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
-from kb_core.documents.validation import decode_markdown, validate_category, validate_file_name
 from kb_core.errors import DocumentConflictError, DocumentError, FrontmatterError, KnowledgeBaseError, UploadRejected
 from kb_core.progress import Progress, no_progress
-from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex
 from kb_core.storage.db_models import DocumentStatus
 from kb_core.storage.metadata_store import DocumentRecord, DocumentValues
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
@@ -37,9 +37,18 @@ from kb_core.storage.vector_store import FULLTEXT_PROFILE
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeleteOutcome", "DocumentError", "DocumentService", "Progress", "RecoveryReport", "ReindexReport",
-           "RemovalReport", "RepairReport", "SyncReport",
+__all__ = ["DeleteOutcome", "DocumentError", "DocumentService", "L0Writer", "Progress", "ReindexReport",
            "UploadOutcome"]
+
+
+class L0Writer(Protocol):
+    """What the writers need of L0 (`kb_core.retrieval.keyword_index.KnowledgeIndex` is one)."""
+
+    def add(self, entry: KnowledgeEntry) -> None: ...
+    def remove(self, file_path: str) -> bool: ...
+    def bulk(self) -> AbstractContextManager[None]: ...
+    def load(self) -> int: ...
+
 
 @dataclass(frozen=True)
 class UploadOutcome:
@@ -56,57 +65,8 @@ class DeleteOutcome:
 
 
 @dataclass(frozen=True)
-class SyncReport:
-    added: tuple[str, ...] = ()
-    updated: tuple[str, ...] = ()
-    unchanged: tuple[str, ...] = ()
-    failed: tuple[tuple[str, str], ...] = ()
-    missing_files: tuple[str, ...] = ()  # rows whose file has gone from disk
-    removed: tuple[str, ...] = ()  # rows (and vectors) deleted because their file was deleted (`sync_paths`)
-
-
-@dataclass(frozen=True)
-class RecoveryReport:
-    finished: tuple[str, ...] = ()  # interrupted uploads completed from the file on disk
-    undone: tuple[str, ...] = ()  # interrupted uploads without a file, and interrupted deletes, completed
-    left_to_live_writers: tuple[str, ...] = ()
-    failed: tuple[tuple[str, str], ...] = ()
-    temp_files_removed: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RepairReport:
-    recovery: RecoveryReport
-    orphan_documents: tuple[int, ...] = ()  # document ids whose vectors had no row (deleted)
-    trimmed: tuple[str, ...] = ()  # documents with vectors beyond their chunk count (deleted)
-    reindexed: tuple[str, ...] = ()  # documents with fewer vectors than chunks (re-indexed)
-    missing_files: tuple[str, ...] = ()  # rows whose file has gone (delete them with delete_missing=True)
-    deleted: tuple[str, ...] = ()
-    sync: SyncReport | None = None
-    failed: tuple[tuple[str, str], ...] = ()
-
-    def summary(self) -> str:
-        parts = [f"{len(self.recovery.finished) + len(self.recovery.undone)} interrupted writes completed",
-                 f"{len(self.orphan_documents)} orphan documents' vectors deleted",
-                 f"{len(self.trimmed)} documents' stale chunks deleted",
-                 f"{len(self.reindexed)} documents re-indexed",
-                 f"{len(self.missing_files)} rows without a file", f"{len(self.deleted)} deleted"]
-        if self.sync is not None:
-            parts.append(f"{len(self.sync.added)} files added, {len(self.sync.updated)} updated")
-        if self.failed or (self.sync and self.sync.failed):
-            parts.append(f"{len(self.failed) + len(self.sync.failed if self.sync else ())} failed")
-        return "; ".join(parts)
-
-
-@dataclass(frozen=True)
 class ReindexReport:
     reindexed: tuple[str, ...] = ()
-    failed: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class RemovalReport:
-    removed: tuple[str, ...] = ()
     failed: tuple[tuple[str, str], ...] = ()
 
 
@@ -137,24 +97,15 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_atomic(target: Path, data: bytes) -> None:
-    """Temp file in the same directory + fsync + rename: readers see the old or the new file, never half."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # the writer's pid is in the name: a temp file whose writer died is removed by `recover`
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:50]}.{os.getpid()}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+DENSE_MISSING = "dense vectors missing: the model was not ready; re-index or reconcile adds them"
 
 
-_TEMP_NAME = re.compile(r"^\..*\.(\d+)\.[^.]+\.tmp$")
-DENSE_MISSING = "dense vectors missing: the model was not ready; re-index or repair adds them"
+def dense_missing(row: DocumentRecord) -> bool:
+    """Whether a row was indexed for full text only while the model was not ready (rows written before the
+    message named reconcile said "repair": the prefix is what counts)."""
+    return (row.last_error or "").startswith("dense vectors missing")
+
+
 def new_owner() -> str:
     """Who writes, recorded with every PENDING row: "host:pid:token", one token per document service, made
     when the service is (after any fork), so a restart can tell a crashed writer from a live one."""
@@ -186,21 +137,6 @@ def owner_is_gone(owner: str | None, own: str) -> bool:
     return False
 
 
-def _undo_file(path: Path, ours: bytes, old: bytes | None) -> None:
-    """Put back what was there, but only over our own bytes: a file someone else wrote since is theirs."""
-    try:
-        current = path.read_bytes()
-    except FileNotFoundError:
-        current = None
-    if current is not None and sha256(current) != sha256(ours):
-        log.warning("not undoing %s: its content is no longer what this write put there", path)
-        return
-    if old is not None:
-        write_atomic(path, old)
-    else:
-        path.unlink(missing_ok=True)
-
-
 def _values_of(record: DocumentRecord) -> DocumentValues:
     return DocumentValues(**{f.name: getattr(record, f.name) for f in fields(DocumentValues)})
 
@@ -219,14 +155,16 @@ def _run_undos(undo: list[tuple[str, Callable[[], None]]]) -> list[str]:
 class DocumentService:
     def __init__(
         self,
-        index: KnowledgeIndex,
+        folder: KnowledgeFolder,
+        l0: L0Writer,
         metadata: MetadataRepository,
         vectors: ChunkStore,
         embedder: Embedder | None,
         *,
         max_upload_bytes: int,
     ):
-        self._index = index
+        self._folder = folder
+        self._l0 = l0
         self._metadata = metadata
         self._vectors = vectors
         self._embedder = embedder if vectors.has_dense else None
@@ -234,7 +172,7 @@ class DocumentService:
         # One writer at a time per process: the rollback of one upload must not undo another's work.
         self._write_lock = threading.RLock()
         self._held: set[str] = set()  # paths whose database lock this service holds (under _write_lock)
-        self._owner = new_owner()
+        self.owner = new_owner()
 
     @property
     def profile(self) -> str:
@@ -293,18 +231,9 @@ class DocumentService:
         the caller based this on, as `content_sha256` or the upload preview shows it) the upload is a replace
         that only happens while that version is still the current one: checked under the document's lock, so
         a concurrent writer in any process cannot slip in between; otherwise `DocumentConflictError`."""
-        name = validate_file_name(file_name)
-        category = validate_category(category)
+        file_path, target = self._folder.target(category, file_name)
+        name, category = target.name, target.parent.name
         text = decode_markdown(data, max_bytes=self._max_upload_bytes, file_name=name)
-        relative = f"{category}/{name}"
-        file_path = self._index.display_path(relative)
-        target = self._index.base_dir / category / name
-        folder = target.parent
-        if (folder.exists() or folder.is_symlink()) and not self._index.is_inside(folder):
-            raise UploadRejected(f"the category folder {category}/ is a link leading outside the knowledge base; "
-                                 "nothing is written there")
-        if target.is_symlink():
-            raise UploadRejected(f"{file_path} is a link; replace the file it points to instead")
         digest = sha256(bytes(data))
         if if_match is not None:
             if not re.fullmatch(r"[0-9a-f]{64}", if_match):
@@ -312,17 +241,17 @@ class DocumentService:
                                      f"DocumentRecord.content_sha256), not {if_match[:80]!r}; nothing was written")
             self._check_version(file_path, target, if_match)  # early, before minutes of embedding; again below
         existing = self._read_row(file_path)
-        if existing is not None and self._is_current(existing, digest, target):
+        if existing is not None and self.is_current(existing, digest, target):
             progress("done", 1, 1)
             return UploadOutcome("unchanged", existing, ("identical to the indexed version: nothing to do",))
         # Parsing, chunking and embedding (seconds to minutes for a big document) run before the write lock:
         # other uploads, deletes and re-indexes do not wait for them.
         prepared = self.prepare(text, source=file_path, progress=progress)
-        with self._locked(file_path):
+        with self.locked(file_path):
             if if_match is not None:
                 self._check_version(file_path, target, if_match)
             existing = self._read_row(file_path)  # again: another writer may have been faster
-            if existing is not None and self._is_current(existing, digest, target):
+            if existing is not None and self.is_current(existing, digest, target):
                 progress("done", 1, 1)
                 return UploadOutcome("unchanged", existing, ("identical to the indexed version: nothing to do",))
             record = self._store(file_path, name, category, bytes(data), digest, prepared, existing,
@@ -336,20 +265,21 @@ class DocumentService:
         """The current version is the file on disk: it is what the write would overwrite (after a sync it is
         the row's `content_sha256` too). A row whose file is gone counts as gone."""
         try:
-            current = sha256(target.read_bytes()) if target.is_file() else None
+            data = self._folder.current_bytes(target)
+            current = sha256(data) if data is not None else None
         except OSError as exc:
             raise DocumentError("read the current version", str(exc)) from exc
         if current != expected.strip().lower():
             log.warning("upload of %s refused: based on %s, current %s", file_path, expected[:12], current)
             raise DocumentConflictError(file_path, expected, current)
 
-    def _is_current(self, row: DocumentRecord, digest: str, target: Path) -> bool:
+    def is_current(self, row: DocumentRecord, digest: str, target: Path) -> bool:
         if row.content_sha256 != digest or row.status != DocumentStatus.INDEXED:
             return False
-        if row.embedding_model != self.profile and not (row.last_error == DENSE_MISSING and not self._dense_ready()):
+        if row.embedding_model != self.profile and not (dense_missing(row) and not self.dense_ready()):
             return False
         try:
-            return sha256(target.read_bytes()) == digest
+            return sha256(self._folder.current_bytes(target) or b"") == digest
         except OSError:
             return False
 
@@ -380,7 +310,7 @@ class DocumentService:
         """
         step = "read the previous version"
         try:
-            old_bytes = write_file.read_bytes() if write_file is not None and write_file.exists() else None
+            old_bytes = self._folder.current_bytes(write_file) if write_file is not None else None
             old_chunks = self._vectors.chunks_of(existing.id, with_vectors=True) if existing is not None else []
         except Exception as exc:  # noqa: BLE001
             raise DocumentError(step, f"{type(exc).__name__}: {exc}") from exc
@@ -402,7 +332,7 @@ class DocumentService:
         doc_id: int | None = existing.id if existing is not None else None
         try:
             step = "database"
-            doc_id = self._metadata.save_document(values, doc_id, pending=("upload", self._owner))
+            doc_id = self._metadata.save_document(values, doc_id, pending=("upload", self.owner))
             if existing is None:
                 undo.append(("row", lambda: self._metadata.delete_document(doc_id)))
             else:
@@ -410,8 +340,8 @@ class DocumentService:
             if write_file is not None:
                 step = "save file"
                 progress("saving", 0, 1)
-                undo.append(("file", lambda: _undo_file(write_file, data, old_bytes)))
-                write_atomic(write_file, data)
+                undo.append(("file", lambda: self._folder.undo_write(write_file, data, old_bytes)))
+                self._folder.write(write_file, data)
             step = "write vectors"
             progress("indexing", 0, len(prepared.chunks))
             # Upsert by `{doc_id}:{chunk_no}` first, then drop chunks a longer old version had: a failed write
@@ -428,7 +358,7 @@ class DocumentService:
             problems = _run_undos(undo)
             message = f"{type(exc).__name__}: {exc}"
             if problems:
-                message += "; and the rollback was incomplete (" + "; ".join(problems) + "): run repair"
+                message += "; and the rollback was incomplete (" + "; ".join(problems) + "): run reconcile"
             log.error("storing %s failed at %s: %s", file_path, step, message)
             if not isinstance(exc, Exception):
                 raise
@@ -441,7 +371,7 @@ class DocumentService:
         return record
 
     @contextlib.contextmanager
-    def _locked(self, file_path: str) -> Iterator[None]:
+    def locked(self, file_path: str) -> Iterator[None]:
         """This process's write lock, then the document's lock in the database: two processes writing the same
         path take turns, and each sees what the other committed."""
         with self._write_lock, contextlib.ExitStack() as stack:
@@ -456,7 +386,11 @@ class DocumentService:
                 stack.callback(self._held.discard, file_path)
             yield
 
-    def _dense_ready(self) -> bool:
+    def exclusive(self) -> AbstractContextManager:
+        """This process's write lock alone (no document lock): a listing taken under it misses no write."""
+        return self._write_lock
+
+    def dense_ready(self) -> bool:
         return self._embedder is not None and self._embedder.state.ready
 
     def _restore_vectors(self, doc_id: int | None, old_chunks: list[ChunkRow], new_count: int) -> None:
@@ -484,9 +418,9 @@ class DocumentService:
 
     def _update_l0(self, file_path: str, fm: Frontmatter | None, category: str, text: str) -> None:
         if fm is not None:
-            self._index.add(KnowledgeEntry.from_frontmatter(file_path, fm, category, text))
+            self._l0.add(KnowledgeEntry.from_frontmatter(file_path, fm, category, text))
         else:
-            self._index.remove(file_path)
+            self._l0.remove(file_path)
 
     # -- delete --------------------------------------------------------------------------------------
     def delete(self, doc_id: int) -> DeleteOutcome:
@@ -498,33 +432,33 @@ class DocumentService:
             raise DocumentError("database", f"{exc}; nothing was deleted") from exc
         if row is None:
             return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
-        with self._locked(row.file_path):
+        with self.locked(row.file_path):
             try:
                 row = self._metadata.get(doc_id)  # again, under the locks
                 if row is None:
                     return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
-                self._metadata.set_pending(doc_id, "delete", self._owner)
+                self._metadata.set_pending(doc_id, "delete", self.owner)
             except KnowledgeBaseError as exc:
                 raise DocumentError("database", f"{exc}; nothing was deleted") from exc
-            self._finish_delete(row)
+            self.finish_delete(row)
         log.info("deleted document %d (%s)", doc_id, row.file_path)
         return DeleteOutcome(True, row.file_path, f"deleted {row.file_path}")
 
-    def _finish_delete(self, row: DocumentRecord) -> None:
+    def finish_delete(self, row: DocumentRecord) -> None:
         try:
             self._vectors.delete_document(row.id)
         except Exception as exc:  # noqa: BLE001
             raise DocumentError("delete vectors", f"{exc}; the document is marked for deletion: delete it again "
                                                   "(or reopen / repair) to finish") from exc
         # the path itself, never where a link points: deleting removes the link, not a file elsewhere
-        real = self._index.lexical_path(row.file_path)
+        real = self._folder.lexical_path(row.file_path)
         try:
             if real is not None:
                 real.unlink(missing_ok=True)
         except OSError as exc:
             self._mark_incomplete(row.id, f"deletion incomplete: the file could not be removed ({exc})")
             raise DocumentError("delete file", f"{exc}; the vectors are gone, delete again to finish") from exc
-        self._index.remove(row.file_path)
+        self._l0.remove(row.file_path)
         try:
             self._metadata.delete_document(row.id)
         except KnowledgeBaseError as exc:
@@ -536,86 +470,13 @@ class DocumentService:
         except KnowledgeBaseError as exc:
             log.error("could not record the failed deletion of %d: %s", doc_id, exc)
 
-    # -- crash recovery --------------------------------------------------------------------------------
-    def recover(self) -> RecoveryReport:
-        """Finish or undo what a crashed writer left PENDING, and remove its stray temp files. Cheap: it
-        reads only the pending rows. Rows a live writer (another process) is working on are left alone."""
-        report = self._recover_rows(self._metadata.pending_documents())
-        removed = self._remove_stray_temp_files()
-        if report.finished or report.undone or report.failed or removed:
-            log.warning("recovered interrupted writes: %d finished, %d undone, %d failed, %d temp files removed",
-                        len(report.finished), len(report.undone), len(report.failed), len(removed))
-        return dataclasses.replace(report, temp_files_removed=tuple(removed))
-
-    def recover_dead_writers(self) -> RecoveryReport:
-        """For a process that keeps running: finish or undo the rows of writers (other processes on this host)
-        that died since it opened. Rows of live writers, and this service's own (a thread of it may be writing
-        them right now), are not touched, so this never waits on a lock. Cheap: it reads only pending rows."""
-        rows = [row for row in self._metadata.pending_documents()
-                if row.pending_owner != self._owner and owner_is_gone(row.pending_owner, self._owner)]
-        if not rows:
-            return RecoveryReport()
-        report = self._recover_rows(rows)
-        log.warning("recovered the writes of writers that died: %d finished, %d undone, %d failed",
-                    len(report.finished), len(report.undone), len(report.failed))
-        return report
-
-    def _recover_rows(self, rows: Iterable[DocumentRecord]) -> RecoveryReport:
-        finished: list[str] = []
-        undone: list[str] = []
-        left: list[str] = []
-        failed: list[tuple[str, str]] = []
-        for listed in rows:
-            try:
-                with self._locked(listed.file_path):
-                    row = self._metadata.get(listed.id)  # again, under the lock: it may have settled meanwhile
-                    if row is None or row.pending_operation is None:
-                        continue
-                    if not owner_is_gone(row.pending_owner, self._owner):
-                        left.append(row.file_path)
-                        continue
-                    if row.pending_operation == "delete":
-                        self._finish_delete(row)
-                        undone.append(row.file_path)
-                        continue
-                    real = self._index.lexical_path(row.file_path)
-                    if real is not None and real.is_file():
-                        self._index_from_disk(row.file_path, row, no_progress)  # the file on disk wins
-                        finished.append(row.file_path)
-                    else:  # the file never arrived: the upload did not happen
-                        self._vectors.delete_document(row.id)
-                        self._index.remove(row.file_path)
-                        self._metadata.delete_document(row.id)
-                        undone.append(row.file_path)
-            except (KnowledgeBaseError, OSError) as exc:
-                failed.append((listed.file_path, str(exc)))
-                log.error("could not recover the interrupted write of %s: %s", listed.file_path, exc)
-        return RecoveryReport(tuple(finished), tuple(undone), tuple(left), tuple(failed))
-
-    def _remove_stray_temp_files(self) -> list[str]:
-        removed: list[str] = []
-        base = self._index.base_dir
-        if not base.is_dir():
-            return removed
-        for tmp in base.rglob(".*.tmp"):
-            match = _TEMP_NAME.match(tmp.name)
-            if match is None or int(match.group(1)) == os.getpid() \
-                    or not owner_is_gone(f"{socket.gethostname()}:{match.group(1)}:", self._owner):
-                continue
-            try:
-                tmp.unlink()
-                removed.append(str(tmp))
-            except OSError as exc:
-                log.warning("cannot remove stray temp file %s: %s", tmp, exc)
-        return removed
-
     # -- re-index and sync ---------------------------------------------------------------------------
     def reindex(self, doc_id: int, *, progress: Progress = no_progress) -> DocumentRecord:
         """Re-parse, re-chunk and re-embed a document from its saved file (e.g. after a model change)."""
         row = self._metadata.get(doc_id)
         if row is None:
             raise DocumentError("reindex", f"document {doc_id} does not exist")
-        return self._index_from_disk(row.file_path, row, progress)
+        return self.index_file(row.file_path, progress)
 
     def reindex_all(self, *, progress: Progress = no_progress) -> ReindexReport:
         rows = self._metadata.list_documents()
@@ -631,236 +492,19 @@ class DocumentService:
         progress("done", len(rows), len(rows))
         return ReindexReport(tuple(done), tuple(failed))
 
-    def _index_from_disk(self, file_path: str, existing: DocumentRecord | None, progress: Progress) -> DocumentRecord:
-        real = self._index.lexical_path(file_path)
-        if real is None or not real.is_file():
-            raise DocumentError("read file", f"{file_path} is not on disk")
-        relative = self._index.relative_path(file_path) or ""
-        parts = relative.split("/")
-        if len(parts) != 2:
-            raise UploadRejected(f"{file_path} is not at <category>/<file>.md under the knowledge base")
-        category, name = validate_category(parts[0]), validate_file_name(parts[1])
-        data = real.read_bytes()
+    def index_file(self, file_path: str, progress: Progress = no_progress) -> DocumentRecord:
+        """Index a document from its file on disk (the file wins over what the stores hold)."""
+        category, name = self._folder.document_place(file_path)
+        try:
+            data = self._folder.read_bytes(file_path)
+        except FileNotFoundError as exc:
+            raise DocumentError("read file", f"{file_path} is not on disk") from exc
+        except OSError as exc:
+            raise DocumentError("read file", f"{file_path}: {exc}") from exc
         text = decode_markdown(data, max_bytes=max(self._max_upload_bytes, len(data)), file_name=file_path)
         prepared = self.prepare(text, source=file_path, progress=progress)  # outside the lock
-        with self._locked(file_path):
+        with self.locked(file_path):
             existing = self._metadata.get_by_path(file_path)  # the row as it is now, under the lock
             return self._store(file_path, name, category, data, sha256(data), prepared, existing,
                                write_file=None, progress=progress)
 
-    def repair(self, *, delete_missing: bool = False, progress: Progress = no_progress) -> RepairReport:
-        """One reconciliation of disk, database, Milvus and L0: finish interrupted writes; delete vectors
-        whose row does not exist or whose chunk number is beyond the row's chunk count; re-index documents
-        with missing vectors; index files without rows (sync); report rows whose file has gone (and delete
-        them, with their vectors, when `delete_missing`); rebuild L0 under the write lock."""
-        recovery = self.recover()
-        progress("checking vectors", 0, 1)
-        orphans: set[int] = set()
-        trimmed: list[str] = []
-        incomplete: list[DocumentRecord] = []
-        with self._write_lock:
-            rows = {r.id: r for r in self._metadata.list_documents()}
-            per_doc: dict[int, tuple[int, int]] = {}  # doc id -> (chunks, highest chunk_no + 1)
-            for doc_id, chunk_no in self._vectors.chunk_keys():
-                count, top = per_doc.get(doc_id, (0, 0))
-                per_doc[doc_id] = (count + 1, max(top, chunk_no + 1))
-            for doc_id, (_count, top) in per_doc.items():
-                row = rows.get(doc_id)
-                if row is None:
-                    orphans.add(doc_id)
-                    self._vectors.delete_document(doc_id)
-                elif top > row.chunk_count:
-                    trimmed.append(row.file_path)
-                    self._vectors.delete_chunks_from(doc_id, row.chunk_count)
-            for doc_id, row in rows.items():
-                count = min(per_doc.get(doc_id, (0, 0))[0], row.chunk_count)
-                dense_to_fill = row.last_error == DENSE_MISSING and self._dense_ready()
-                if (count < row.chunk_count or dense_to_fill) and row.pending_operation is None:
-                    incomplete.append(row)
-            missing = [r for r in rows.values()
-                       if r.pending_operation is None and not ((p := self._index.lexical_path(r.file_path))
-                                                               and p.is_file())]
-        reindexed: list[str] = []
-        failed: list[tuple[str, str]] = []
-        for row in incomplete:
-            if row in missing:
-                continue
-            try:
-                self._index_from_disk(row.file_path, row, no_progress)
-                reindexed.append(row.file_path)
-            except (KnowledgeBaseError, OSError) as exc:
-                failed.append((row.file_path, str(exc)))
-        deleted: list[str] = []
-        if delete_missing:
-            for row in missing:
-                try:
-                    with self._locked(row.file_path):
-                        self._metadata.set_pending(row.id, "delete", self._owner)
-                        self._finish_delete(row)
-                    deleted.append(row.file_path)
-                except KnowledgeBaseError as exc:
-                    failed.append((row.file_path, str(exc)))
-        synced = self.sync(progress=progress)
-        report = RepairReport(recovery=recovery, orphan_documents=tuple(sorted(orphans)),
-                              trimmed=tuple(trimmed), reindexed=tuple(reindexed),
-                              missing_files=tuple(r.file_path for r in missing if r.file_path not in deleted),
-                              deleted=tuple(deleted), sync=synced, failed=tuple(failed))
-        log.info("repair: %s", report.summary())
-        return report
-
-    def missing_files(self, rows: Sequence[DocumentRecord] | None = None) -> list[DocumentRecord]:
-        """Documents (of `rows`, default all) whose file has gone from disk (deleted or moved by hand), not in the
-        middle of a write."""
-        rows = self._metadata.list_documents() if rows is None else rows
-        return [r for r in rows if r.pending_operation is None and not self._on_disk(r)]
-
-    def _on_disk(self, row: DocumentRecord) -> bool:
-        path = self._index.lexical_path(row.file_path)
-        return path is not None and path.is_file()
-
-    def remove_missing(self) -> RemovalReport:
-        """Delete the rows, vectors and L0 entries of documents whose file has gone (what `repair(delete_missing=
-        True)` does, without the rest of a repair). A file that is back by the time its lock is held stays."""
-        removed: list[str] = []
-        failed: list[tuple[str, str]] = []
-        for row in self.missing_files():
-            try:
-                with self._locked(row.file_path):
-                    current = self._metadata.get(row.id)
-                    if current is None or current.pending_operation is not None or self._on_disk(current):
-                        continue
-                    self._metadata.set_pending(row.id, "delete", self._owner)
-                    self._finish_delete(current)
-                removed.append(row.file_path)
-            except KnowledgeBaseError as exc:
-                failed.append((row.file_path, str(exc)))
-        log.info("removed %d documents whose file had gone (%d failed)", len(removed), len(failed))
-        return RemovalReport(tuple(removed), tuple(failed))
-
-    def sync(self, *, progress: Progress = no_progress) -> SyncReport:
-        """Index `.md` files placed under the knowledge base by hand; report rows whose file has gone."""
-        rows = {r.file_path: r for r in self._metadata.list_documents()}
-        on_disk = [self._index.display_path(rel) for rel in self._index.markdown_files()]
-        added: list[str] = []
-        updated: list[str] = []
-        unchanged: list[str] = []
-        failed: list[tuple[str, str]] = []
-        with self._index.bulk():  # one L0 rebuild for the whole batch, not one per file
-            self._sync_files(on_disk, rows, added, updated, unchanged, failed, progress)
-        missing = tuple(sorted(set(rows) - set(on_disk)))
-        with self._write_lock:  # a listing taken under the lock cannot miss a concurrent upload
-            self._index.load()  # L0 follows the disk, in scan order
-        progress("done", len(on_disk), len(on_disk))
-        log.info("sync: %d added, %d updated, %d unchanged, %d failed, %d rows without a file",
-                 len(added), len(updated), len(unchanged), len(failed), len(missing))
-        return SyncReport(tuple(added), tuple(updated), tuple(unchanged), tuple(failed), missing)
-
-    def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> SyncReport:
-        """Sync just these paths (files or folders; absolute, or display paths like `knowledge_base/api`): index
-        new and changed `.md` files, skip those whose content hash equals their row's, and delete the rows and
-        vectors of files that are gone. The folder watcher's incremental sync. Files count by the scan's rules
-        (`markdown_files`: hidden and temp files, links leading out, non-regular files are skipped) and only at
-        `<category>/<file>.md`. A row whose path still exists but no longer counts (say, it became a link
-        leading out) is reported in `missing_files`, never deleted: deleting would remove the user's link."""
-        relatives = {rel for rel in (self._relative_of(p) for p in paths) if rel is not None}
-        if not relatives:
-            return SyncReport()
-        whole = "" in relatives
-        wanted = {self._index.display_path(rel) for rel in relatives}
-        folders = tuple(path + "/" for path in wanted)
-
-        def concerned(file_path: str) -> bool:
-            return whole or file_path in wanted or file_path.startswith(folders)
-
-        listed = {p for rel in self._index.markdown_files() if rel.count("/") == 1
-                  and concerned(p := self._index.display_path(rel))}
-        try:
-            known = [r for r in self._metadata.list_documents() if concerned(r.file_path)]
-        except KnowledgeBaseError as exc:
-            raise DocumentError("database", f"{exc}; nothing was synced") from exc
-        failed: list[tuple[str, str]] = []
-        rows: dict[str, DocumentRecord] = {}
-        on_disk: list[str] = []
-        for file_path in sorted(listed):
-            try:
-                with self._locked(file_path):  # a write of this path in flight finishes first: no second embedding
-                    row = self._metadata.get_by_path(file_path)
-            except KnowledgeBaseError as exc:
-                failed.append((file_path, str(exc)))
-                continue
-            on_disk.append(file_path)
-            if row is not None:
-                rows[file_path] = row
-        added: list[str] = []
-        updated: list[str] = []
-        unchanged: list[str] = []
-        removed: list[str] = []
-        missing: list[str] = []
-        with self._index.bulk():
-            self._sync_files(on_disk, rows, added, updated, unchanged, failed, no_progress)
-            for row in known:
-                if row.file_path in listed:
-                    continue
-                try:
-                    if self._forget_deleted_file(row.file_path):
-                        removed.append(row.file_path)
-                    else:
-                        missing.append(row.file_path)
-                except KnowledgeBaseError as exc:
-                    failed.append((row.file_path, str(exc)))
-                    log.warning("sync could not remove %s: %s", row.file_path, exc)
-        log.debug("sync of %d paths: %d added, %d updated, %d unchanged, %d removed, %d failed", len(relatives),
-                  len(added), len(updated), len(unchanged), len(removed), len(failed))
-        return SyncReport(tuple(added), tuple(updated), tuple(unchanged), tuple(failed), tuple(missing),
-                          tuple(removed))
-
-    def _relative_of(self, path: str | os.PathLike[str]) -> str | None:
-        """`api/x.md` for an absolute path under the base or a display path; "" for the base; else `None`."""
-        candidate = Path(path)
-        display = self._index.display_path("")
-        if not candidate.is_absolute():
-            text = candidate.as_posix()
-            if text != display and not text.startswith(display + "/"):
-                return None
-            candidate = self._index.base_dir / text[len(display) + 1:]
-        try:
-            relative = candidate.relative_to(self._index.base_dir).as_posix()
-        except ValueError:
-            return None
-        return "" if relative == "." else relative
-
-    def _forget_deleted_file(self, file_path: str) -> bool:
-        """Delete the row and vectors of a file that is gone, under the document's lock; False (nothing done)
-        when the row is already gone or something exists at the path again."""
-        with self._locked(file_path):
-            row = self._metadata.get_by_path(file_path)
-            real = self._index.lexical_path(file_path)
-            if row is None or real is None or os.path.lexists(real):
-                return False
-            self._metadata.set_pending(row.id, "delete", self._owner)
-            self._finish_delete(row)
-        log.info("removed %s: its file was deleted", file_path)
-        return True
-
-    def _sync_files(self, on_disk: list[str], rows: dict[str, DocumentRecord], added: list[str],
-                    updated: list[str], unchanged: list[str], failed: list[tuple[str, str]],
-                    progress: Progress) -> None:
-        for i, file_path in enumerate(on_disk):
-            progress("syncing", i, len(on_disk))
-            row = rows.get(file_path)
-            real = self._index.resolve(file_path)
-            try:
-                if row is not None and real is not None and self._is_current(row, sha256(real.read_bytes()), real):
-                    unchanged.append(file_path)
-                    continue
-                self._index_from_disk(file_path, row, no_progress)
-                (updated if row is not None else added).append(file_path)
-            except (KnowledgeBaseError, OSError) as exc:
-                gone = self._index.lexical_path(file_path)
-                if gone is not None and not os.path.lexists(gone):
-                    # deleted while the sync ran (a git checkout in progress): not a failure, and the deletion
-                    # is the next sync's (or the watcher's next batch's) to handle
-                    log.debug("%s vanished during the sync", file_path)
-                    continue
-                failed.append((file_path, str(exc)))
-                log.warning("sync could not index %s: %s", file_path, exc)

@@ -51,7 +51,7 @@ class ChangeFollower:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._warned_at = 0.0
-        self._listeners: list[Callable[[], None]] = []
+        self.changes_applied = 0  # batches applied (and rescans): what cached summaries are keyed on
         self._trimmed_at = time.monotonic()  # the first trim an hour after opening, not on every start
         self._gaps: dict[int, float] = {}  # skipped ids that may still commit -> when first missed
         self._polled_at = time.time()  # the last time the feed was read: trimming cannot reach anything newer
@@ -72,17 +72,8 @@ class ChangeFollower:
                 except Exception as exc:  # noqa: BLE001 - one failing chore must not stop the follower
                     self._warn(f"a background task failed: {exc}")
 
-    def on_change(self, listener: Callable[[], None]) -> None:
-        """Call `listener` after each batch of changes applied (and after a rescan): cached summaries of the
-        stores (`kb_core.summaries`) drop what another process's write made stale."""
-        self._listeners.append(listener)
-
     def _changed(self) -> None:
-        for listener in self._listeners:
-            try:
-                listener()
-            except Exception:  # noqa: BLE001 - a listener must not stop L0 from following the feed
-                log.exception("a change listener failed")
+        self.changes_applied += 1
 
     @property
     def position(self) -> int:

@@ -36,7 +36,7 @@ import numpy as np
 from kb_core.terms import WORD_CHARS, aligned, normalize_term
 
 if TYPE_CHECKING:
-    from kb_core.retrieval.keyword_index import KnowledgeEntry
+    from kb_core.documents.entry import KnowledgeEntry
 
 MATCHING_MODES = ("words", "substring")
 _WORD_RUN = re.compile(f"[{WORD_CHARS}]+")

@@ -7,35 +7,22 @@ loaded, the embedder says so (`state`) and L1 runs on full text only. It never i
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kb_core.errors import EmbeddingError
 from kb_core.progress import Progress
-from kb_core.storage.ports import Vector
+from kb_core.storage.ports import ModelState, Vector
 
 log = logging.getLogger(__name__)
 
-
-
-@dataclass(frozen=True)
-class ModelState:
-    state: str  # "loading" | "ready" | "unavailable"
-    model_id: str
-    detail: str = ""
-    load_seconds: float | None = None
-
-    @property
-    def ready(self) -> bool:
-        return self.state == "ready"
 
 
 def resolve_model_folder(model: str) -> Path | None:
@@ -60,33 +47,6 @@ def is_bge_m3(folder: Path, model: str) -> bool:
     )
 
 
-class _LruCache:
-    def __init__(self, size: int):
-        self._size = size
-        self._data: OrderedDict[str, Vector] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
-
-    def get(self, key: str) -> Vector | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return value
-
-    def put(self, key: str, value: Vector) -> None:
-        if self._size <= 0:
-            return
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self._size:
-                self._data.popitem(last=False)
-
-
 class FlagEmbedder:
     """`BGEM3FlagModel` for BGE-M3-family folders, `FlagModel` (mean pooling) for other local models."""
 
@@ -109,7 +69,9 @@ class FlagEmbedder:
         self._batch_size = batch_size
         self._max_length = max_length
         self._load_timeout = load_timeout
-        self._cache = _LruCache(query_cache_size)
+        # tuples: a cached vector cannot be changed by whoever receives it
+        self._query_vector = functools.lru_cache(maxsize=query_cache_size)(
+            lambda text: tuple(self._encode([text])[0]))
         self._folder = resolve_model_folder(model)
         self._dimension = self._read_dimension(self._folder) if self._folder else None
         self._model: Any = None  # the FlagEmbedding object (loading code and reference encoder)
@@ -150,7 +112,8 @@ class FlagEmbedder:
 
     @property
     def cache_stats(self) -> tuple[int, int]:
-        return self._cache.hits, self._cache.misses
+        info = self._query_vector.cache_info()
+        return info.hits, info.misses
 
     @staticmethod
     def _read_dimension(folder: Path) -> int | None:
@@ -235,15 +198,7 @@ class FlagEmbedder:
         return [[float(x) for x in row] for row in (dense.reshape(1, -1) if dense.ndim == 1 else dense)]
 
     def encode_queries(self, texts: Sequence[str]) -> list[Vector]:
-        results: list[Vector | None] = [self._cache.get(t) for t in texts]
-        missing = [t for t, v in zip(texts, results, strict=True) if v is None]
-        if missing:
-            unique = list(dict.fromkeys(missing))  # a text asked for twice is encoded once
-            fresh = dict(zip(unique, self._encode(unique), strict=True))
-            for t in missing:
-                self._cache.put(t, fresh[t])
-            results = [v if v is not None else fresh[t] for t, v in zip(texts, results, strict=True)]
-        return [v for v in results if v is not None]
+        return [list(self._query_vector(text)) for text in texts]
 
     def encode_documents(self, texts: Sequence[str], progress: Progress | None = None) -> list[Vector]:
         texts = list(texts)

@@ -30,7 +30,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from kb_core.errors import VectorStoreError
-from kb_core.storage.file_lock import flock_waiting
+from kb_core.storage.named_lock import flock_waiting
 
 __all__ = ["LiteServer", "LiteSession", "open_lite", "quiet_pymilvus_connection_logs", "release_lite"]
 

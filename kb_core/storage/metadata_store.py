@@ -7,12 +7,9 @@ Alembic's, inside the package, and run under a lock so two processes starting at
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import logging
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,20 +17,18 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, text
+from sqlalchemy import Engine, create_engine, delete, event, func, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kb_core.errors import MetadataStoreError, SettingsError
-from kb_core.storage.db_lease import DatabaseLease, lease_name
 from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, utcnow
-from kb_core.storage.file_lock import flock_waiting
-from kb_core.storage.tool_call_log import ToolCallQueries
+from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name
+from kb_core.storage.tool_call_log import ToolCallQueries, ToolCallRecord, tool_call_record
 
 log = logging.getLogger(__name__)
 
-_MIGRATION_LOCK = "kb_core_migrate"
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -92,22 +87,6 @@ class ChangeRecord:
     content_sha256: str | None
 
 
-@dataclass(frozen=True)
-class ToolCallRecord:
-    id: int
-    tool_name: str
-    arguments: dict[str, Any]
-    found: bool
-    match_types: tuple[str, ...]
-    sources: tuple[str, ...]
-    latency_ms: float
-    request_id: str | None
-    caller: str
-    error: str | None
-    created_at: datetime
-    confidence: str | None = None  # the primary's: "high" | "low"; None without a primary (or logged before 0004)
-
-
 def redact_url(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
@@ -122,6 +101,9 @@ class MetadataStore(ToolCallQueries):
         except ArgumentError as exc:
             raise SettingsError(f"KB_DATABASE_URL: not a database URL: {exc}") from exc
         self._url = parsed
+        if parsed.get_backend_name() not in BACKENDS:
+            raise SettingsError(f"KB_DATABASE_URL: {parsed.get_backend_name()} is not supported; use SQLite "
+                                "(sqlite:///file) or MySQL/MariaDB (mysql+pymysql://user@host/db)")
         kwargs: dict[str, Any] = {"pool_pre_ping": True, "echo": echo}
         if parsed.get_backend_name() == "sqlite":
             database = parsed.database or ""
@@ -136,9 +118,6 @@ class MetadataStore(ToolCallQueries):
                 seconds = max(1, round(timeout))
                 kwargs["connect_args"] = {"connect_timeout": seconds, "read_timeout": seconds,
                                           "write_timeout": seconds}
-            elif parsed.get_backend_name() == "postgresql":
-                kwargs["connect_args"] = {"connect_timeout": max(1, round(timeout)),
-                                          "options": f"-c statement_timeout={int(timeout * 1000)}"}
         try:
             self._engine: Engine = create_engine(parsed, **kwargs)
         except (ArgumentError, ImportError) as exc:
@@ -162,8 +141,10 @@ class MetadataStore(ToolCallQueries):
     # -- migrations ----------------------------------------------------------------------------------
     def migrate(self, revision: str = "head") -> None:
         """Bring the schema to `revision`. Safe when several processes start at once."""
+        def stuck() -> MetadataStoreError:
+            return MetadataStoreError("another process holds the migration lock for over 120 s")
         try:
-            with self._migration_lock() as connection:
+            with self._locked(self.lock("kbmigrate", "schema"), 120, stuck), self._engine.connect() as connection:
                 cfg = AlembicConfig()
                 cfg.set_main_option("script_location", "kb_core.storage:migrations")
                 cfg.attributes["connection"] = connection
@@ -180,91 +161,27 @@ class MetadataStore(ToolCallQueries):
             except SQLAlchemyError:
                 return None
 
-    @contextlib.contextmanager
-    def document_lock(self, file_path: str, timeout: float = 60.0) -> Iterator[None]:
-        """Serialise writes to one document across processes: MySQL `GET_LOCK`, PostgreSQL advisory locks,
-        SQLite an `flock` beside the database file (its processes share a machine). A process that dies
-        releases its locks (the server drops the connection; the kernel drops the flock)."""
-        name = "kbdoc_" + hashlib.sha1(file_path.encode("utf-8")).hexdigest()[:40]
-        backend = self.backend
-        if backend == "sqlite":
-            database = self._url.database or ""
-            if not database or database == ":memory:":
-                yield
-                return
-            folder = Path(f"{database}.locks")
-            folder.mkdir(parents=True, exist_ok=True)
-            with open(folder / f"{name}.lock", "a+") as handle, flock_waiting(
-                    handle, time.monotonic() + timeout,
-                    lambda: MetadataStoreError(f"another process has been writing {file_path} for over "
-                                               f"{timeout:.0f} s")):
-                yield
-            return
-        try:
-            connection = self._engine.connect()
-        except SQLAlchemyError as exc:
-            raise MetadataStoreError(f"cannot lock {file_path} in the database at {self.url}: {exc}") from exc
-        try:
-            if backend in ("mysql", "mariadb"):
-                got = connection.execute(text("SELECT GET_LOCK(:n, :t)"), {"n": name, "t": int(timeout)}).scalar()
-                if got != 1:
-                    raise MetadataStoreError(f"another process has been writing {file_path} for over {timeout:.0f} s")
-            elif backend == "postgresql":
-                connection.execute(text("SELECT pg_advisory_lock(hashtext(:n))"), {"n": name})
-            try:
-                yield
-            finally:
-                try:
-                    if backend in ("mysql", "mariadb"):
-                        connection.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": name})
-                    elif backend == "postgresql":
-                        connection.execute(text("SELECT pg_advisory_unlock(hashtext(:n))"), {"n": name})
-                except SQLAlchemyError as exc:  # the connection is gone: so is the lock
-                    log.warning("could not release the lock on %s: %s", file_path, exc)
-        except SQLAlchemyError as exc:
-            raise MetadataStoreError(f"cannot lock {file_path} in the database at {self.url}: {exc}") from exc
-        finally:
-            connection.close()
+    def document_lock(self, file_path: str, timeout: float = 60.0) -> contextlib.AbstractContextManager[None]:
+        """Serialise writes to one document across processes (see `named_lock`)."""
+        def failed() -> MetadataStoreError:
+            return MetadataStoreError(f"another process has been writing {file_path} for over {timeout:.0f} s")
+        return self._locked(self.lock("kbdoc", file_path), timeout, failed)
 
-    def lease(self, purpose: str, scope: str) -> DatabaseLease:
-        """A lease one process holds for a long-running job (see `db_lease`), named per database and scope."""
-        return DatabaseLease(self._engine, self._url, lease_name(purpose, self._url, scope))
+    def lock(self, purpose: str, scope: str) -> NamedLock:
+        """A named lock of this database (see `named_lock`): the watcher's lease, a document's write lock."""
+        return NamedLock(self._engine, self._url, lock_name(purpose, self._url, scope))
+
+    def lease(self, purpose: str, scope: str) -> NamedLock:
+        """A lock one process holds for a long-running job (the folder watcher); never waits to take it."""
+        return self.lock(purpose, scope)
 
     @contextlib.contextmanager
-    def _migration_lock(self) -> Iterator[Connection]:
-        backend = self.backend
-        if backend == "sqlite":
-            database = self._url.database or ""
-            lock_file = None
-            if database and database != ":memory:":
-                lock_file = open(f"{database}.migrate.lock", "a+")  # noqa: SIM115 - held for the block
-                fcntl.flock(lock_file, fcntl.LOCK_EX)
-            try:
-                with self._engine.connect() as connection:
-                    yield connection
-            finally:
-                if lock_file is not None:
-                    fcntl.flock(lock_file, fcntl.LOCK_UN)
-                    lock_file.close()
-        elif backend in ("mysql", "mariadb"):
-            with self._engine.connect() as connection:
-                got = connection.execute(text("SELECT GET_LOCK(:n, 120)"), {"n": _MIGRATION_LOCK}).scalar()
-                if got != 1:
-                    raise MetadataStoreError("another process holds the migration lock for over 120 s")
-                try:
-                    yield connection
-                finally:
-                    connection.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": _MIGRATION_LOCK})
-        elif backend == "postgresql":
-            with self._engine.connect() as connection:
-                connection.execute(text("SELECT pg_advisory_lock(hashtext(:n))"), {"n": _MIGRATION_LOCK})
-                try:
-                    yield connection
-                finally:
-                    connection.execute(text("SELECT pg_advisory_unlock(hashtext(:n))"), {"n": _MIGRATION_LOCK})
-        else:
-            with self._engine.connect() as connection:
-                yield connection
+    def _locked(self, lock: NamedLock, timeout: float, on_timeout: Callable[[], Exception]) -> Iterator[None]:
+        try:
+            with lock.hold(timeout, on_timeout):
+                yield
+        except (SQLAlchemyError, OSError) as exc:
+            raise MetadataStoreError(f"cannot take lock {lock.name} in the database at {self.url}: {exc}") from exc
 
     # -- documents -----------------------------------------------------------------------------------
     def save_document(self, values: DocumentValues, doc_id: int | None = None, *,
@@ -451,23 +368,6 @@ class MetadataStore(ToolCallQueries):
                 yield session
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"cannot {what} in the database at {self.url}: {exc}") from exc
-
-
-def tool_call_record(r: ToolCall) -> ToolCallRecord:
-    return ToolCallRecord(
-        id=r.id,
-        tool_name=r.tool_name,
-        arguments=json.loads(r.arguments or "{}"),
-        found=bool(r.found),
-        match_types=tuple(t for t in (r.match_types or "").split(",") if t),
-        sources=tuple(json.loads(r.sources or "[]")),
-        latency_ms=r.latency_ms,
-        request_id=r.request_id,
-        caller=r.caller,
-        error=r.error,
-        created_at=_aware(r.created_at),
-        confidence=r.confidence,
-    )
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

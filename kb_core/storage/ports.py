@@ -19,10 +19,21 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from kb_core.storage.db_models import DocumentStatus
-    from kb_core.storage.embedding import ModelState
     from kb_core.storage.metadata_store import DocumentRecord, DocumentValues, ToolCallRecord
 
 Vector = list[float]
+
+
+@dataclass(frozen=True)
+class ModelState:
+    state: str  # "loading" | "ready" | "unavailable"
+    model_id: str
+    detail: str = ""
+    load_seconds: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 attention without loading every call into the page.
 
 Buckets are UTC hours or days, formatted by the database itself (each dialect has its own date function).
-Percentiles are nearest-rank, computed with window functions (SQLite >= 3.25, MariaDB >= 10.2, MySQL 8,
-PostgreSQL), the same definition as `kb_core.stats.percentile`.
+Percentiles are nearest-rank, computed with window functions (SQLite >= 3.25, MariaDB >= 10.2, MySQL 8),
+the same definition as `kb_core.stats.percentile`.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -15,7 +16,6 @@ from typing import Any, Literal
 from sqlalchemy import and_, case, func, or_, select
 from sqlalchemy.sql.elements import ColumnElement
 
-from kb_core.errors import MetadataStoreError
 from kb_core.storage.db_models import ToolCall
 
 Bucket = Literal["hour", "day"]
@@ -24,7 +24,6 @@ _FORMATS = {  # (hour, day) per dialect; every one yields "YYYY-MM-DD HH:00:00"
     "sqlite": ("%Y-%m-%d %H:00:00", "%Y-%m-%d 00:00:00"),
     "mysql": ("%Y-%m-%d %H:00:00", "%Y-%m-%d 00:00:00"),
     "mariadb": ("%Y-%m-%d %H:00:00", "%Y-%m-%d 00:00:00"),
-    "postgresql": ("YYYY-MM-DD HH24:00:00", "YYYY-MM-DD 00:00:00"),
 }
 
 
@@ -63,14 +62,9 @@ class ToolCallQueries:
     url: str
 
     def _bucket_expression(self, bucket: Bucket) -> Any:
-        formats = _FORMATS.get(self.backend)
-        if formats is None:
-            raise MetadataStoreError(f"tool-call charts are not supported on {self.backend}")
-        fmt = formats[0 if bucket == "hour" else 1]
+        fmt = _FORMATS[self.backend][0 if bucket == "hour" else 1]
         if self.backend == "sqlite":
             return func.strftime(fmt, ToolCall.created_at)
-        if self.backend == "postgresql":
-            return func.to_char(ToolCall.created_at, fmt)
         return func.date_format(ToolCall.created_at, fmt)
 
     def tool_call_buckets(self, since: datetime, bucket: Bucket = "hour") -> list[CallBucket]:
@@ -119,14 +113,45 @@ class ToolCallQueries:
             for slot, calls, found, errors, p50, p95 in rows
         ]
 
-    def tool_calls_needing_attention(self, since: datetime, limit: int = 5000) -> list[Any]:
+    def tool_calls_needing_attention(self, since: datetime, limit: int = 5000) -> list[ToolCallRecord]:
         """The calls since `since` that need a curator (`needs_attention_clause`), newest first."""
-        from kb_core.storage.metadata_store import tool_call_record
-
         query = (select(ToolCall).where(ToolCall.created_at >= _naive_utc(since), needs_attention_clause())
                  .order_by(ToolCall.id.desc()).limit(limit))
         with self._read() as session:  # type: ignore[attr-defined]
             return [tool_call_record(r) for r in session.scalars(query)]
 
 
-__all__ = ["Bucket", "CallBucket", "ToolCallQueries", "needs_attention_clause"]
+@dataclass(frozen=True)
+class ToolCallRecord:
+    id: int
+    tool_name: str
+    arguments: dict[str, Any]
+    found: bool
+    match_types: tuple[str, ...]
+    sources: tuple[str, ...]
+    latency_ms: float
+    request_id: str | None
+    caller: str
+    error: str | None
+    created_at: datetime
+    confidence: str | None = None  # the primary's: "high" | "low"; None without a primary (or logged before 0004)
+
+
+def tool_call_record(r: ToolCall) -> ToolCallRecord:
+    return ToolCallRecord(
+        id=r.id,
+        tool_name=r.tool_name,
+        arguments=json.loads(r.arguments or "{}"),
+        found=bool(r.found),
+        match_types=tuple(t for t in (r.match_types or "").split(",") if t),
+        sources=tuple(json.loads(r.sources or "[]")),
+        latency_ms=r.latency_ms,
+        request_id=r.request_id,
+        caller=r.caller,
+        error=r.error,
+        created_at=r.created_at.replace(tzinfo=UTC),
+        confidence=r.confidence,
+    )
+
+
+__all__ = ["Bucket", "CallBucket", "ToolCallQueries", "ToolCallRecord", "needs_attention_clause", "tool_call_record"]

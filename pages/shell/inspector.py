@@ -7,8 +7,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError
-from kb_core.documents.frontmatter import split_body
+from kb_core import KnowledgeBase, KnowledgeBaseError, split_body
 from pages.shell.views import field_value, flash
 
 MAX_CHUNKS_SHOWN = 50  # a search narrows the rest down
@@ -67,7 +66,7 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                           ("summary", meta.get("summary")), ("category", meta.get("category") or doc.category)]
                 fields += [(str(k), v) for k, v in (meta.get("extra") or {}).items()]
                 st.table({"field": [k for k, _ in fields], "value": [field_value(v) for _, v in fields]})
-                ignored = kb.index.get(doc.file_path)
+                ignored = kb.l0_entry(doc.file_path)
                 if ignored is not None and ignored.ignored_keywords:
                     st.caption("Ignored by L0: " + "; ".join(f"`{k}` ({why})" for k, why in ignored.ignored_keywords))
         with t_raw:

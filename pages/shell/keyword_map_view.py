@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError
-from kb_core.retrieval.keyword_map import GENERIC_MIN_DOCUMENTS
+from kb_core import GENERIC_MIN_DOCUMENTS, KnowledgeBase, KnowledgeBaseError
 from pages.shell.views import flash, render_preview, selected_row, show_flash, table_key
 
 PROBLEMS, ALL = "Problems only", "All keywords"

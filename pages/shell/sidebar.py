@@ -37,10 +37,10 @@ def render_status(kb: KnowledgeBase) -> None:
             # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
             st.info(f"{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
                     f"{'are' if unindexed != 1 else 'is'} not indexed yet.")
-            if st.button("Sync folder now", key="sidebar-sync", help="Index the .md files found on disk"):
+            if st.button("Reconcile now", key="sidebar-sync", help="Index the .md files found on disk"):
                 with st.spinner("Indexing the files on disk…"):
                     try:
-                        report = kb.repair()
+                        report = kb.reconcile()
                     except KnowledgeBaseError as exc:
                         st.error(str(exc))
                     else:

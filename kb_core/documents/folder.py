@@ -1,0 +1,396 @@
+"""The knowledge-base folder: where a document may live and how its file is handled.
+
+One module owns the path rule (category and file name), display paths (`knowledge_base/api/x.md`) and their
+disk paths, the scan of the folder, reads of regular files only (a FIFO or device named `x.md` would block
+or mislead a reader) and the atomic write. L0, the document service, reconcile, the watcher, upload and the
+pages all go through it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+import re
+import stat
+import tempfile
+import unicodedata
+from pathlib import Path, PurePosixPath
+
+from kb_core.documents.frontmatter import MAX_BLOCK_BYTES
+from kb_core.errors import UploadRejected
+from kb_core.settings import resolve_path
+
+log = logging.getLogger(__name__)
+
+__all__ = ["KnowledgeFolder", "UploadRejected", "decode_markdown", "read_regular", "suggest_category",
+           "validate_category", "validate_file_name", "write_atomic"]
+
+# -- the path rule ---------------------------------------------------------------------------------------
+CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
+                               *(f"LPT{i}" for i in range(10))})
+_LOOK_ALIKE_SLASHES = "\u2044\u2215\u29f8\u29f9\u2571\u2572\uff0f\uff3c\u244a\u29f5\u27cb\u27cd"
+MAX_NAME_BYTES = 200  # well under the 255-byte file name limit of common file systems, leaves room for temp names
+MARKDOWN_SUFFIXES = (".md", ".markdown")  # what is accepted; the folder holds `.md` (sync and L0 scan only those)
+
+
+def suggest_category(category: str) -> str | None:
+    """A valid category close to what was typed ("Gateway Plugins" -> "gateway-plugins"), or None."""
+    if not isinstance(category, str):
+        return None
+    folded = unicodedata.normalize("NFKC", category).strip().lower()
+    slug = re.sub(r"[^a-z0-9_-]+", "-", folded)
+    slug = re.sub(r"-{2,}", "-", slug).strip("-_")[:64].rstrip("-_")
+    return slug if slug and CATEGORY_PATTERN.fullmatch(slug) and slug != category else None
+
+
+def validate_category(category: str) -> str:
+    if not isinstance(category, str) or not CATEGORY_PATTERN.fullmatch(category):
+        suggestion = suggest_category(category)
+        raise UploadRejected(
+            f"invalid category {category!r}: use 1-64 lower-case letters, digits, '-' or '_', "
+            "starting with a letter or digit (e.g. api, domain, troubleshooting)"
+            + (f"; did you mean {suggestion!r}?" if suggestion else "")
+        )
+    return category
+
+
+def validate_file_name(file_name: str) -> str:
+    """The NFC-normalised plain file name it is stored under (`x.markdown` becomes `x.md`), or `UploadRejected`
+    saying what is wrong with it."""
+    if not isinstance(file_name, str) or not file_name:
+        raise UploadRejected("the file name is empty")
+    name = unicodedata.normalize("NFC", file_name)
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in name):
+        raise UploadRejected(f"the file name {file_name!r} contains control characters")
+    if "/" in name or "\\" in name:
+        raise UploadRejected(f"the file name {file_name!r} must be a plain name, without '/' or '\\'")
+    folded = unicodedata.normalize("NFKC", name)
+    if any(ch in folded for ch in "/\\") or any(ch in name for ch in _LOOK_ALIKE_SLASHES):
+        raise UploadRejected(f"the file name {file_name!r} contains a character that looks like a slash")
+    if folded.split(".")[0].strip().upper() in _WINDOWS_RESERVED:
+        raise UploadRejected(f"the file name {file_name!r} is reserved on Windows; choose another name")
+    if ".." in name:
+        raise UploadRejected(f"the file name {file_name!r} must not contain '..'")
+    if name != name.strip():
+        raise UploadRejected(f"the file name {file_name!r} starts or ends with white space")
+    if name.startswith("."):
+        raise UploadRejected(f"the file name {file_name!r} starts with '.' (hidden files are not indexed)")
+    suffix = next((s for s in MARKDOWN_SUFFIXES if name.lower().endswith(s) and len(name) > len(s)), None)
+    if suffix is None:
+        raise UploadRejected(f"only Markdown files named '<name>.md' or '<name>.markdown' are accepted, "
+                             f"not {file_name!r}")
+    if suffix != ".md":
+        name = name[: -len(suffix)] + ".md"  # stored as .md: the folder scan, sync and the watcher look for those
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise UploadRejected(f"the file name is too long ({len(name.encode('utf-8'))} bytes, at most {MAX_NAME_BYTES})")
+    return name
+
+
+def decode_markdown(data: bytes, *, max_bytes: int, file_name: str = "the file") -> str:
+    """UTF-8 text (an optional BOM dropped), or `UploadRejected` for oversized, binary or non-UTF-8 bytes."""
+    if not isinstance(data, (bytes, bytearray)):
+        raise UploadRejected(f"{file_name}: expected bytes, got {type(data).__name__}")
+    if len(data) > max_bytes:
+        raise UploadRejected(f"{file_name} is {len(data):,} bytes; the limit is {max_bytes:,} (KB_MAX_UPLOAD_BYTES)")
+    if b"\x00" in data:
+        raise UploadRejected(f"{file_name} looks binary (it contains NUL bytes), not Markdown text")
+    try:
+        text = bytes(data).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UploadRejected(f"{file_name} is not UTF-8 text (byte {exc.start}: {exc.reason})") from exc
+    if not text.strip():
+        raise UploadRejected(f"{file_name} is empty")
+    return text
+
+
+# -- reads and writes ------------------------------------------------------------------------------------
+HEAD_BYTES = MAX_BLOCK_BYTES + 8 * 1024  # the frontmatter limit plus room for its delimiters
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of a regular file (at most `limit`). Opened without blocking and checked before reading: a
+    FIFO, socket or device at a document's path raises `OSError` instead of hanging the reader."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            return handle.read() if limit is None or limit < 0 else handle.read(limit)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def decode_head(data: bytes) -> tuple[str, bool]:
+    """The start of a file as text, and whether that is the whole file."""
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    complete = len(data) < HEAD_BYTES
+    return decoder.decode(data[:HEAD_BYTES], final=complete), complete
+
+
+def write_atomic(target: Path, data: bytes) -> None:
+    """Temp file in the same directory + fsync + rename: readers see the old or the new file, never half."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # the writer's pid is in the name: a temp file whose writer died is removed by reconcile
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:50]}.{os.getpid()}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+_TEMP_NAME = re.compile(r"^\..*\.(\d+)\.[^.]+\.tmp$")
+
+
+class KnowledgeFolder:
+    """The folder of documents. `base_path` is kept as configured for display paths (`knowledge_base/api/x.md`)
+    and resolved against `app_root` (default: the current directory) for disk access."""
+
+    def __init__(self, base_path: str | os.PathLike[str], *, app_root: str | os.PathLike[str] | None = None):
+        root = Path(app_root) if app_root is not None else Path.cwd()
+        self._display_base = PurePosixPath(Path(base_path).as_posix())
+        self._app_root = root
+        self._base = resolve_path(base_path, root)
+        self._warned: set[tuple[str, str]] = set()
+
+    # -- paths ---------------------------------------------------------------------------------------
+    @property
+    def base_dir(self) -> Path:
+        return self._base
+
+    def display_path(self, relative: str | os.PathLike[str]) -> str:
+        """`knowledge_base/api/x.md` for `api/x.md`: the base as configured joined with the relative path."""
+        return str(self._display_base / PurePosixPath(Path(relative).as_posix()))
+
+    def resolve(self, file_path: str | os.PathLike[str]) -> Path | None:
+        """The real path of a display path (or an absolute one), or `None` when it lies outside the base."""
+        if not isinstance(file_path, (str, os.PathLike)):
+            return None
+        candidate = resolve_path(file_path, self._app_root)
+        try:
+            real = candidate.resolve()
+            base = self._base.resolve()
+        except (OSError, RuntimeError, ValueError):
+            return None
+        return real if real.is_relative_to(base) and real != base else None
+
+    def lexical_path(self, file_path: str) -> Path | None:
+        """The on-disk path of a display path *without* following links (what to unlink), or `None` when it is
+        not under the base or its folder resolves outside it."""
+        prefix = str(self._display_base) + "/"
+        if not isinstance(file_path, str) or not file_path.startswith(prefix):
+            return None
+        relative = PurePosixPath(file_path[len(prefix):])
+        if ".." in relative.parts or relative.is_absolute():
+            return None
+        path = self._base / relative
+        return path if self.is_inside(path.parent) else None
+
+    def relative_path(self, file_path: str | os.PathLike[str]) -> str | None:
+        real = self.resolve(file_path)
+        return None if real is None else real.relative_to(self._base.resolve()).as_posix()
+
+    def relative_of(self, path: str | os.PathLike[str]) -> str | None:
+        """`api/x.md` for an absolute path under the base or a display path; "" for the base; else `None`.
+        Links are not followed: a deleted file has nothing to resolve."""
+        candidate = Path(path)
+        display = self.display_path("")
+        if not candidate.is_absolute():
+            text = candidate.as_posix()
+            if text != display and not text.startswith(display + "/"):
+                return None
+            candidate = self._base / text[len(display) + 1:]
+        try:
+            relative = candidate.relative_to(self._base).as_posix()
+        except ValueError:
+            return None
+        return "" if relative == "." else relative
+
+    def is_inside(self, path: Path) -> bool:
+        """True when `path` (a file or folder, links resolved) lies inside the base."""
+        try:
+            return path.resolve().is_relative_to(self._base.resolve())
+        except (OSError, RuntimeError):
+            return False
+
+    @staticmethod
+    def category_of(relative: str) -> str | None:
+        """The first folder under the base (`api` for `api/x.md`); the storage layout is `{category}/{file}`."""
+        parts = PurePosixPath(relative).parts
+        return parts[0] if len(parts) > 1 else None
+
+    def target(self, category: str, file_name: str) -> tuple[str, Path]:
+        """(display path, disk path) where an upload of `file_name` into `category` goes, after the path rule;
+        `UploadRejected` when the rule or a link in the way refuses it."""
+        name = validate_file_name(file_name)
+        category = validate_category(category)
+        target = self._base / category / name
+        folder = target.parent
+        if (folder.exists() or folder.is_symlink()) and not self.is_inside(folder):
+            raise UploadRejected(f"the category folder {category}/ is a link leading outside the knowledge base; "
+                                 "nothing is written there")
+        if target.is_symlink():
+            raise UploadRejected(f"{self.display_path(f'{category}/{name}')} is a link; replace the file it "
+                                 "points to instead")
+        return self.display_path(f"{category}/{name}"), target
+
+    def document_place(self, file_path: str) -> tuple[str, str]:
+        """(category, file name) of a display path under the rule, or `UploadRejected` saying why not."""
+        parts = (self.relative_path(file_path) or "").split("/")
+        if len(parts) != 2:
+            raise UploadRejected(f"{file_path} is not at <category>/<file>.md under the knowledge base")
+        return validate_category(parts[0]), validate_file_name(parts[1])
+
+    def exists(self, file_path: str) -> bool:
+        """Whether a document's file is on disk (a regular file, or a link to one inside the base)."""
+        path = self.lexical_path(file_path)
+        return path is not None and path.is_file()
+
+    def categories(self) -> set[str]:
+        """The folders directly under the base."""
+        if not self._base.is_dir():
+            return set()
+        return {p.name for p in self._base.iterdir() if p.is_dir() and not p.name.startswith(".")}
+
+    # -- the scan ------------------------------------------------------------------------------------
+    def markdown_files(self) -> list[str]:
+        """Relative POSIX paths of every `.md` file under the base, sorted (the index order).
+
+        Only regular files count, and a link (file or folder) is followed only when it stays inside the base.
+        What is skipped is logged once per path."""
+        found: list[str] = []
+        if not self._base.exists():
+            self._base.mkdir(parents=True, exist_ok=True)
+            log.info("created missing knowledge base directory %s", self._base)
+        base_real = self._base.resolve()
+        prefix = len(str(self._base)) + 1
+        stack = [str(self._base)]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError as exc:
+                log.warning("cannot list %s: %s", folder, exc)
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    if entry.is_symlink():
+                        real = Path(entry.path).resolve()
+                        if not real.is_relative_to(base_real):
+                            self._warn_once(Path(entry.path), "a link leading outside the knowledge base")
+                            continue
+                        if real.is_dir():
+                            continue  # its files are listed under their real folder
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    elif entry.name.lower().endswith(".md"):
+                        if entry.is_file():
+                            found.append(entry.path[prefix:].replace(os.sep, "/"))
+                        else:
+                            self._warn_once(Path(entry.path), "not a regular file")
+                except OSError as exc:
+                    self._warn_once(Path(entry.path), f"unreadable ({exc})")
+        return sorted(found)
+
+    def _warn_once(self, path: Path, why: str) -> None:
+        key = (str(path), why)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("skipping %s: %s", path, why)
+
+    def modified_since(self, relative: str) -> float | None:
+        try:
+            return (self._base / relative).stat().st_mtime
+        except OSError:
+            return None
+
+    # -- reading -------------------------------------------------------------------------------------
+    def read_head(self, relative: str) -> tuple[str, bool]:
+        """The start of a file, enough for any acceptable frontmatter block, and whether that is the whole
+        file: the scan reads the rest only for documents that have frontmatter."""
+        return decode_head(read_regular(self._base / relative, HEAD_BYTES))
+
+    def read_bytes(self, file_path: str) -> bytes:
+        """The whole file of a display path (links inside the base followed); `OSError` when it is not a
+        regular file inside the base."""
+        real = self.resolve(file_path)
+        if real is None:
+            raise FileNotFoundError(f"{file_path} is not inside the knowledge base")
+        return read_regular(real)
+
+    def current_bytes(self, target: Path) -> bytes | None:
+        """What is at a disk path now (`None`: nothing); the version a write would overwrite."""
+        try:
+            return read_regular(target)
+        except FileNotFoundError:
+            return None
+
+    def read_text(self, file_path: str, max_chars: int = 2000, *, clean: bool = False) -> str | None:
+        """The text, cut to `max_chars` characters plus "..." when longer. `clean=True` (answers) drops
+        boilerplate first (`cleaning.clean_document`). `None` when the file is missing or not a regular file
+        (logged as ERROR) or the path resolves outside the base: `../../etc/passwd` must not be read."""
+        from kb_core.documents.cleaning import clean_document
+
+        real = self.resolve(file_path)
+        if real is None:
+            log.warning("refusing to read %r: not inside the knowledge base %s", file_path, self._display_base)
+            return None
+        # An answer needs the first 2,000 characters, not a 5 MB file: read and clean a head first. Cleaning
+        # runs front to back, so a cleaned head that is comfortably longer than the cut is exact.
+        limit = max(2 * HEAD_BYTES, 8 * max_chars) if max_chars >= 0 else -1
+        try:
+            data = read_regular(real, limit)
+            complete = limit < 0 or len(data) < limit
+            text = data.decode("utf-8-sig", errors="replace")
+            if clean:
+                text = clean_document(text)
+                if not complete and len(text) <= max_chars + 256:  # boilerplate ate the head: clean it all
+                    text = clean_document(read_regular(real).decode("utf-8-sig", errors="replace"))
+        except FileNotFoundError:
+            log.error("document %s does not exist", file_path)
+            return None
+        except OSError as exc:
+            log.error("cannot read document %s: %s", file_path, exc)
+            return None
+        if max_chars >= 0 and len(text) > max_chars:
+            return text[:max_chars] + "..."
+        return text
+
+    # -- writing -------------------------------------------------------------------------------------
+    def write(self, target: Path, data: bytes) -> None:
+        write_atomic(target, data)
+
+    def undo_write(self, path: Path, ours: bytes, old: bytes | None) -> None:
+        """Put back what was there, but only over our own bytes: a file someone else wrote since is theirs."""
+        try:
+            current = self.current_bytes(path)
+        except OSError:
+            current = None
+        if current is not None and current != ours:
+            log.warning("not undoing %s: its content is no longer what this write put there", path)
+            return
+        if old is not None:
+            write_atomic(path, old)
+        else:
+            path.unlink(missing_ok=True)
+
+    def temp_files(self) -> list[tuple[Path, int]]:
+        """Temp files of `write_atomic` under the base, with the pid of the process that wrote each."""
+        if not self._base.is_dir():
+            return []
+        found = []
+        for tmp in self._base.rglob(".*.tmp"):
+            match = _TEMP_NAME.match(tmp.name)
+            if match is not None:
+                found.append((tmp, int(match.group(1))))
+        return found

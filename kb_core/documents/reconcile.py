@@ -1,0 +1,300 @@
+"""Reconcile: the one way to bring disk, database, Milvus (and its full-text index) and L0 into agreement.
+
+It finishes or undoes writes a crash left PENDING, removes stray temp files, deletes vectors without a row or
+beyond a row's chunk count, re-indexes documents with missing vectors, indexes files added or changed by hand,
+and reports rows whose file has gone (removing them only when asked: `delete_missing`). With `paths` it
+looks at just those files and folders (the folder watcher's incremental run). Opening a knowledge base runs
+the cheap first step (`recover`: only the PENDING rows), and a running process repeats it for writers that
+died (`recover_dead_writers`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+
+from kb_core.documents.folder import KnowledgeFolder
+from kb_core.documents.service import DocumentService, L0Writer, dense_missing, owner_is_gone, sha256
+from kb_core.errors import DocumentError, KnowledgeBaseError
+from kb_core.progress import Progress, no_progress
+from kb_core.storage.metadata_store import DocumentRecord
+from kb_core.storage.ports import ChunkStore, MetadataRepository
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ReconcileReport", "Reconciler"]
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    added: tuple[str, ...] = ()  # files without a row, indexed
+    updated: tuple[str, ...] = ()  # files changed since their row was written, indexed again
+    unchanged: tuple[str, ...] = ()
+    failed: tuple[tuple[str, str], ...] = ()  # (path, why) of everything that could not be reconciled
+    missing_files: tuple[str, ...] = ()  # rows whose file has gone, kept (reconcile with delete_missing)
+    removed: tuple[str, ...] = ()  # rows (and vectors) removed because their file has gone
+    finished: tuple[str, ...] = ()  # interrupted uploads completed from the file on disk
+    undone: tuple[str, ...] = ()  # interrupted uploads without a file, and interrupted deletes, completed
+    left_to_live_writers: tuple[str, ...] = ()  # PENDING rows of writers that are still running
+    temp_files_removed: tuple[str, ...] = ()
+    orphan_documents: tuple[int, ...] = ()  # document ids whose vectors had no row (deleted)
+    trimmed: tuple[str, ...] = ()  # documents with vectors beyond their chunk count (deleted)
+    reindexed: tuple[str, ...] = ()  # documents with fewer vectors than chunks, or no dense vectors yet
+
+    def __add__(self, other: ReconcileReport) -> ReconcileReport:
+        return ReconcileReport(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was written (or failed): what is worth telling a curator."""
+        return any(getattr(self, f.name) for f in fields(self) if f.name not in ("unchanged", "missing_files"))
+
+    def summary(self) -> str:
+        parts = [f"{len(self.added)} files added", f"{len(self.updated)} updated",
+                 f"{len(self.finished) + len(self.undone)} interrupted writes completed",
+                 f"{len(self.reindexed)} re-indexed",
+                 f"{len(self.orphan_documents) + len(self.trimmed)} documents' stray vectors deleted",
+                 f"{len(self.removed)} removed", f"{len(self.missing_files)} rows without a file"]
+        if self.failed:
+            parts.append(f"{len(self.failed)} failed")
+        return "; ".join(parts)
+
+
+class Reconciler:
+    def __init__(self, service: DocumentService, folder: KnowledgeFolder, l0: L0Writer,
+                 metadata: MetadataRepository, vectors: ChunkStore):
+        self._service = service
+        self._folder = folder
+        self._l0 = l0
+        self._metadata = metadata
+        self._vectors = vectors
+
+    def reconcile(self, paths: Iterable[str | os.PathLike[str]] | None = None, *, delete_missing: bool = False,
+                  progress: Progress = no_progress) -> ReconcileReport:
+        if paths is not None:
+            return self._reconcile_paths(paths, delete_missing)
+        report = self.recover() + self._check_vectors(progress)
+        rows = {r.file_path: r for r in self._metadata.list_documents()}
+        on_disk = [self._folder.display_path(rel) for rel in self._folder.markdown_files()]
+        gone = [row for path, row in sorted(rows.items()) if path not in set(on_disk)]
+        with self._l0.bulk():  # one L0 rebuild for the whole batch, not one per file
+            report += self._index_files(on_disk, rows, progress)
+            report += self._settle_missing(gone, delete_missing)
+        with self._service.exclusive():  # a listing taken under the lock cannot miss a concurrent upload
+            self._l0.load()  # L0 follows the disk, in scan order
+        progress("done", len(on_disk), len(on_disk))
+        log.info("reconcile: %s", report.summary())
+        return report
+
+    # -- interrupted writes ----------------------------------------------------------------------------
+    def recover(self) -> ReconcileReport:
+        """Finish or undo what a crashed writer left PENDING, and remove its stray temp files. Cheap: it
+        reads only the pending rows. Rows a live writer (another process) is working on are left alone."""
+        report = self._recover_rows(self._metadata.pending_documents())
+        removed = self._remove_stray_temp_files()
+        if report.finished or report.undone or report.failed or removed:
+            log.warning("recovered interrupted writes: %d finished, %d undone, %d failed, %d temp files removed",
+                        len(report.finished), len(report.undone), len(report.failed), len(removed))
+        return report + ReconcileReport(temp_files_removed=tuple(removed))
+
+    def recover_dead_writers(self) -> ReconcileReport:
+        """For a process that keeps running: finish or undo the rows of writers (other processes on this host)
+        that died since it opened. Rows of live writers, and this service's own (a thread of it may be writing
+        them right now), are not touched, so this never waits on a lock."""
+        own = self._service.owner
+        rows = [row for row in self._metadata.pending_documents()
+                if row.pending_owner != own and owner_is_gone(row.pending_owner, own)]
+        if not rows:
+            return ReconcileReport()
+        report = self._recover_rows(rows)
+        log.warning("recovered the writes of writers that died: %d finished, %d undone, %d failed",
+                    len(report.finished), len(report.undone), len(report.failed))
+        return report
+
+    def _recover_rows(self, rows: Iterable[DocumentRecord]) -> ReconcileReport:
+        finished: list[str] = []
+        undone: list[str] = []
+        left: list[str] = []
+        failed: list[tuple[str, str]] = []
+        service = self._service
+        for listed in rows:
+            try:
+                with service.locked(listed.file_path):
+                    row = self._metadata.get(listed.id)  # again, under the lock: it may have settled meanwhile
+                    if row is None or row.pending_operation is None:
+                        continue
+                    if not owner_is_gone(row.pending_owner, service.owner):
+                        left.append(row.file_path)
+                        continue
+                    if row.pending_operation == "delete":
+                        service.finish_delete(row)
+                        undone.append(row.file_path)
+                    elif self._folder.exists(row.file_path):
+                        service.index_file(row.file_path)  # the file on disk wins
+                        finished.append(row.file_path)
+                    else:  # the file never arrived: the upload did not happen
+                        self._vectors.delete_document(row.id)
+                        self._l0.remove(row.file_path)
+                        self._metadata.delete_document(row.id)
+                        undone.append(row.file_path)
+            except (KnowledgeBaseError, OSError) as exc:
+                failed.append((listed.file_path, str(exc)))
+                log.error("could not recover the interrupted write of %s: %s", listed.file_path, exc)
+        return ReconcileReport(finished=tuple(finished), undone=tuple(undone), left_to_live_writers=tuple(left),
+                               failed=tuple(failed))
+
+    def _remove_stray_temp_files(self) -> list[str]:
+        removed: list[str] = []
+        for tmp, pid in self._folder.temp_files():
+            if pid == os.getpid() or not owner_is_gone(f"{socket.gethostname()}:{pid}:", self._service.owner):
+                continue
+            try:
+                tmp.unlink()
+                removed.append(str(tmp))
+            except OSError as exc:
+                log.warning("cannot remove stray temp file %s: %s", tmp, exc)
+        return removed
+
+    # -- vectors ---------------------------------------------------------------------------------------
+    def _check_vectors(self, progress: Progress) -> ReconcileReport:
+        """Delete vectors whose row does not exist or whose chunk number is beyond the row's chunk count;
+        re-index documents with missing vectors (or without their dense vectors, once the model is ready)."""
+        progress("checking vectors", 0, 1)
+        orphans: set[int] = set()
+        trimmed: list[str] = []
+        incomplete: list[DocumentRecord] = []
+        with self._service.exclusive():
+            rows = {r.id: r for r in self._metadata.list_documents()}
+            per_doc: dict[int, tuple[int, int]] = {}  # doc id -> (chunks, highest chunk_no + 1)
+            for doc_id, chunk_no in self._vectors.chunk_keys():
+                count, top = per_doc.get(doc_id, (0, 0))
+                per_doc[doc_id] = (count + 1, max(top, chunk_no + 1))
+            for doc_id, (_count, top) in per_doc.items():
+                row = rows.get(doc_id)
+                if row is None:
+                    orphans.add(doc_id)
+                    self._vectors.delete_document(doc_id)
+                elif top > row.chunk_count:
+                    trimmed.append(row.file_path)
+                    self._vectors.delete_chunks_from(doc_id, row.chunk_count)
+            for doc_id, row in rows.items():
+                count = min(per_doc.get(doc_id, (0, 0))[0], row.chunk_count)
+                dense_to_fill = dense_missing(row) and self._service.dense_ready()
+                if (count < row.chunk_count or dense_to_fill) and row.pending_operation is None \
+                        and self._folder.exists(row.file_path):
+                    incomplete.append(row)
+        reindexed: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for row in incomplete:
+            try:
+                self._service.index_file(row.file_path)
+                reindexed.append(row.file_path)
+            except (KnowledgeBaseError, OSError) as exc:
+                failed.append((row.file_path, str(exc)))
+        return ReconcileReport(orphan_documents=tuple(sorted(orphans)), trimmed=tuple(trimmed),
+                               reindexed=tuple(reindexed), failed=tuple(failed))
+
+    # -- files -----------------------------------------------------------------------------------------
+    def _index_files(self, on_disk: Sequence[str], rows: dict[str, DocumentRecord],
+                     progress: Progress) -> ReconcileReport:
+        """Index the files that are new or changed since their row (a content hash decides)."""
+        added: list[str] = []
+        updated: list[str] = []
+        unchanged: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for i, file_path in enumerate(on_disk):
+            progress("syncing", i, len(on_disk))
+            row = rows.get(file_path)
+            real = self._folder.resolve(file_path)
+            try:
+                if row is not None and real is not None and self._service.is_current(
+                        row, sha256(self._folder.read_bytes(file_path)), real):
+                    unchanged.append(file_path)
+                    continue
+                self._service.index_file(file_path)
+                (updated if row is not None else added).append(file_path)
+            except (KnowledgeBaseError, OSError) as exc:
+                gone = self._folder.lexical_path(file_path)
+                if gone is not None and not os.path.lexists(gone):
+                    # deleted while reconcile ran (a git checkout in progress): not a failure, and the deletion
+                    # is the next run's (or the watcher's next batch's) to handle
+                    log.debug("%s vanished during reconcile", file_path)
+                    continue
+                failed.append((file_path, str(exc)))
+                log.warning("reconcile could not index %s: %s", file_path, exc)
+        return ReconcileReport(added=tuple(added), updated=tuple(updated), unchanged=tuple(unchanged),
+                               failed=tuple(failed))
+
+    def _settle_missing(self, rows: Sequence[DocumentRecord], delete_missing: bool) -> ReconcileReport:
+        """Rows whose file is not on disk: reported, or (`delete_missing`) removed with their vectors and L0
+        entry, under the document's lock. A row whose path holds something again (the file is back, or a link
+        leading out, a FIFO) is never removed: removing would unlink what the user put there."""
+        removed: list[str] = []
+        missing: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for listed in rows:
+            if listed.pending_operation is not None:
+                continue  # a write in flight, or one recovery leaves to its live writer
+            try:
+                if delete_missing and self._forget(listed.file_path):
+                    removed.append(listed.file_path)
+                else:
+                    missing.append(listed.file_path)
+            except KnowledgeBaseError as exc:
+                failed.append((listed.file_path, str(exc)))
+                log.warning("reconcile could not remove %s: %s", listed.file_path, exc)
+        if removed:
+            log.info("removed %d documents whose file had gone", len(removed))
+        return ReconcileReport(removed=tuple(removed), missing_files=tuple(missing), failed=tuple(failed))
+
+    def _forget(self, file_path: str) -> bool:
+        with self._service.locked(file_path):
+            row = self._metadata.get_by_path(file_path)
+            real = self._folder.lexical_path(file_path)
+            if row is None or row.pending_operation is not None or real is None or os.path.lexists(real):
+                return False
+            self._metadata.set_pending(row.id, "delete", self._service.owner)
+            self._service.finish_delete(row)
+        log.info("removed %s: its file was deleted", file_path)
+        return True
+
+    def _reconcile_paths(self, paths: Iterable[str | os.PathLike[str]], delete_missing: bool) -> ReconcileReport:
+        """Just these paths (files or folders; absolute, or display paths like `knowledge_base/api`). Files
+        count by the scan's rules (`KnowledgeFolder.markdown_files`) and only at `<category>/<file>.md`."""
+        relatives = {rel for rel in (self._folder.relative_of(p) for p in paths) if rel is not None}
+        if not relatives:
+            return ReconcileReport()
+        whole = "" in relatives
+        wanted = {self._folder.display_path(rel) for rel in relatives}
+        folders = tuple(path + "/" for path in wanted)
+
+        def concerned(file_path: str) -> bool:
+            return whole or file_path in wanted or file_path.startswith(folders)
+
+        listed = {p for rel in self._folder.markdown_files() if rel.count("/") == 1
+                  and concerned(p := self._folder.display_path(rel))}
+        try:
+            known = [r for r in self._metadata.list_documents() if concerned(r.file_path)]
+        except KnowledgeBaseError as exc:
+            raise DocumentError("database", f"{exc}; nothing was reconciled") from exc
+        failed: list[tuple[str, str]] = []
+        rows: dict[str, DocumentRecord] = {}
+        on_disk: list[str] = []
+        for file_path in sorted(listed):
+            try:
+                with self._service.locked(file_path):  # a write of this path in flight finishes first
+                    row = self._metadata.get_by_path(file_path)
+            except KnowledgeBaseError as exc:
+                failed.append((file_path, str(exc)))
+                continue
+            on_disk.append(file_path)
+            if row is not None:
+                rows[file_path] = row
+        with self._l0.bulk():
+            report = self._index_files(on_disk, rows, no_progress)
+            report += self._settle_missing([r for r in known if r.file_path not in listed], delete_missing)
+        log.debug("reconcile of %d paths: %s", len(relatives), report.summary())
+        return report + ReconcileReport(failed=tuple(failed))
