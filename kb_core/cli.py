@@ -132,8 +132,7 @@ def _lookup(query: str, section_title: str | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        if kb.embedder.available:  # a model still loading would leave L1 on full text only
-            kb.embedder.wait_ready()
+        kb.wait_for_model()  # a model still loading would leave L1 on full text only
         answer = kb.lookup_knowledge(query, section_title, caller="cli")
     finally:
         kb.close()  # also flushes the call log
@@ -155,6 +154,8 @@ def _reconcile(paths: Sequence[str], *, delete_missing: bool) -> int:
         kb.wait_for_model()
         report = kb.reconcile(_paths(paths) or None, delete_missing=delete_missing, progress=_progress_printer())
         print(report.summary())
+        for path in getattr(report, "missing_files", ()):  # rows kept because their file has gone
+            print(f"  file missing: {path} (run with --delete-missing to remove its row and vectors)")
         for path, why in report.failed:
             print(f"  failed: {path}: {why}")
         counts = kb.status().counts
