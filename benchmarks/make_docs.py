@@ -122,6 +122,10 @@ def render_performance(docs: Path = DOCS) -> str:
             "kb bench --skip lookups ingest l1 pages --no-bge     # only L0 (sections: l0 lookups l1 ingest pages)",
             "```", ""]
     out += _para(
+        "`--quick` also renders the pages at 50 documents (`--page-docs`, `--page-runs`). The change-feed "
+        "benchmark is a module of its own in `benchmarks/` (`bench_feed`; `--docs 1000` takes about a minute, "
+        "`--docs 10000` about two).")
+    out += _para(
         "The benchmark generates documents with realistic frontmatter (3–7 keywords from a shared Chinese/English",
         "vocabulary of terms, error codes and API names; generic keywords on a third to a half of the documents,",
         "short Latin keywords, bilingual duplicates; bodies of 2–20 KB), times everything side by side in one run",
