@@ -192,8 +192,8 @@ def format_failures(report: EvaluationReport, limit: int) -> Iterable[str]:
                f"primary {o.primary} ({o.confidence}), supplement {o.supplement}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kb_core.evaluate", description=__doc__,
+def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.evaluate") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("queries", help="JSONL file of labelled queries")
     parser.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")

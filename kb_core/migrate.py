@@ -12,9 +12,10 @@ from kb_core.settings import load_settings
 from kb_core.storage.metadata_store import MetadataStore
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kb_core.migrate", description=__doc__)
-    parser.add_argument("revision", nargs="?", default="head")
+def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.migrate") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    parser.add_argument("revision", nargs="?", default="head",
+                        help="the Alembic revision to migrate to (default: head, the newest)")
     parser.add_argument("--current", action="store_true", help="print the current revision and exit")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -46,12 +46,12 @@ def build_server(kb: KnowledgeBase) -> Any:
     return server
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kb_core.mcp", description=__doc__,
+def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default INFO)")
     args = parser.parse_args(argv)
     # stdout carries the MCP protocol on stdio: every log line goes to stderr.
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,

@@ -1,0 +1,240 @@
+"""`kb`: the one command of the knowledge base (`python -m kb_core` is the same).
+
+    kb lookup QUERY [--section TITLE]        the agent JSON for QUERY, exactly what `lookup_knowledge` returns
+    kb reconcile [PATH ...] [--delete-missing]
+                                             make disk, database, Milvus and L0 agree (all files, or PATHs)
+    kb evaluate QUERIES.jsonl [--json OUT]   answer quality on labelled queries (`python -m kb_core.evaluate`)
+    kb mcp [--http [--port N]]               the MCP server for agents (`python -m kb_core.mcp`)
+    kb migrate [REVISION] [--current]        bring the database to REVISION (`python -m kb_core.migrate`)
+    kb bench ARGS                            the benchmarks, from a source checkout (`python -m benchmarks`)
+
+Every command reads the same settings as the console: env `KB_*` > `kb.yaml` at the application root >
+defaults. `kb COMMAND --help` explains each command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+PROG = "kb"
+
+# Commands whose arguments are parsed by another module's `main(argv)`; `kb NAME ARGS` hands ARGS over as is.
+_DELEGATED: dict[str, tuple[str, str]] = {
+    "evaluate": ("answer quality on labelled queries",
+                 "Runs every labelled query of a JSONL file through lookup on the configured knowledge base and "
+                 "reports, per kind of query, how often an expected document is answered, the right primary, "
+                 "'high but wrong' and latency. Options: QUERIES.jsonl [--json OUT] [--failures N] [--sync]. "
+                 "Same as `python -m kb_core.evaluate`."),
+    "mcp": ("serve lookup_knowledge to agents over MCP",
+            "Serves the lookup_knowledge tool over stdio (or with --http [--port 8765] over streamable HTTP on "
+            "127.0.0.1), on the same settings as the console. Options: [--http] [--port N] [--log-level LEVEL]. "
+            "Same as `python -m kb_core.mcp`."),
+    "migrate": ("bring the database schema up to date",
+                "Migrates the configured database to REVISION (default head); --current only prints the current "
+                "revision. Opening the knowledge base migrates too. Same as `python -m kb_core.migrate`."),
+    "bench": ("run the benchmarks (source checkout only)",
+              "Runs the benchmarks with ARGS (for example --quick). They live in the top-level `benchmarks/` "
+              "package of the source checkout, not in the installed kb_core: run `kb bench` (or "
+              "`python -m benchmarks`) from a clone of the repository."),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+    lookup = commands.add_parser(
+        "lookup", help="look a query up and print the agent JSON",
+        description="Runs lookup_knowledge(QUERY, section_title) on the configured knowledge base, exactly as an "
+                    "agent calls it (logged with caller \"cli\"), and prints the JSON answer: found, primary (L0, "
+                    "or the best L1 passage) and supplement (L1). Waits for the embedding model first, when one is "
+                    "configured and found, so that L1 searches as an agent process's would. Exit status: 0 when "
+                    "answered (found or not), 2 when the arguments were refused (the JSON holds `error`), 1 when "
+                    "the knowledge base could not be opened.")
+    lookup.add_argument("query", metavar="QUERY", help="what an agent would ask: an error code, API name, term or "
+                                                       "short question")
+    lookup.add_argument("--section", metavar="TITLE", dest="section_title",
+                        help="serve this section of the primary document (a name from primary.availableSections)")
+
+    reconcile = commands.add_parser(
+        "reconcile", help="make disk, database, Milvus and L0 agree",
+        description="Reconciles the configured knowledge base in one pass (the console's Documents -> Maintenance "
+                    "-> Reconcile; kb.reconcile() in Python): files added or changed on disk are indexed, "
+                    "interrupted writes are completed, stray vectors deleted, documents with missing vectors "
+                    "re-indexed. Rows whose file has gone are reported, and deleted with their vectors with "
+                    "--delete-missing (nothing on disk is touched). Waits for the embedding model first, so "
+                    "that dense vectors are written. Exit status 1 when a document could not be reconciled.")
+    reconcile.add_argument("paths", nargs="*", metavar="PATH",
+                           help="only these files or folders: absolute, relative to the current directory, or as "
+                                "the knowledge base names them (knowledge_base/api); default: the whole "
+                                "knowledge base")
+    reconcile.add_argument("--delete-missing", action="store_true",
+                           help="delete rows (and their vectors) whose file is gone from disk")
+
+    for name, (short, description) in _DELEGATED.items():
+        sub = commands.add_parser(name, help=short, description=description)
+        sub.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                         help=f"the arguments of the {name} command, handed over as they are")
+    return parser
+
+
+def command_names(parser: argparse.ArgumentParser | None = None) -> list[str]:
+    """The subcommands, read from the parser (the docs test checks each is documented)."""
+    for action in (parser or build_parser())._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one `kb` command; returns the exit status (argparse's exits included, so it never exits itself)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0] in _DELEGATED:
+            return _DELEGATES[args[0]](args[1:])
+        parser = build_parser()
+        options = parser.parse_args(args)
+        if options.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        if options.command == "lookup":
+            return _lookup(options.query, options.section_title)
+        return _reconcile(options.paths, delete_missing=options.delete_missing)
+    except SystemExit as exc:  # argparse (--help, a bad option) and the delegated commands
+        return _exit_status(exc.code)
+
+
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+# -- commands of their own ------------------------------------------------------------------------------
+def _lookup(query: str, section_title: str | None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from kb_core.bootstrap import open_knowledge_base
+    from kb_core.errors import KnowledgeBaseError
+
+    try:
+        kb = open_knowledge_base()
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        kb.wait_for_model()  # a model still loading would leave L1 on full text only
+        answer = kb.lookup_knowledge(query, section_title, caller="cli")
+    finally:
+        kb.close()  # also flushes the call log
+    print(json.dumps(answer, ensure_ascii=False, indent=2))
+    return 2 if answer.get("error") else 0
+
+
+def _reconcile(paths: Sequence[str], *, delete_missing: bool) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from kb_core.bootstrap import open_knowledge_base
+    from kb_core.errors import KnowledgeBaseError
+
+    try:
+        kb = open_knowledge_base(load_model=True)
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        kb.wait_for_model()
+        report = kb.reconcile(_paths(paths) or None, delete_missing=delete_missing, progress=_progress_printer())
+        print(report.summary())
+        for path in getattr(report, "missing_files", ()):  # rows kept because their file has gone
+            print(f"  file missing: {path} (run with --delete-missing to remove its row and vectors)")
+        for path, why in report.failed:
+            print(f"  failed: {path}: {why}")
+        counts = kb.status().counts
+        print(f"now: {counts.files} files, L0 {counts.l0}, database {counts.database}, Milvus {counts.milvus} "
+              f"documents ({'consistent' if counts.consistent else 'NOT consistent'})")
+        return 1 if report.failed else 0
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        kb.close()
+
+
+def _paths(paths: Sequence[str]) -> list[str]:
+    """A path that exists from the current directory is made absolute (as a shell user means it); any other
+    is passed on as given, so a display path (`knowledge_base/api/gone.md`, a deleted file) still works."""
+    return [str(Path(p).absolute()) if Path(p).exists() else p for p in paths]
+
+
+def _progress_printer() -> Callable[[str, int, int], None]:
+    """progress(stage, done, total) on stderr: one updated line on a terminal, a line per stage and per 100
+    otherwise (a log file stays short)."""
+    last_stage = [""]
+
+    def show(stage: str, done: int, total: int) -> None:
+        of = f"/{total}" if total else ""
+        if sys.stderr.isatty():
+            print(f"\r{stage} {done}{of}\033[K", end="\n" if stage == "done" else "", file=sys.stderr, flush=True)
+        elif stage != last_stage[0] or done == total or done % 100 == 0:
+            print(f"{stage} {done}{of}", file=sys.stderr)
+        last_stage[0] = stage
+    return show
+
+
+# -- commands handed to other modules -------------------------------------------------------------------
+def _evaluate(args: list[str]) -> int:
+    from kb_core.evaluate import main as evaluate_main
+
+    return evaluate_main(args, prog=f"{PROG} evaluate")
+
+
+def _mcp(args: list[str]) -> int:
+    from kb_core.agent.mcp_server import main as mcp_main
+
+    return mcp_main(args, prog=f"{PROG} mcp")
+
+
+def _migrate(args: list[str]) -> int:
+    from kb_core.migrate import main as migrate_main
+
+    return migrate_main(args, prog=f"{PROG} migrate")
+
+
+def _bench(args: list[str]) -> int:
+    """The benchmarks are not part of the installed library: import them lazily from the source checkout."""
+    failures = []
+    for module_name in ("benchmarks.bench", "benchmarks.__main__"):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("benchmarks", module_name):
+                raise  # the benchmarks are there but something they import is not
+            failures.append(str(exc))
+            continue
+        if callable(getattr(module, "main", None)):
+            return module.main(args)
+        failures.append(f"{module_name} has no main()")
+    if args and args[0] in ("-h", "--help"):
+        build_parser().parse_args(["bench", "--help"])  # prints the description above and exits 0
+    why = "; ".join(dict.fromkeys(failures))
+    print(f"{PROG} bench: the benchmarks are not importable here ({why}). They live in the "
+          "top-level benchmarks/ package of the source checkout and are not installed with kb_core: run "
+          "`python -m benchmarks ...` (or `kb bench ...`) from a clone of the repository.", file=sys.stderr)
+    return 2
+
+
+_DELEGATES: dict[str, Callable[[list[str]], int]] = {
+    "evaluate": _evaluate, "mcp": _mcp, "migrate": _migrate, "bench": _bench}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
