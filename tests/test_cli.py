@@ -14,7 +14,6 @@ import pytest
 from conftest import NO_MODEL, doc, make_settings, write_doc
 
 from kb_core.cli import command_names, main
-from kb_core.knowledge_base import KnowledgeBase
 
 PAYMENT = doc("支付网关错误码定义", ["ERR_TIMEOUT", "支付网关"], "支付网关错误码",
               body="# 支付网关错误码定义\n\n## 超时排查\n\nERR_TIMEOUT: the gateway waited 30 s for the bank.\n\n"
@@ -36,10 +35,6 @@ def kb_env(tmp_path, monkeypatch):
     monkeypatch.setenv("KB_EMBEDDING_MODEL", NO_MODEL)
     monkeypatch.setenv("KB_WATCH", "0")
     monkeypatch.chdir(tmp_path)
-    if not hasattr(KnowledgeBase, "wait_for_model"):
-        # Until the facade's wait_for_model (written beside reconcile) is merged: without a model it returns at
-        # once, which is all these tests need. Inert once the real method is there.
-        monkeypatch.setattr(KnowledgeBase, "wait_for_model", lambda self, timeout=None: None, raising=False)
     return tmp_path
 
 
@@ -49,7 +44,7 @@ def _indexed(root: Path) -> None:
 
     kb = open_knowledge_base(make_settings(root))
     try:
-        report = kb.reconcile() if hasattr(kb, "reconcile") else kb.sync()  # sync until reconcile is merged
+        report = kb.reconcile()
         assert report.failed == ()
     finally:
         kb.close()
@@ -215,8 +210,6 @@ def test_bench_without_the_source_checkout_says_where_the_benchmarks_are(monkeyp
 
 
 # -- reconcile --------------------------------------------------------------------------------------------
-@pytest.mark.skipif(not hasattr(KnowledgeBase, "reconcile"),
-                    reason="KnowledgeBase.reconcile is not on this branch yet (it replaces repair/sync)")
 def test_reconcile_indexes_reports_and_deletes_missing(kb_env, capsys):
     write_doc(kb_env, "knowledge_base/api/payment-errors.md", PAYMENT)
     _indexed(kb_env)
@@ -244,8 +237,6 @@ def test_reconcile_indexes_reports_and_deletes_missing(kb_env, capsys):
     assert "failed: knowledge_base/ops/broken.md" in out
 
 
-@pytest.mark.skipif(not hasattr(KnowledgeBase, "reconcile"),
-                    reason="KnowledgeBase.reconcile is not on this branch yet (it replaces repair/sync)")
 def test_repair_alias_is_reconcile(kb_env, capsys):
     from kb_core.repair import main as repair_main
 
