@@ -88,7 +88,7 @@ if tab_list.open:
 
         filtering = bool(chosen_categories or chosen_statuses or text)
         shown = [d for d in documents if visible(d)] if filtering else documents
-        st.caption(f"{len(shown)} of {len(documents)} documents" + (" · click a row to inspect it" if shown else ""))
+        st.caption(f"{len(shown)} of {len(documents)} documents" + (" · tick a row to inspect it" if shown else ""))
         picked = None
         if not documents:
             st.info("No documents yet: upload some, or use Maintenance → Reconcile for files already on disk.")

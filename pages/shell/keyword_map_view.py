@@ -37,7 +37,7 @@ def render_keyword_map(kb: KnowledgeBase) -> None:
     needle = f2.text_input("Find a keyword", key="kw_search").strip().casefold()
     rows = [r for r in (summary.problems if view == PROBLEMS else summary.rows)
             if not needle or needle in r.keyword.casefold()]
-    st.caption(f"{len(rows)} of {len(summary)} keywords · click a row to see its documents and fix them")
+    st.caption(f"{len(rows)} of {len(summary)} keywords · tick a row to see its documents and fix them")
     if not rows:
         st.success("No keyword makes L0 ambiguous." if view == PROBLEMS and not needle else "No keyword matches.")
         show_flash("keyword-edit")
