@@ -2,8 +2,8 @@
 
     .venv/bin/python examples/agent_lookup.py "ERR_TIMEOUT" "如何优化缓存"
 
-It opens the knowledge base from the same settings as the console (env KB_*, kb.yaml). Milvus Lite allows
-one process: stop the console first, or point both at `milvus-lite server` (see README).
+It opens the knowledge base from the same settings as the console (env KB_*, kb.yaml); it may run while the
+console does (the first process serves the Milvus Lite directory to the others; docs/operations.md).
 """
 
 from __future__ import annotations
