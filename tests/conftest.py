@@ -235,3 +235,55 @@ def internals(kb):
     return SimpleNamespace(**{name: getattr(kb, f"_{name}") for name in (
         "index", "folder", "metadata", "vectors", "embedder", "documents", "reconciler", "follower", "watcher",
         "summaries")})
+
+
+# -- the console under AppTest (shared by the page tests) ----------------------------------------------------------
+APP = str(Path(__file__).resolve().parent / "app_entry.py")
+
+
+@pytest.fixture
+def app_root(monkeypatch, tmp_path):
+    """Environment for the console under AppTest: a tmp app root, no model, no watcher, a fresh cache."""
+    import streamlit as st
+
+    monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
+    monkeypatch.setenv("KB_EMBEDDING_MODEL", NO_MODEL)
+    # app.py's default would outlive the test in os.environ; the watcher has its own test below
+    monkeypatch.setenv("KB_WATCH", "0")
+    for name in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    st.cache_resource.clear()  # the cache outlives AppTest runs in one process
+    yield tmp_path
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def synced_sample(app_root, sample_root):
+    """The shipped sample (copied into the same tmp root), synced into the stores the app will open."""
+    from kb_core import load_settings, open_knowledge_base
+
+    kb = open_knowledge_base(load_settings())
+    kb.reconcile()
+    kb.close()
+    return app_root
+
+
+def run_page(page: str, **session):
+    """The app after one run, switched to `page` (a file under pages/, or "playground")."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    for key, value in session.items():
+        at.session_state[key] = value
+    at.run()
+    if page != "playground":
+        at.switch_page(f"../pages/{page}.py").run()
+    return at
+
+
+def look_up(at, query: str):
+    """Type a query into the playground and press "Look up"."""
+    at.text_input(key="query").set_value(query)
+    next(b for b in at.button if b.label == "Look up").click().run()  # the form's submit button
+    assert not at.exception, at.exception
+    return at

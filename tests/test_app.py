@@ -6,47 +6,11 @@ import ast
 from pathlib import Path
 
 import pytest
-import streamlit as st
-from conftest import NO_MODEL, doc
+from conftest import APP, doc, look_up, run_page
 from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
-APP = str(Path(__file__).resolve().parent / "app_entry.py")
 PAYMENT = "knowledge_base/api/payment-errors.md"
-
-
-@pytest.fixture
-def app_root(monkeypatch, tmp_path):
-    monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
-    monkeypatch.setenv("KB_EMBEDDING_MODEL", NO_MODEL)
-    # app.py's default would outlive the test in os.environ; the watcher has its own test below
-    monkeypatch.setenv("KB_WATCH", "0")
-    for name in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
-    st.cache_resource.clear()  # the cache outlives AppTest runs in one process
-    yield tmp_path
-    st.cache_resource.clear()
-
-
-@pytest.fixture
-def synced_sample(app_root, sample_root):
-    """The shipped sample (copied into the same tmp root), synced into the stores the app will open."""
-    from kb_core import load_settings, open_knowledge_base
-
-    kb = open_knowledge_base(load_settings())
-    kb.reconcile()
-    kb.close()
-    return app_root
-
-
-def run_page(page: str, **session) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in session.items():
-        at.session_state[key] = value
-    at.run()
-    if page != "playground":
-        at.switch_page(f"../pages/{page}.py").run()
-    return at
 
 
 @pytest.mark.parametrize("page", ["playground", "documents", "upload", "tool_calls"])
@@ -172,15 +136,8 @@ def test_new_category_is_validated(app_root):
 
 
 # -- playground ------------------------------------------------------------------------------------------------
-def _lookup(at: AppTest, query: str) -> AppTest:
-    at.text_input(key="query").set_value(query)
-    next(b for b in at.button if b.label == "Look up").click().run()  # the form's submit button
-    assert not at.exception, at.exception
-    return at
-
-
 def test_playground_unique_l0_hit_shows_primary_only(synced_sample):
-    at = _lookup(run_page("playground"), "ERR_TIMEOUT")
+    at = look_up(run_page("playground"), "ERR_TIMEOUT")
     markdown = " ".join(m.value for m in at.markdown)
     assert "exact_L0" in markdown and "confidence: high" in markdown and PAYMENT in markdown
     assert any("L1 was not called" in c.value for c in at.caption)
@@ -190,7 +147,7 @@ def test_playground_unique_l0_hit_shows_primary_only(synced_sample):
 
 
 def test_playground_several_hits_show_primary_supplement_and_why(synced_sample):
-    at = _lookup(run_page("playground"), "超时")
+    at = look_up(run_page("playground"), "超时")
     markdown = " ".join(m.value for m in at.markdown)
     assert "confidence: low" in markdown and "semantic_L1" in markdown
     assert "several L0 hits" in markdown
@@ -200,7 +157,7 @@ def test_playground_several_hits_show_primary_supplement_and_why(synced_sample):
 
 
 def test_playground_no_l0_hit_answers_from_l1_only(synced_sample):
-    at = _lookup(run_page("playground"), "如何优化缓存")
+    at = look_up(run_page("playground"), "如何优化缓存")
     markdown = " ".join(m.value for m in at.markdown)
     assert "no L0 hit" in markdown
     assert "knowledge_base/domain/cache-optimization.md" in markdown
@@ -208,14 +165,14 @@ def test_playground_no_l0_hit_answers_from_l1_only(synced_sample):
 
 
 def test_playground_nothing_found(synced_sample):
-    at = _lookup(run_page("playground"), "完全不存在的内容XYZ")
+    at = look_up(run_page("playground"), "完全不存在的内容XYZ")
     assert any("Nothing found" in w.value for w in at.warning)
     assert '"found": false' in at.code[0].value
 
 
 def test_playground_recent_queries_can_be_rerun(synced_sample):
-    at = _lookup(run_page("playground"), "ERR_TIMEOUT")
-    _lookup(at, "超时")
+    at = look_up(run_page("playground"), "ERR_TIMEOUT")
+    look_up(at, "超时")
     assert [item["query"] for item in at.session_state["history"]] == ["超时", "ERR_TIMEOUT"]
     at.button(key="again-1").click().run()
     assert at.session_state["history"][0]["query"] == "ERR_TIMEOUT"
@@ -223,7 +180,7 @@ def test_playground_recent_queries_can_be_rerun(synced_sample):
 
 
 def test_playground_section_chips_rerun_the_lookup_with_that_section(synced_sample):
-    at = _lookup(run_page("playground"), "ERR_TIMEOUT")
+    at = look_up(run_page("playground"), "ERR_TIMEOUT")
     chip = at.button(key="chip-0")
     assert chip.label == "超时排查"  # the document's frontmatter `sections`
     chip.click().run()
@@ -240,10 +197,10 @@ def test_playground_section_chips_rerun_the_lookup_with_that_section(synced_samp
 
 
 def test_playground_a_new_query_clears_the_chosen_section(synced_sample):
-    at = _lookup(run_page("playground"), "ERR_TIMEOUT")
+    at = look_up(run_page("playground"), "ERR_TIMEOUT")
     at.button(key="chip-0").click().run()
     assert at.text_input(key="section_title").value == "超时排查"
-    _lookup(at, "超时")
+    look_up(at, "超时")
     assert at.text_input(key="section_title").value == ""
     assert at.session_state["history"][0] == {**at.session_state["history"][0], "query": "超时", "section_title": None}
 
@@ -251,12 +208,12 @@ def test_playground_a_new_query_clears_the_chosen_section(synced_sample):
 def test_playground_shows_the_note_for_a_section_that_does_not_exist(synced_sample):
     at = run_page("playground")
     at.text_input(key="section_title").set_value("退款")
-    at = _lookup(at, "ERR_TIMEOUT")
+    at = look_up(at, "ERR_TIMEOUT")
     assert any("no section '退款'; available: 超时排查" in i.value for i in at.info)
 
 
 def test_playground_blank_query_shows_the_tool_error(synced_sample):
-    at = _lookup(run_page("playground"), "   ")
+    at = look_up(run_page("playground"), "   ")
     assert "must not be empty" in at.error[0].value
 
 
@@ -269,9 +226,9 @@ def test_keyword_map_lists_collisions_first(synced_sample):
 
 # -- tool-call history ------------------------------------------------------------------------------------------
 def test_tool_calls_page_lists_calls_misses_and_latency(synced_sample):
-    at = _lookup(run_page("playground"), "ERR_TIMEOUT")
-    _lookup(at, "完全不存在的内容XYZ")
-    _lookup(at, "如何优化缓存")
+    at = look_up(run_page("playground"), "ERR_TIMEOUT")
+    look_up(at, "完全不存在的内容XYZ")
+    look_up(at, "如何优化缓存")
     at.switch_page("../pages/tool_calls.py").run()
     assert not at.exception, at.exception
     metrics = {m.label: m.value for m in at.metric}

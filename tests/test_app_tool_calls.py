@@ -3,16 +3,13 @@ against real stores (SQLite, Milvus Lite)."""
 
 from __future__ import annotations
 
-import test_app
+from conftest import APP, look_up, run_page
 from streamlit.testing.v1 import AppTest
-from test_app import APP, _lookup, run_page
-
-app_root, synced_sample = test_app.app_root, test_app.synced_sample  # the page tests' fixtures
 
 
 def _tool_calls_after(at: AppTest, *queries: str) -> AppTest:
     for query in queries:
-        _lookup(at, query)
+        look_up(at, query)
     at.switch_page("../pages/tool_calls.py").run()
     assert not at.exception, at.exception
     return at
@@ -71,7 +68,7 @@ def test_the_playground_runs_a_linked_query_once(synced_sample):
     at.run()
     assert at.text_input(key="query").value == "ERR_TIMEOUT"
     assert "confidence: high" in " ".join(m.value for m in at.markdown)
-    _lookup(at, "如何优化缓存")
+    look_up(at, "如何优化缓存")
     assert at.query_params["q"] == "如何优化缓存"  # the URL follows the page's own lookups
     at.run()
     assert [h["query"] for h in at.session_state["history"]] == ["如何优化缓存", "ERR_TIMEOUT"]
@@ -80,7 +77,7 @@ def test_the_playground_runs_a_linked_query_once(synced_sample):
 def test_first_run_offers_to_index_and_says_the_index_is_empty(app_root, sample_root):
     at = run_page("playground")  # the sample is on disk, nothing indexed yet
     assert any(b.label == "Index 10 documents now" for b in at.button)
-    _lookup(at, "如何优化缓存")
+    look_up(at, "如何优化缓存")
     assert any(w.value.startswith("The index is empty") for w in at.warning)
     assert not [w for w in at.warning if "Nothing found" in w.value]
     assert "No chunk passed the relevance check." not in [c.value for c in at.caption]
@@ -90,7 +87,7 @@ def test_first_run_offers_to_index_and_says_the_index_is_empty(app_root, sample_
     assert {m.label: m.value for m in at.sidebar.metric} == {"L0": "9", "Database": "10", "Milvus": "10"}
     assert not any(b.label.startswith("Index ") for b in at.button)
     assert any(s.value.startswith("Indexed:") for s in at.success)
-    _lookup(at, "如何优化缓存")
+    look_up(at, "如何优化缓存")
     assert not [w for w in at.warning if "index is empty" in w.value]
 
 

@@ -48,13 +48,15 @@ def test_question_words_do_not_count_as_content(kb):
 
 
 def test_a_summary_is_not_taken_for_the_title_of_a_document_without_one(open_kb):
-    """The frontmatter chunk's first line is the title; without a title it is empty, not the summary."""
+    """The frontmatter chunk's first line is the title; without a title it is empty, not the summary. So a
+    document titled with the query outranks an untitled one whose summary (and body) say it word for word,
+    although BM25 prefers the latter: were the summary read as a title, both would rank as title matches and
+    BM25 would put the untitled one first."""
     kb = open_kb()
-    kb.upload("untitled.md", doc("", [], "Rotate the signing keys every ninety days",
-                                 "# Keys\n\nUnrelated body text about certificates.\n").encode(), "ops")
-    hits = kb.lookup("Rotate the signing keys every ninety days").trace.l1_hits
-    assert hits  # found on its words, as any other chunk
-    from kb_core.retrieval.l1_search import _TitleMatcher
-    from kb_core.storage.ports import ChunkRow
-    meta = ChunkRow(1, "x", "ops", 0, "(frontmatter)", "\nRotate the signing keys every ninety days")
-    assert _TitleMatcher("Rotate the signing keys every ninety days", ["rotate"])(meta) == 0
+    sentence = "Rotate the signing keys every ninety days"
+    kb.upload("untitled.md", doc("", [], sentence, f"# Keys\n\n{sentence}. {sentence}.\n").encode(), "ops")
+    kb.upload("titled.md", doc(sentence, [], "key hygiene", "# Certificates\n\nUnrelated body text.\n").encode(),
+              "ops")
+    hits = kb.lookup(sentence).trace.l1_hits
+    assert hits and hits[0].source.endswith("ops/titled.md")
+    assert any(h.source.endswith("ops/untitled.md") for h in hits)  # found on its words, as any other chunk
