@@ -202,7 +202,8 @@ def test_bench_runs_the_benchmarks_main_with_the_arguments(monkeypatch):
 
 
 def test_bench_without_the_source_checkout_says_where_the_benchmarks_are(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "benchmarks", None)  # as in an installed kb_core: no benchmarks package
+    for name in ("benchmarks", "benchmarks.bench", "benchmarks.__main__"):  # as in an installed kb_core: no
+        monkeypatch.setitem(sys.modules, name, None)  # benchmarks package (even if a test imported it already)
     status, out, err = _run(capsys, "bench", "--quick")
     assert status == 2 and "python -m benchmarks" in err and "clone" in err
     status, out, _ = _run(capsys, "bench", "--help")

@@ -32,7 +32,6 @@ PROJECT_NAME = PYPROJECT["project"]["name"]
 # not listed are core: all their imports must be core dependencies.
 MODULE_EXTRAS = {
     "kb_core/storage/embedding.py": "embeddings",  # FlagEmbedding, torch, numpy, huggingface_hub when loading
-    "kb_core/bench.py": "embeddings",  # the ingest/L1 benchmarks load a real model; torch for machine()
     "kb_core/agent/mcp_server.py": "mcp",
     "kb_core/testing/": "dev",  # offline test helpers: tiny BGE-M3 built with transformers, MiniLM weights
 }

@@ -9,7 +9,7 @@ MCP server over stdio (raw JSON-RPC, as an agent host speaks it) and a plain Pyt
 
 Visibility is measured from the moment the writer's call returned (committed) to the *start* of the first lookup
 that answered with the new state, so a slow browser round trip never counts against the feed. The processes
-follow the feed every 0.5 s here (the default is 1 s; `python -m kb_core.bench_feed` measures that) to leave a
+follow the feed every 0.5 s here (the default is 1 s; `python -m benchmarks.bench_feed` measures that) to leave a
 2-core CI machine room for the browser's own latency.
 """
 

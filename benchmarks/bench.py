@@ -1,4 +1,4 @@
-"""Reproducible performance figures: `python -m kb_core.bench` prints a table and writes JSON.
+"""Reproducible performance figures: `python -m benchmarks` (or `kb bench`) prints a table and writes JSON.
 
 Everything is measured side by side in one run (these machines are shared and noisy): medians and p99
 over many calls, and ratios between variants run in the same process a moment apart.
@@ -6,10 +6,11 @@ over many calls, and ratios between variants run in the same process a moment ap
 - L0: load time, index memory (tracemalloc), `exact_match` p50/p99 over a fixed query mix, and the same
   queries through the naive reference of decision I3 (a Python loop doing the two-way `in` test over every
   keyword), with the speed-up as a ratio. Both must return identical results.
-- Lookup end to end: L0-unique, L0-multi and L0-miss queries with the configured model, and with a
-  BGE-M3-shaped random model (24 layers, hidden 1024, vocabulary 250002: real BGE-M3 cost without the
-  weights) through FlagEmbedding's own `encode_queries` (fp32) and through kb_core's encoder (fp32 and the
-  default precision); query-cache hits.
+- Lookup end to end (`KnowledgeBase.lookup`): L0-unique, L0-multi and L0-miss queries with the configured model,
+  and with a BGE-M3-shaped random model (24 layers, hidden 1024, vocabulary 250002: real BGE-M3 cost without
+  the weights) through FlagEmbedding's own `encode_queries` (fp32) and through kb_core's encoder (fp32 and the
+  default precision); query-cache hits. Each variant is a knowledge base opened with a benchmark embedder
+  (`open_knowledge_base(settings, embedder=...)`) whose query side is the encoder being timed.
 - Ingest: chunks/s of FlagEmbedding's defaults vs kb_core's encoder with the BGE-M3-shaped model, the
   cosine between their vectors, and documents/s for whole uploads.
 
@@ -18,7 +19,8 @@ over many calls, and ratios between variants run in the same process a moment ap
   (short, Chinese sentence, English sentence, long), the engines alternating per query.
 
 - Pages: every console page's render time (Streamlit AppTest) at 10,000 documents, first render and the
-  median of reruns, with the cached summaries and with the cache off (`kb_core.bench_pages`).
+  median of reruns, and the same reruns right after a write, when every cached summary is recomputed
+  (`benchmarks.bench_pages`).
 
 The L1 collection for the lookup runs holds the generated documents' chunks with random unit vectors:
 those runs measure latency (query encoding + BM25 + dense search + fusion), not retrieval quality.
@@ -29,11 +31,8 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
-import json
 import logging
 import math
-import os
-import platform
 import random
 import re
 import shutil
@@ -42,159 +41,38 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from naive_l0 import NaiveIndex
+from benchmarks.bench_pages import bench_pages, render_pages
+from benchmarks.common import (
+    Corpus,
+    bench_settings,
+    generate_corpus,
+    machine,
+    percentile_of,
+    query_mix,
+    stats,
+    time_calls,
+    use_test_tooling,
+    write_json,
+)
+from kb_core import KnowledgeEntry, KnowledgeIndex, load_settings, open_knowledge_base
 
-from kb_core.retrieval.keyword_index import KnowledgeIndex
-from kb_core.stats import percentile
-
-log = logging.getLogger("kb_core.bench")
+log = logging.getLogger("benchmarks.bench")
 
 L1_GOAL_P99_MS = 150.0  # the embedded default at 20,000 chunks
-
-# -- synthetic corpus ---------------------------------------------------------------------------------------
-_ZH_PREFIX = ["支付", "订单", "退款", "库存", "用户", "账户", "缓存", "网关", "消息", "搜索", "推荐", "风控", "结算",
-              "对账", "物流", "优惠券", "会员", "积分", "短信", "通知"]
-_ZH_SUFFIX = ["超时", "失败", "重试", "限流", "降级", "熔断", "延迟", "异常", "告警", "配置", "迁移", "扩容", "回滚",
-              "死锁", "泄漏"]
-_EN_TERMS = ["connection pool", "rate limit", "circuit breaker", "dead letter queue", "cache stampede",
-             "thread starvation", "slow query", "memory leak", "retry storm", "hot partition", "clock skew",
-             "split brain", "back pressure", "idempotency key", "schema migration", "blue green deploy",
-             "canary release", "feature flag", "token refresh", "certificate expiry"]
-_SERVICES = ["Payment", "Order", "Refund", "Inventory", "User", "Account", "Cache", "Gateway", "Message", "Search",
-             "Billing", "Ledger", "Shipping", "Coupon", "Member", "Points", "Sms", "Notify", "Risk", "Report"]
-_HOT = ["超时", "timeout", "Redis"]  # claimed by many documents: the ambiguous L0 case
-# Real product docs put a few generic keywords on a third to a half of all documents (product names, "Plugin")
-_GENERIC = [("Apache Lumen", 0.45), ("Plugin", 0.35), ("Kestrel", 0.30), ("API 网关", 0.20)]
-# ... and short Latin keywords that occur inside ordinary words (AI in "explain", CLI in "client")
-_SHORT = ["AI", "CLI", "ACL", "API", "TPS", "2.0"]
 _MISS_TOPICS = ["磁盘写满", "证书链不完整", "日志轮转失败", "夜间批处理卡住", "disk full on the log volume",
                 "a stuck nightly batch job", "an incomplete certificate chain", "log rotation stopping"]
-_SENTENCES_ZH = ["当{a}出现时，先检查{b}的监控指标。", "{a}通常由{b}引起，需要结合日志定位。",
-                 "如果{a}持续超过五分钟，请升级到值班负责人。", "{a}与{b}的关系在架构文档中有详细说明。",
-                 "处理{a}之前，确认{b}已经恢复正常。"]
-_SENTENCES_EN = ["When {a} happens, check the {b} dashboard first.", "{a} is usually caused by {b}; read the logs.",
-                 "If {a} lasts longer than five minutes, page the on-call owner.",
-                 "The relation between {a} and {b} is described in the architecture notes."]
-
-
-@dataclass
-class Corpus:
-    root: Path
-    keywords: list[list[str]] = field(default_factory=list)  # per document, in generation order
-    shared_terms: list[str] = field(default_factory=list)
-
-
-def _code(i: int) -> str:
-    return f"ERR_{_SERVICES[i % len(_SERVICES)].upper()}_{i:05d}"
-
-
-def _api(i: int, rng: random.Random) -> str:
-    return f"{_SERVICES[i % len(_SERVICES)]}Service.{rng.choice(['create', 'query', 'cancel', 'sync'])}{i}"
-
-
-def generate_corpus(root: Path, n: int, *, seed: int = 7, min_kb: int = 2, max_kb: int = 20) -> Corpus:
-    """N Markdown documents with realistic frontmatter under root/knowledge_base/{category}/."""
-    rng = random.Random(seed)
-    zh_terms = [p + s for p in _ZH_PREFIX for s in _ZH_SUFFIX]
-    shared = zh_terms + _EN_TERMS
-    corpus = Corpus(root=root, shared_terms=shared)
-    categories = ["api", "domain", "troubleshooting"]
-    for i in range(n):
-        if i % 10 == 9:
-            # a bilingual pair: the previous page again, same file name, another category, same keywords
-            keywords = corpus.keywords[-1]
-            corpus.keywords.append(keywords)
-            title = f"{keywords[0]} troubleshooting guide (English) {i - 1}"
-            name, category = f"doc-{i - 1:05d}.md", categories[i % 3]
-        else:
-            keywords = [_code(i)]
-            if rng.random() < 0.5:
-                keywords.append(_api(i, rng))
-            keywords += [term for term, share in _GENERIC if rng.random() < share]
-            if rng.random() < 0.06:
-                keywords.append(rng.choice(_SHORT))
-            keywords += rng.sample(shared, rng.randint(1, 3))
-            if rng.random() < 0.03:
-                keywords.append(rng.choice(_HOT))
-            keywords = list(dict.fromkeys(keywords))[:7]
-            while len(keywords) < 3:
-                keywords.append(rng.choice(shared))
-                keywords = list(dict.fromkeys(keywords))
-            corpus.keywords.append(keywords)
-            title = f"{keywords[1] if len(keywords) > 1 else keywords[0]} 排查手册 {i}"
-            name, category = f"doc-{i:05d}.md", categories[i % 3]
-        target = rng.randint(min_kb * 1024, max_kb * 1024)
-        parts = [f"---\ntitle: {title}\nkeywords: [{', '.join(keywords)}]\n"
-                 f"summary: 关于 {keywords[0]} 的说明与处理步骤\n---\n\n# {title}\n"]
-        size = len(parts[0].encode())
-        section = 0
-        while size < target:
-            section += 1
-            a, b = rng.choice(shared), rng.choice(shared)
-            heading = f"\n## {section}. {a}\n\n"
-            template = rng.choice(_SENTENCES_ZH if rng.random() < 0.6 else _SENTENCES_EN)
-            paragraph = " ".join(rng.choice([template]).format(a=rng.choice(shared), b=b) for _ in range(8))
-            text = heading + paragraph + f" {a}\n"
-            parts.append(text)
-            size += len(text.encode())
-        path = root / "knowledge_base" / category / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(parts), encoding="utf-8")
-    return corpus
-
-
-def query_mix(corpus: Corpus, *, count: int = 100, seed: int = 11) -> dict[str, list[str]]:
-    """The fixed L0 query mix: exact keywords, keywords inside sentences, partial keywords, misses, 500-char."""
-    rng = random.Random(seed)
-    n = len(corpus.keywords)
-    filler = "系统在高峰期间表现不稳定，我们需要一份完整的分析报告来说明原因与后续改进计划。" \
-             "The service degraded during peak hours and we need a full write-up of causes and follow-ups. "
-    picks = [rng.randrange(n) for _ in range(count)]
-    return {
-        "keyword": [corpus.keywords[i][0] for i in picks],
-        "in sentence": [f"线上告警：{corpus.keywords[i][0]} 出现了很多次，应该怎么处理？" for i in picks],
-        "partial": [corpus.keywords[i][0][:-1] for i in picks],
-        "miss": [f"完全无关的问题 {rng.randint(0, 10**9)} qwxz" for _ in picks],
-        "500 chars": [(filler * 5)[:480] + f" {corpus.keywords[i][0]}" for i in picks],
-        # hit thousands of documents through the generic keywords
-        "generic": [rng.choice(["Apache Lumen", "How do I write a Plugin for Apache Lumen?", "Kestrel",
-                                "API 网关 的 Plugin 怎么配置", "plugin"]) for _ in picks],
-        # short keywords inside ordinary words must not match; as words they must
-        "short words": [rng.choice(["please explain the detailed client configuration", "AI gateway timeouts",
-                                    "the CLI failed", "Kestrel 2.0 upgrade", "a"]) for _ in picks],
-    }
-
-
-# -- measurement helpers ------------------------------------------------------------------------------------
-def _percentile(values: Sequence[float], p: float) -> float:
-    value = percentile(values, p)
-    if value is None:
-        raise ValueError("no samples")
-    return value
-
-
-def _time_calls(fn: Callable[[str], Any], queries: Sequence[str], repeat: int) -> list[float]:
-    samples = []
-    for _ in range(repeat):
-        for q in queries:
-            started = time.perf_counter_ns()
-            fn(q)
-            samples.append((time.perf_counter_ns() - started) / 1e6)
-    return samples
-
-
-def _stats(samples: Sequence[float]) -> dict[str, float]:
-    return {"p50_ms": round(statistics.median(samples), 4), "p99_ms": round(_percentile(samples, 99), 4),
-            "n": len(samples)}
 
 
 # -- L0 -----------------------------------------------------------------------------------------------------
 def bench_l0(n: int, workdir: Path, *, repeat: int) -> dict[str, Any]:
+    """L0 on its own: a `KnowledgeIndex` over the generated folder (the public class the knowledge base uses)."""
+    use_test_tooling()
+    from naive_l0 import NaiveIndex  # the brute-force reference of the tests (tests/naive_l0.py)
+
     root = workdir / f"l0-{n}"
     corpus = generate_corpus(root, n)
     loads = []
@@ -227,16 +105,16 @@ def bench_l0(n: int, workdir: Path, *, repeat: int) -> dict[str, Any]:
     all_naive: list[float] = []
     all_i3: list[float] = []
     for name, queries in mix.items():
-        fast = _time_calls(index.exact_match, queries, repeat)
-        ranked = _time_calls(_ranked_head, [(index, q) for q in queries], repeat)
+        fast = time_calls(index.exact_match, queries, repeat)
+        ranked = time_calls(_ranked_head, [(index, q) for q in queries], repeat)
         # the references are slow (seconds per query at 10,000 documents): time a sample of 30 queries once
-        slow = _time_calls(naive.exact_match, queries[:30], 1)
-        i3 = _time_calls(i3_loop.exact_match, queries[:30], 1)
+        slow = time_calls(naive.exact_match, queries[:30], 1)
+        i3 = time_calls(i3_loop.exact_match, queries[:30], 1)
         all_fast += fast
         all_match += ranked
         all_naive += slow
         all_i3 += i3
-        classes[name] = {"l0": _stats(fast), "match": _stats(ranked), "naive": _stats(slow), "i3": _stats(i3),
+        classes[name] = {"l0": stats(fast), "match": stats(ranked), "naive": stats(slow), "i3": stats(i3),
                          "hits_per_query": round(statistics.mean(len(index.match(q)) for q in queries), 2)}
     after_add = _first_match_after_change(index, mix["generic"][:20] + mix["keyword"][:20])
     return {
@@ -247,14 +125,14 @@ def bench_l0(n: int, workdir: Path, *, repeat: int) -> dict[str, Any]:
         "memory_mb": round(memory / 1e6, 2),
         "memory_mb_per_1000_docs": round(memory / 1e6 / (n / 1000), 2),
         "matching": index.matching,
-        "exact_match": _stats(all_fast),
-        "match": _stats(all_match),
-        "naive": _stats(all_naive),
+        "exact_match": stats(all_fast),
+        "match": stats(all_match),
+        "naive": stats(all_naive),
         "speedup_p50": round(statistics.median(all_naive) / statistics.median(all_match), 1),
-        "speedup_p99": round(_percentile(all_naive, 99) / _percentile(all_match, 99), 1),
-        "i3": _stats(all_i3),
+        "speedup_p99": round(percentile_of(all_naive, 99) / percentile_of(all_match, 99), 1),
+        "i3": stats(all_i3),
         "speedup_vs_i3_p50": round(statistics.median(all_i3) / statistics.median(all_match), 1),
-        "speedup_vs_i3_p99": round(_percentile(all_i3, 99) / _percentile(all_match, 99), 1),
+        "speedup_vs_i3_p99": round(percentile_of(all_i3, 99) / percentile_of(all_match, 99), 1),
         "classes": classes,
         "after_add": after_add,
     }
@@ -269,27 +147,21 @@ def _ranked_head(item: tuple[KnowledgeIndex, str]) -> Any:
 
 def _first_match_after_change(index: KnowledgeIndex, queries: Sequence[str]) -> dict[str, Any]:
     """add() builds the new snapshot before swapping it in: the first lookup after it is as fast as any."""
-    from kb_core.retrieval.keyword_index import KnowledgeEntry
-
     add_ms, first, steady = [], [], []
     for i, query in enumerate(queries):
         entry = KnowledgeEntry(f"knowledge_base/api/bench-added-{i}.md", "added", (f"BENCH_ADDED_{i}", "Plugin"), "")
         started = time.perf_counter_ns()
         index.add(entry)
         add_ms.append((time.perf_counter_ns() - started) / 1e6)
-        first += _time_calls(lambda q: _ranked_head((index, q)), [query], 1)
-        steady += _time_calls(lambda q: _ranked_head((index, q)), [query], 1)
+        first += time_calls(lambda q: _ranked_head((index, q)), [query], 1)
+        steady += time_calls(lambda q: _ranked_head((index, q)), [query], 1)
         index.remove(entry.file_path)
-    return {"add": _stats(add_ms), "first_match": _stats(first), "next_match": _stats(steady)}
+    return {"add": stats(add_ms), "first_match": stats(first), "next_match": stats(steady)}
 
 
 def _open_seconds(root: Path) -> float:
     """Spec 6.3: opening the whole knowledge base (migrate, L0 scan, Milvus, warm-up) over the corpus."""
-    from kb_core.bootstrap import open_knowledge_base
-    from kb_core.settings import load_settings
-
-    settings = load_settings(app_root=root, embedding_model="no-such-org/no-such-model",
-                             database_url=f"sqlite:///{root}/kb.sqlite3")
+    settings = bench_settings(root)
     started = time.perf_counter()
     kb = open_knowledge_base(settings)
     seconds = time.perf_counter() - started
@@ -298,25 +170,49 @@ def _open_seconds(root: Path) -> float:
 
 
 # -- lookups ------------------------------------------------------------------------------------------------
-class _QueryEncoder:
-    """Adapts one way of encoding queries to what `VectorSearcher` needs, counting calls."""
+class BenchEmbedder:
+    """The embedder a lookup run opens its knowledge base with: `open_knowledge_base(settings, embedder=...)`.
 
-    def __init__(self, encode: Callable[[list[str]], list[list[float]]], state: Any):
-        self._encode = encode
-        self.state = state
+    It satisfies the `Embedder` protocol of kb_core/storage/ports.py, plus what opening and `wait_for_model` use
+    (`dimension`, `available`, `start_loading`, `wait_ready`). Identity and state are those of `model`, a
+    `FlagEmbedder`: the knowledge base sizes its collection by its dimension and searches densely once it is ready.
+    Queries go to the encoder being timed (`model.encode_queries` unless `encode_queries` is given), counted in
+    `calls`; documents get random unit vectors at once: these runs time lookups (query encoding + BM25 + dense
+    search + fusion), not retrieval quality, and ingest speed is the `ingest` section's business.
+    """
+
+    def __init__(self, model: Any, encode_queries: Callable[[list[str]], list[list[float]]] | None = None, *,
+                 seed: int = 3):
+        self._model = model
+        self._encode = encode_queries or model.encode_queries
+        self._rng = random.Random(seed)
         self.calls = 0
+
+    @property
+    def model_id(self) -> str:
+        return self._model.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self._model.dimension
+
+    @property
+    def available(self) -> bool:
+        return self._model.available
+
+    @property
+    def state(self) -> Any:
+        return self._model.state
+
+    def start_loading(self) -> None:
+        self._model.start_loading()
+
+    def wait_ready(self, timeout: float | None = None) -> Any:
+        return self._model.wait_ready(timeout)
 
     def encode_queries(self, texts: Sequence[str]) -> list[list[float]]:
         self.calls += 1
         return self._encode(list(texts))
-
-
-class _RandomDocuments:
-    """Document vectors for the latency runs: random unit vectors (quality is not measured here)."""
-
-    def __init__(self, model_id: str, dimension: int, seed: int = 3):
-        self.model_id, self.dimension = model_id, dimension
-        self._rng = random.Random(seed)
 
     def encode_documents(self, texts: Sequence[str], progress: Any = None) -> list[list[float]]:
         vectors = []
@@ -324,17 +220,20 @@ class _RandomDocuments:
             v = [self._rng.gauss(0, 1) for _ in range(self.dimension)]
             norm = math.sqrt(sum(x * x for x in v))
             vectors.append([x / norm for x in v])
+        if progress is not None:
+            progress("embedding", len(vectors), len(vectors))
         return vectors
 
 
 def _lookup_queries(corpus: Corpus, count: int, seed: int = 5) -> dict[str, list[str]]:
     rng = random.Random(seed)
-    n = len(corpus.keywords)
-    unique = [corpus.keywords[rng.randrange(n)][0] for _ in range(count)]
     claims: dict[str, int] = {}
     for keywords in corpus.keywords:
         for k in keywords:
             claims[k] = claims.get(k, 0) + 1
+    # error codes of one document (a bilingual pair shares its code: two L0 hits, which is L0-multi)
+    codes = [keywords[0] for keywords in corpus.keywords if claims[keywords[0]] == 1]
+    unique = [rng.choice(codes) for _ in range(count)]
     shared = [k for k, c in claims.items() if c > 1]
     multi = [rng.choice(shared) for _ in range(count)]
     miss = [f"{rng.choice(['如何处理', '为什么会出现', 'how to handle', 'why does the system show'])} "
@@ -343,87 +242,88 @@ def _lookup_queries(corpus: Corpus, count: int, seed: int = 5) -> dict[str, list
     return {"L0-unique": unique, "L0-multi": multi, "L0-miss": miss}
 
 
+def lookup_variants(variants: Sequence[str], *, configured_model: str,
+                    bge_path: Path | None) -> list[tuple[str, str, str, bool]]:
+    """(label, model, precision, FlagEmbedding's own encode_queries?) for each variant asked for and possible."""
+    runs = []
+    if "configured" in variants:
+        runs.append((f"configured ({configured_model})", configured_model, "fp32", False))
+    if bge_path is not None:
+        if "flagembedding-fp32" in variants:
+            runs.append(("BGE-M3-shaped, FlagEmbedding encode_queries fp32", str(bge_path), "fp32", True))
+        if "kb-fp32" in variants:
+            runs.append(("BGE-M3-shaped, kb_core encoder fp32", str(bge_path), "fp32", False))
+        if "kb-auto" in variants:
+            runs.append(("BGE-M3-shaped, kb_core encoder default (auto)", str(bge_path), "auto", False))
+    return runs
+
+
 def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | None, configured_model: str,
                   variants: Sequence[str]) -> dict[str, Any]:
-    from kb_core.bootstrap import open_knowledge_base
-    from kb_core.documents.service import DocumentService
-    from kb_core.retrieval.l1_search import VectorSearcher
-    from kb_core.retrieval.lookup import HybridLookup
-    from kb_core.settings import load_settings
+    """`KnowledgeBase.lookup` end to end, one knowledge base per variant, each opened with a `BenchEmbedder`
+    whose query side is the variant's encoder. The variants of one model share a folder, database and Milvus
+    collection, reconciled (filled with random document vectors) by the first of them."""
+    # The query encoders are the component these runs compare, so they are built here (kb_core's own
+    # FlagEmbedder at a chosen precision, without its query cache, or FlagEmbedding's reference encode_queries).
     from kb_core.storage.embedding import FlagEmbedder
 
     results: dict[str, Any] = {}
-    root = workdir / "l1"
-    corpus = generate_corpus(root, docs, seed=21, min_kb=2, max_kb=6)
+    corpus = generate_corpus(workdir / "lookups-0", docs, seed=21, min_kb=2, max_kb=6)
     mix = _lookup_queries(corpus, queries)
-    runs: list[tuple[str, str, Callable[[FlagEmbedder], Any] | None]] = []
-    if "configured" in variants:
-        runs.append((f"configured ({configured_model})", configured_model, None))
-    if bge_path is not None:
-        if "flagembedding-fp32" in variants:
-            runs.append(("BGE-M3-shaped, FlagEmbedding encode_queries fp32", str(bge_path),
-                         lambda e: lambda texts: e.reference_encode(texts, query=True)))
-        if "kb-fp32" in variants:
-            runs.append(("BGE-M3-shaped, kb_core encoder fp32", str(bge_path), "fp32"))
-        if "kb-auto" in variants:
-            runs.append(("BGE-M3-shaped, kb_core encoder default (auto)", str(bge_path), "auto"))
-
-    opened: dict[str, Any] = {}
-    for label, model, how in runs:
-        precision = how if isinstance(how, str) else "fp32"
-        if model not in opened:
-            settings = load_settings(app_root=root, embedding_model=model, database_url=f"sqlite:///{root}/kb.sqlite3")
-            kb = open_knowledge_base(settings, load_model=False)
-            embedder = kb.embedder
-            if embedder.available:
-                # Ingest with random vectors: these runs time lookups, not retrieval quality.
-                service = DocumentService(kb.index, kb.metadata, kb.vectors,
-                                          _RandomDocuments(model, embedder.dimension),  # type: ignore[arg-type]
-                                          max_upload_bytes=settings.max_upload_bytes)
-                service.sync()
-            else:
-                kb.sync()
-            opened[model] = kb
-        kb = opened[model]
-        embedder = None
-        if kb.embedder.available:
-            embedder = FlagEmbedder(model, device="cpu", precision=precision, query_cache_size=0)
-            embedder.wait_ready()
-            encode = how(embedder) if callable(how) else embedder.encode_queries
-            query_encoder = _QueryEncoder(encode, embedder.state)
-        else:
-            query_encoder = None
-        searcher = VectorSearcher(kb.vectors, query_encoder)  # type: ignore[arg-type]
-        lookup = HybridLookup(kb.index, searcher)
-        mix["L0-miss"] = [q for q in mix["L0-miss"] if not kb.index.match(q)][:queries]
-        row: dict[str, Any] = {"model_state": (embedder.state.detail if embedder else kb.embedder.state.detail)}
-        for name, qs in mix.items():
-            calls_before = query_encoder.calls if query_encoder else 0
-            samples = _time_calls(lookup.lookup, qs, 1)
-            row[name] = _stats(samples)
-            if name == "L0-unique":
-                row[name]["exact_match"] = _stats(_time_calls(kb.index.exact_match, qs, 1))
-                row[name]["model_calls"] = (query_encoder.calls if query_encoder else 0) - calls_before
-        if embedder is not None:
+    # L0 alone over the same folder (what the knowledge base's L0 holds): the miss filter and the exact_match figure
+    l0 = KnowledgeIndex("knowledge_base", app_root=corpus.root)
+    l0.load()
+    mix["L0-miss"] = [q for q in mix["L0-miss"] if not l0.match(q)][:queries]
+    roots: dict[str, Path] = {}
+    for label, model, precision, reference in lookup_variants(variants, configured_model=configured_model,
+                                                              bge_path=bge_path):
+        fresh = model not in roots
+        if fresh:
+            roots[model] = workdir / f"lookups-{len(roots)}"
+            if roots[model] != corpus.root:
+                generate_corpus(roots[model], docs, seed=21, min_kb=2, max_kb=6)  # the same documents again
+        flag = FlagEmbedder(model, device="cpu", precision=precision, query_cache_size=0)
+        encode = (lambda texts, flag=flag: flag.reference_encode(texts, query=True)) if reference else None
+        embedder = BenchEmbedder(flag, encode)
+        kb = open_knowledge_base(bench_settings(roots[model], model=model), embedder=embedder)
+        try:
+            kb.wait_for_model()  # loaded in the background since opening; dense search needs it ready
+            if fresh:
+                report = kb.reconcile()
+                if report.failed:
+                    raise RuntimeError(f"{label}: {len(report.failed)} documents failed to index: {report.failed[:3]}")
+            status = kb.status()
+            row: dict[str, Any] = {"model_state": status.model.detail, "l1_mode": status.l1_mode}
+            for name, qs in mix.items():
+                calls_before = embedder.calls
+                row[name] = stats(time_calls(kb.lookup, qs, 1))
+                row[name]["model_calls"] = embedder.calls - calls_before  # query encodings: none for L0-unique
+                if name == "L0-unique":
+                    row[name]["exact_match"] = stats(time_calls(l0.exact_match, qs, 1))
+        finally:
+            kb.close()
+        ready = flag.state.ready
+        del flag, embedder, kb  # one model in memory at a time (the BGE-M3-shaped one is 2.3 GB)
+        gc.collect()
+        if ready:
+            # the query cache of kb_core's encoder, on its own (the component): the same query again and again
             cached = FlagEmbedder(model, device="cpu", precision=precision)
             cached.wait_ready()
             cached.encode_queries(["缓存命中"])
-            hit = cached.encode_queries
-            row["query_cache_hit"] = _stats(_time_calls(lambda q, hit=hit: hit([q]), ["缓存命中"] * 50, 1))
+            row["query_cache_hit"] = stats(time_calls(lambda q, hit=cached.encode_queries: hit([q]),
+                                                      ["缓存命中"] * 50, 1))
             del cached
+            gc.collect()
         results[label] = row
-        del embedder
-        gc.collect()
-    for kb in opened.values():
-        kb.close()
     return results
 
 
 # -- ingest -------------------------------------------------------------------------------------------------
 def bench_ingest(workdir: Path, *, bge_path: Path, chunks: int, docs: int) -> dict[str, Any]:
-    from kb_core.bootstrap import open_knowledge_base
+    """The document encoders themselves (FlagEmbedding's defaults vs kb_core's `FlagEmbedder`) on chunks cut as
+    uploads cut them, then whole uploads through `KnowledgeBase.upload` with the model."""
+    # The components measured: the Markdown chunker (to get the texts an upload embeds) and the encoders.
     from kb_core.documents.chunking import chunk_markdown
-    from kb_core.settings import load_settings
     from kb_core.storage.embedding import FlagEmbedder
 
     root = workdir / "ingest"
@@ -454,14 +354,17 @@ def bench_ingest(workdir: Path, *, bge_path: Path, chunks: int, docs: int) -> di
 
     # Whole uploads: parse, chunk, embed (kb_core path), write, index.
     (root / "kb").mkdir(parents=True, exist_ok=True)
-    kb = open_knowledge_base(load_settings(app_root=root / "kb", embedding_model=str(bge_path),
-                                           database_url=f"sqlite:///{root}/kb/kb.sqlite3"))
-    kb.embedder.wait_ready()
-    files = sorted((corpus.root / "knowledge_base").rglob("*.md"))[:docs]
-    started = time.perf_counter()
-    total_chunks = sum(kb.upload(p.name, p.read_bytes(), p.parent.name).document.chunk_count for p in files)
-    seconds = time.perf_counter() - started
-    kb.close()
+    kb = open_knowledge_base(bench_settings(root / "kb", model=str(bge_path)))
+    try:
+        state = kb.wait_for_model()
+        if not state.ready:
+            raise RuntimeError(f"the BGE-M3-shaped model did not load: {state.detail}")
+        files = sorted((corpus.root / "knowledge_base").rglob("*.md"))[:docs]
+        started = time.perf_counter()
+        total_chunks = sum(kb.upload(p.name, p.read_bytes(), p.parent.name).document.chunk_count for p in files)
+        seconds = time.perf_counter() - started
+    finally:
+        kb.close()
     result["upload_docs"] = len(files)
     result["upload_docs_per_s"] = round(len(files) / seconds, 3)
     result["upload_chunks_per_s"] = round(total_chunks / seconds, 3)
@@ -594,25 +497,41 @@ class _L1Writer:
         return category, f"doc-{i:05d}.md", front + f"# {title}\n\n" + "\n\n".join(body) + "\n"
 
 
-def l1_chunks(chunks: int, *, seed: int = 20240611) -> list[Any]:
-    """Whole documents until there are at least `chunks` chunks, chunked as uploads are (`DocumentService.prepare`:
-    the frontmatter chunk, then title- and heading-prefixed sections)."""
-    from kb_core.documents.service import DocumentService
+def l1_documents(*, seed: int = 20240611) -> Iterator[tuple[str, str, str]]:
+    """The generated documents, (category, file name, Markdown with frontmatter), the first one numbered 1."""
+    writer = _L1Writer(seed)
+    for doc_id in itertools.count(1):
+        yield writer.document(doc_id)
+
+
+def chunk_rows(doc_id: int, category: str, name: str, text: str) -> list[Any]:
+    """A document chunked as uploads chunk it: the frontmatter chunk (title, summary, keywords), then the body's
+    sections, each prefixed with the title and heading path (tests/test_bench.py checks that this is what
+    `KnowledgeBase.upload` stores)."""
+    # What the L1 section measures is the full-text engines themselves, so it fills their stores directly: the
+    # chunker, the frontmatter chunk's text and the stores' row type are kb_core's own.
+    from kb_core import parse_frontmatter
+    from kb_core.documents.chunking import FRONTMATTER_HEADING, chunk_markdown
+    from kb_core.documents.service import header_text
     from kb_core.storage.ports import ChunkRow
 
-    class _NoDense:  # prepare() needs only to know that no dense vectors are wanted
-        has_dense = False
+    source = f"knowledge_base/{category}/{name}"
+    frontmatter = parse_frontmatter(text)
+    title = frontmatter.title if frontmatter else ""
+    header = header_text(frontmatter) if frontmatter else ""
+    rows = [ChunkRow(doc_id, source, category, 0, FRONTMATTER_HEADING, header)] if header else []
+    return rows + [ChunkRow(doc_id, source, category, c.chunk_no + bool(header), c.heading, c.embedding_text(title))
+                   for c in chunk_markdown(text)]
 
-    service = DocumentService(None, None, _NoDense(), None, max_upload_bytes=1 << 30)  # type: ignore[arg-type]
-    writer, rows = _L1Writer(seed), []
-    while len(rows) < chunks:
-        doc_id = rows[-1].doc_id + 1 if rows else 1
-        category, name, text = writer.document(doc_id)
-        source = f"knowledge_base/{category}/{name}"
-        prepared = service.prepare(text, source=source)
-        rows += [ChunkRow(doc_id, source, category, c.chunk_no, c.heading, chunk_text)
-                 for c, chunk_text in zip(prepared.chunks, prepared.texts, strict=True)]
-    return rows
+
+def l1_chunks(chunks: int, *, seed: int = 20240611) -> list[Any]:
+    """Whole generated documents, chunked as uploads are, until there are at least `chunks` chunks."""
+    rows: list[Any] = []
+    for doc_id, document in enumerate(l1_documents(seed=seed), 1):
+        rows += chunk_rows(doc_id, *document)
+        if len(rows) >= chunks:
+            return rows
+    raise AssertionError("unreachable: l1_documents never ends")
 
 
 def l1_queries(rows: Sequence[Any], per_class: int, *, seed: int = 7) -> dict[str, list[str]]:
@@ -669,6 +588,8 @@ def bench_l1(workdir: Path, *, chunks: int, per_class: int, batch: int = 500) ->
     """The same chunks in Milvus Lite with its own BM25 and in Milvus Lite + SQLite FTS5 (the embedded default,
     writes go to both), each in its own directory; `VectorSearcher.search(q, top_k=3)` without a model
     (BM25 only), engines alternating per query after a warm-up."""
+    # The component measured: the two full-text engines behind L1's searcher, each in stores of its own (no
+    # knowledge base is involved), so the stores and the searcher are built here.
     from kb_core import terms
     from kb_core.retrieval.l1_search import VectorSearcher
     from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex
@@ -716,7 +637,7 @@ def bench_l1(workdir: Path, *, chunks: int, per_class: int, batch: int = 500) ->
             store.close()
 
     def row(cls_samples: dict[str, list[float]], cls_found: dict[str, int]) -> dict[str, Any]:
-        out: dict[str, Any] = {name: {**_stats(s), "found": round(cls_found[name] / len(s), 3)}
+        out: dict[str, Any] = {name: {**stats(s), "found": round(cls_found[name] / len(s), 3)}
                                for name, s in cls_samples.items()}
         out["speedup_p99"] = round(out["milvus_bm25"]["p99_ms"] / out["fts5"]["p99_ms"], 1)
         return out
@@ -730,27 +651,6 @@ def bench_l1(workdir: Path, *, chunks: int, per_class: int, batch: int = 500) ->
             "queries_per_class": per_class, "generate_s": round(generated_s, 2), "build_s": build_s,
             "classes": classes, "all": every, "goal_p99_ms": L1_GOAL_P99_MS,
             "seconds": round(time.perf_counter() - started, 1)}
-
-
-# -- report -------------------------------------------------------------------------------------------------
-def machine() -> dict[str, Any]:
-    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        info["memory_gb"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (OSError, ValueError):
-        pass
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
-    except ImportError:
-        pass
-    return info
 
 
 def render(report: dict[str, Any]) -> str:
@@ -837,14 +737,12 @@ def render(report: dict[str, Any]) -> str:
                   f"{r['speedup']:.1f}x | {r['min_cosine_vs_flagembedding']} | "
                   f"{r['upload_docs_per_s']:.3f} docs/s, {r['upload_chunks_per_s']:.2f} chunks/s |"]
     if report.get("pages"):
-        from kb_core.bench_pages import render_pages
-
         lines += render_pages(report["pages"])
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kb_core.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000], help="L0 corpus sizes")
     parser.add_argument("--repeat", type=int, default=20, help="repetitions of the L0 query mix")
@@ -870,17 +768,16 @@ def main(argv: list[str] | None = None) -> int:
         args.l1_chunks, args.l1_class_queries = 400, 10
         args.page_docs, args.page_runs = 50, 2
 
-    from kb_core.settings import load_settings
-
     configured = load_settings().embedding_model
     bge: Path | None = None
     if not args.no_bge and ("lookups" not in args.skip or "ingest" not in args.skip):
-        from model_factory import build_bge_m3_shaped
+        use_test_tooling()
+        from model_factory import build_bge_m3_shaped  # tests/model_factory.py
 
         print(f"BGE-M3-shaped model: {args.bge_m3_shaped} (building it if missing) ...", file=sys.stderr)
         bge = build_bge_m3_shaped(args.bge_m3_shaped)
-    report: dict[str, Any] = {"machine": machine(), "command": " ".join(["python -m kb_core.bench", *(argv or
-                              sys.argv[1:])])}
+    given = sys.argv[1:] if argv is None else argv
+    report: dict[str, Any] = {"machine": machine(), "command": " ".join(["python -m benchmarks", *given])}
     workdir = Path(tempfile.mkdtemp(prefix="kb-bench-"))
     try:
         if "l0" not in args.skip:
@@ -888,28 +785,26 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.sizes:
                 print(f"L0 at {n:,} documents ...", file=sys.stderr)
                 report["l0"].append(bench_l0(n, workdir, repeat=args.repeat))
-                args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+                write_json(args.json, report)
         if "lookups" not in args.skip:
             print("lookups ...", file=sys.stderr)
             variants = ["configured"] + ([] if bge is None else ["flagembedding-fp32", "kb-fp32", "kb-auto"])
             report["lookups"] = bench_lookups(workdir, docs=args.l1_docs, queries=args.l1_queries, bge_path=bge,
                                               configured_model=configured, variants=variants)
-            args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+            write_json(args.json, report)
         if "l1" not in args.skip:
             print(f"L1 full text at {args.l1_chunks:,} chunks: Milvus BM25 vs FTS5 ...", file=sys.stderr)
             report["l1"] = bench_l1(workdir, chunks=args.l1_chunks, per_class=args.l1_class_queries)
-            args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+            write_json(args.json, report)
         if "ingest" not in args.skip and bge is not None:
             print("ingest ...", file=sys.stderr)
             report["ingest"] = bench_ingest(workdir, bge_path=bge, chunks=args.ingest_chunks, docs=args.ingest_docs)
         if "pages" not in args.skip:
-            from kb_core.bench_pages import bench_pages
-
             print(f"page renders at {args.page_docs:,} documents ...", file=sys.stderr)
             report["pages"] = bench_pages(workdir, docs=args.page_docs, runs=args.page_runs)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    args.json.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
+    write_json(args.json, report)
     print(render(report))
     print(f"\n(JSON: {args.json})")
     return 0

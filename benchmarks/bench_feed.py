@@ -1,13 +1,14 @@
 """Benchmark: several processes on one knowledge base (issue 12).
 
-    python -m kb_core.bench_feed [--docs 1000] [--rounds 20] [--json bench-feed.json]   (about a minute)
+    python -m benchmarks.bench_feed [--docs 1000] [--rounds 20] [--json bench-feed.json]   (about a minute)
 
 Prints two tables:
 - **lookups with the change feed running**: one process holds two knowledge bases on the same database, folder
   and Milvus: one follows the change feed (`KB_REFRESH_INTERVAL=1`), one does not (`0`, a single process).
   L0-unique lookups alternate between them in blocks, so both are measured side by side under the same load:
   first while nothing is written, then while another process replaces a document five times a second (each
-  replace reaches the following knowledge base through the feed and swaps its L0 snapshot).
+  replace reaches the following knowledge base through the feed and swaps its L0 snapshot). How far each one
+  followed is read from outside: the revision of the replaced document its L0 holds (`KnowledgeBase.l0_entry`).
 - **visibility across processes**: another process uploads a document with a new keyword; the time from its
   upload returning (committed) until this process's L0 answers the keyword with confidence high.
 
@@ -29,9 +30,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kb_core.bench import generate_corpus
-from kb_core.stats import percentile
+from benchmarks.common import NO_MODEL, generate_corpus, stats, write_json
+from kb_core import KnowledgeBase, load_settings, open_knowledge_base, percentile
 from kb_core.testing.milvus_server import milvus_lite_server
+
+CHURNED = "knowledge_base/ops/churn.md"  # the document the writer replaces; revision n has the keyword CHURN<n>
 
 # The other process: `new <i>` uploads a document with keyword FEEDNEW<i> and answers with the time its upload
 # returned; `churn` replaces one document five times a second until stdin closes.
@@ -67,36 +70,46 @@ _WRITER = textwrap.dedent("""
 
 
 # A looking process: opens the knowledge base (feed on or off), then on `go` times L0 lookups of the given
-# queries for the given seconds and prints the samples' p50/p99. Two of them at once, one per setting, show what
-# applying the feed costs a process's own lookups (in one process the two would share one interpreter lock).
+# queries for the given seconds and prints the samples' p50/p99, and how many revisions of the churned document
+# its L0 moved through meanwhile. Two of them at once, one per setting, show what applying the feed costs a
+# process's own lookups (in one process the two would share one interpreter lock).
 _LOOKER = textwrap.dedent("""
     import json, statistics, sys, time
-    from kb_core import load_settings, open_knowledge_base
-    from kb_core.stats import percentile
+    from kb_core import load_settings, open_knowledge_base, percentile
     config = json.loads(sys.argv[1])
     kb = open_knowledge_base(load_settings(**config["settings"]), load_model=False)
+    def revision():
+        entry = kb.l0_entry(config["churned"])
+        return int(entry.keywords[0].removeprefix("CHURN")) if entry is not None else 0
     queries = config["queries"]
     for q in queries[:50]:
         kb.lookup(q)
     print("ready", flush=True)
     sys.stdin.readline()
-    samples, ended, position = [], time.monotonic() + config["seconds"], kb._follower.position
+    samples, ended, first = [], time.monotonic() + config["seconds"], revision()
     while time.monotonic() < ended:
         for q in queries:
             started = time.perf_counter_ns()
             kb.lookup(q)
             samples.append((time.perf_counter_ns() - started) / 1e6)
     print(json.dumps({"p50_ms": round(statistics.median(samples), 4), "p99_ms": round(percentile(samples, 99), 4),
-                      "n": len(samples), "applied": kb._follower.position - position}), flush=True)
+                      "n": len(samples), "applied": revision() - first}), flush=True)
     kb.close()
 """)
+
+
+def churn_revision(kb: KnowledgeBase) -> int:
+    """The revision of the churned document this knowledge base's L0 holds (0: none yet), read from outside."""
+    entry = kb.l0_entry(CHURNED)
+    return int(entry.keywords[0].removeprefix("CHURN")) if entry is not None else 0
 
 
 def _in_two_processes(base: dict[str, Any], queries: list[str], seconds: float) -> dict[str, dict[str, float]]:
     """Lookups timed at the same moment in two processes, one following the feed and one not."""
     lookers = {}
     for name, interval in (("single process (feed off)", 0), ("feed running (1 s)", 1.0)):
-        config = {"settings": {**base, "refresh_interval": interval}, "queries": queries, "seconds": seconds}
+        config = {"settings": {**base, "refresh_interval": interval}, "queries": queries, "seconds": seconds,
+                  "churned": CHURNED}
         lookers[name] = subprocess.Popen([sys.executable, "-c", _LOOKER, json.dumps(config)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True)
     for looker in lookers.values():
@@ -110,11 +123,6 @@ def _in_two_processes(base: dict[str, Any], queries: list[str], seconds: float) 
         looker.stdin.close()
         looker.wait(timeout=60)
     return results
-
-
-def _stats(samples: list[float]) -> dict[str, float]:
-    return {"p50_ms": round(statistics.median(samples), 4), "p99_ms": round(percentile(samples, 99) or 0.0, 4),
-            "n": len(samples)}
 
 
 def _unique_queries(kb: Any, corpus: Any, count: int) -> list[str]:
@@ -145,7 +153,7 @@ def _side_by_side(kbs: dict[str, Any], queries: list[str], blocks: int,
                 samples[name].append((time.perf_counter_ns() - started) / 1e6)
                 if result.primary is None or result.primary.confidence != "high":
                     raise RuntimeError(f"{query!r} lost its unique L0 answer in {name}")
-    return {name: _stats(values) for name, values in samples.items()}
+    return {name: stats(values) for name, values in samples.items()}
 
 
 class _Writer:
@@ -175,14 +183,11 @@ class _Writer:
 
 def bench_feed(workdir: Path, *, docs: int = 1000, rounds: int = 20, queries: int = 200,
                blocks: int = 10, seconds: float = 15.0) -> dict[str, Any]:
-    from kb_core.bootstrap import open_knowledge_base
-    from kb_core.settings import load_settings
-
     corpus = generate_corpus(workdir, docs, seed=31, min_kb=1, max_kb=4)
     with milvus_lite_server(workdir / "milvus.db") as uri:
         base = {"app_root": str(workdir), "database_url": f"sqlite:///{workdir}/kb.sqlite3", "milvus_uri": uri,
-                "embedding_model": "no-such-org/no-such-model"}
-        # no sync: the timed lookups are L0 answers, which need only the folder scan
+                "embedding_model": NO_MODEL, "watch": False}
+        # no reconcile: the timed lookups are L0 answers, which need only the folder scan
         following = open_knowledge_base(load_settings(**base, refresh_interval=1.0), load_model=False)
         single = open_knowledge_base(load_settings(**base, refresh_interval=0), load_model=False)
         writer = _Writer({**base, "refresh_interval": 0})
@@ -193,9 +198,11 @@ def bench_feed(workdir: Path, *, docs: int = 1000, rounds: int = 20, queries: in
             idle = _side_by_side(kbs, unique, blocks, min_seconds=seconds)
             writer.send("churn", "churning")
             time.sleep(1.5)
-            position = following._follower.position
+            if churn_revision(following) == 0:
+                raise RuntimeError(f"{CHURNED} did not reach the following knowledge base within 1.5 s")
+            revision = churn_revision(following)
             writing = _side_by_side(kbs, unique, blocks, min_seconds=seconds)
-            applied_while_writing = following._follower.position - position
+            applied_while_writing = churn_revision(following) - revision
             apart = _in_two_processes(base, unique, seconds)
             writer.send("stop", "stopped")
             if applied_while_writing <= 0:
@@ -247,9 +254,10 @@ def render(report: dict[str, Any]) -> str:
                  f"{single['p50_ms']:.4f} / {single['p99_ms']:.4f} | {feed['p50_ms']:.4f} / {feed['p99_ms']:.4f} | "
                  f"{feed['p99_ms'] - single['p99_ms']:+.4f} |")
     v = report["visibility_ms"]
-    lines += ["", f"While the other process wrote, the following knowledge base applied "
-              f"{report['changes_applied_while_writing']} changes from the feed in one process and "
-              f"{feed['applied']} in its own process (each one re-reads the file and swaps in a new L0 snapshot).",
+    lines += ["", f"While the other process wrote, the following knowledge base's L0 moved through "
+              f"{report['changes_applied_while_writing']} revisions of the replaced document in one process and "
+              f"{feed['applied']} in its own process (the feed-off one: {single['applied']}; each change re-reads the "
+              "file and swaps in a new L0 snapshot).",
               "", "## Visibility across processes (upload committed in one process -> L0 answers it in another)", "",
               "| rounds | p50 (ms) | p99 (ms) | max (ms) |", "|---|---|---|---|",
               f"| {v['rounds']} | {v['p50']} | {v['p99']} | {v['max']} |"]
@@ -257,7 +265,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kb_core.bench_feed", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_feed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=20, help="uploads timed for visibility")
@@ -270,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kb-bench-feed-") as workdir:
         report = bench_feed(Path(workdir), docs=args.docs, rounds=args.rounds, queries=args.queries,
                             blocks=args.blocks, seconds=args.seconds)
-    args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    write_json(args.json, report)
     print(render(report))
     print(f"\n(JSON: {args.json})")
     return 0
