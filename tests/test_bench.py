@@ -6,11 +6,15 @@ import json
 import re
 import statistics
 
+import pytest
+
 from kb_core.bench import L1_CLASSES, NaiveIndex, generate_corpus, l1_chunks, l1_queries, main, query_mix
 from kb_core.documents.chunking import FRONTMATTER_HEADING
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 
 
+@pytest.mark.slow
+@pytest.mark.processes
 def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KB_EMBEDDING_MODEL", "no-such-org/no-such-model")
     out = tmp_path / "bench.json"
