@@ -12,6 +12,44 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE_KB = REPO / "knowledge_base"
 
 
+IMPLY_SLOW = ("browser", "processes", "mysql")
+
+# Parametrised matrices whose every case opens a knowledge base to check one more input on the same code path:
+# the inner loop runs every n-th case (the first included), the full suite all of them. A renamed test drops out
+# of this table and simply runs in full.
+SAMPLED_IN_INNER_LOOP = {
+    ("test_documents.py", "test_hostile_file_names_are_refused_and_leave_nothing"): 4,
+    ("test_documents.py", "test_invalid_categories_are_refused"): 3,
+    ("test_documents.py", "test_failed_upload_leaves_nothing_behind"): 2,
+    ("test_documents.py", "test_failed_replacement_restores_the_previous_version"): 2,
+    ("test_hostile_input.py", "test_reserved_and_look_alike_names_are_refused"): 3,
+    ("test_tool.py", "test_bad_arguments_give_a_readable_error_result"): 3,
+    ("test_crash_safety.py", "test_rerun_raised_from_progress_leaves_the_stores_agreeing"): 5,
+    ("test_embedding.py", "test_fast_encoder_matches_flagembedding_reference"): 2,
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects
+def pytest_collection_modifyitems(config, items):
+    """One inner loop: `pytest -m "not slow"`. A test using the real MariaDB (the mysql param of `db_url`, or
+    `mysql_database`) is marked mysql; every browser, processes and mysql test is slow too; so are the cases
+    of SAMPLED_IN_INNER_LOOP that the inner loop skips."""
+    seen: dict[tuple[str, str], int] = {}
+    for item in items:
+        if "mysql_database" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("mysql"):
+            item.add_marker(pytest.mark.mysql)
+        if item.get_closest_marker("slow"):
+            continue
+        if any(item.get_closest_marker(m) for m in IMPLY_SLOW):
+            item.add_marker(pytest.mark.slow)
+            continue
+        key = (item.path.name, getattr(item, "originalname", item.name))
+        if key in SAMPLED_IN_INNER_LOOP:
+            seen[key] = seen.get(key, -1) + 1
+            if seen[key] % SAMPLED_IN_INNER_LOOP[key]:
+                item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _no_folder_watcher_unless_asked(monkeypatch):
     """app.py turns the watcher on with os.environ.setdefault, which would outlive an AppTest run and start
@@ -103,7 +141,7 @@ def _empty_mysql_tables(url: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", "mysql"])
+@pytest.fixture(params=["sqlite", pytest.param("mysql", marks=pytest.mark.mysql)])
 def db_url(request, tmp_path) -> str:
     """Each storage test runs on SQLite and on the real MariaDB server."""
     if request.param == "sqlite":

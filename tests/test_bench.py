@@ -8,6 +8,7 @@ import re
 import statistics
 from pathlib import Path
 
+import pytest
 from naive_l0 import NaiveIndex
 
 from benchmarks.bench import L1_CLASSES, bench_lookups, chunk_rows, l1_chunks, l1_documents, l1_queries, main
@@ -18,6 +19,8 @@ from kb_core.documents.chunking import FRONTMATTER_HEADING
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
+@pytest.mark.slow
+@pytest.mark.processes
 def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KB_EMBEDDING_MODEL", "no-such-org/no-such-model")
     out = tmp_path / "bench.json"

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import NO_MODEL, doc
 
+pytestmark = [pytest.mark.browser, pytest.mark.processes]  # a `streamlit run` server and chromium
+
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")

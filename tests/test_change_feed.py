@@ -194,6 +194,7 @@ def test_gaps_that_never_fill_are_forgotten_after_the_grace(monkeypatch, tmp_pat
     assert len(feed.asked) == asked, "expired gaps are still being looked up"
 
 
+@pytest.mark.processes
 def test_a_running_process_recovers_the_write_of_a_writer_killed_mid_upload(tmp_path, db_url, monkeypatch):
     """kill -9 between the file and the final commit leaves the row PENDING and sends no change; a process
     that keeps running finishes it within seconds instead of missing the document until the next open."""

@@ -17,6 +17,8 @@ from conftest import assert_consistent, make_settings
 
 from kb_core.bootstrap import open_knowledge_base
 
+pytestmark = pytest.mark.processes
+
 WRITER = textwrap.dedent("""
     import json, sys, time
     from kb_core import load_settings, open_knowledge_base

@@ -392,6 +392,7 @@ def test_the_scenario_documents_have_the_chunk_counts_the_cases_rely_on(tmp_path
     assert len(SQLITE_CASES) >= 20 and len(SERVER_CASES) >= 10
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("case", SQLITE_CASES, ids=[_case_id(c) for c in SQLITE_CASES])
 def test_sigkill_on_sqlite_and_milvus_lite(case, tmp_path, run_child):
     crash_and_check(tmp_path, *case, run_child)
@@ -459,6 +460,8 @@ def server_stores(milvus_server):
     engine.dispose()
 
 
+@pytest.mark.processes
+@pytest.mark.mysql
 @pytest.mark.parametrize("case", SERVER_CASES, ids=[_case_id(c) for c in SERVER_CASES])
 def test_sigkill_on_mariadb_and_milvus_server(case, tmp_path, run_child, server_stores):
     db_url, milvus_uri = server_stores

@@ -324,6 +324,7 @@ def test_status_reports_each_store(kb):
     assert "password" not in status.database_url
 
 
+@pytest.mark.processes
 def test_a_lite_directory_locked_by_another_process_degrades_with_a_clear_message(tmp_path):
     """Degraded, not dead: L0 answers from the files; L1, writes and status name the cause and the fix."""
     from conftest import bare_lite_holder, make_settings

@@ -58,6 +58,7 @@ def test_fixture_set_is_realistic_and_large_enough():
             assert (FIXTURES / "realistic_kb" / expected).is_file(), expected
 
 
+@pytest.mark.slow
 def test_answer_quality_floors(reports):
     report = reports["words"]
     print(format_table(report))
@@ -71,6 +72,7 @@ def test_answer_quality_floors(reports):
     assert report.overall.high_but_wrong_pct <= 2
 
 
+@pytest.mark.slow
 def test_the_spec_literal_rule_stays_measurable_and_is_worse(reports):
     """KB_L0_MATCHING=substring is decision I3 as written: reachable, and measurably worse on real docs."""
     words, literal = reports["words"], reports["substring"]

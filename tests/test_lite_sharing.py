@@ -20,6 +20,8 @@ from kb_core.bootstrap import open_knowledge_base
 from kb_core.errors import KnowledgeBaseError
 from kb_core.storage.lite_sharing import info_path, read_server
 
+pytestmark = pytest.mark.processes
+
 # An agent process on the default settings: only KB_APP_ROOT (and a missing model, so nothing loads) in its
 # environment. It answers one JSON command per stdin line with one JSON line.
 AGENT = textwrap.dedent("""

@@ -75,6 +75,7 @@ def test_a_bad_call_gives_an_error_result(server, arguments):
     assert "query" in result.content[0].text
 
 
+@pytest.mark.processes
 def test_stdio_entry_point_serves_the_tool(sample_root, tmp_path):
     """`python -m kb_core.mcp` over real stdio, driven by the SDK's stdio client."""
     import os

@@ -95,6 +95,7 @@ def test_tool_calls_are_recorded(store):
     assert call.sources == ("a.md", "b.md") and call.found and call.caller == "python"
 
 
+@pytest.mark.processes
 def test_two_processes_migrating_at_once_both_succeed(db_url):
     code = ("import sys; from kb_core.storage.metadata_store import MetadataStore; "
             "MetadataStore(sys.argv[1]).migrate(); print('ok')")

@@ -71,6 +71,7 @@ def test_database_down_at_open_leaves_l0_answering(tmp_path):
         kb.close()
 
 
+@pytest.mark.slow
 def test_a_frozen_database_gives_an_error_within_its_timeout(tmp_path):
     _with_files(tmp_path)
     frozen = _FrozenServer()
@@ -115,6 +116,7 @@ def _start_milvus(data_dir: Path, port: int) -> subprocess.Popen:
     raise AssertionError("milvus-lite server did not start")
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(300)
 def test_l1_recovers_after_a_milvus_server_restart_without_reopening(tmp_path):
     port = _free_port()

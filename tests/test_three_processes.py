@@ -32,6 +32,8 @@ from test_browser import CHROMIUM, CHROMIUM_ARGS, REPO, VIEWPORT, _free_port, _w
 
 from kb_core.testing.milvus_server import milvus_lite_server
 
+pytestmark = [pytest.mark.browser, pytest.mark.processes]
+
 VISIBLE_WITHIN = 2.0
 WATCHER_WITHIN = 20.0  # debounce + sync + the feed; not a figure the issue names
 BROWSER_TIMEOUT_MS = 60_000
@@ -251,7 +253,7 @@ def _env(root: Path, milvus_uri: str | None, database_url: str | None) -> dict[s
     return env
 
 
-@pytest.fixture(params=["mariadb+milvus-lite-server", "embedded"])
+@pytest.fixture(params=[pytest.param("mariadb+milvus-lite-server", marks=pytest.mark.mysql), "embedded"])
 def setup(request, tmp_path):
     """The shared backends: MariaDB + one `milvus-lite server`, or nothing at all (the embedded default)."""
     root = tmp_path / "root"

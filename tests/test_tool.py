@@ -146,6 +146,7 @@ def test_percentile_is_nearest_rank():
     assert percentile([3.0, 1.0, 2.0], 50) == 2.0
 
 
+@pytest.mark.processes
 def test_example_script_runs(sample_root):
     import os
 

@@ -238,6 +238,7 @@ def _mixed_batch() -> tuple[list[tuple[str, bytes, str]], bytes]:
     return _files(*items), already.encode()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_mixed_batch_of_fifty_files_loses_none(app_root):  # noqa: F811
     files, already = _mixed_batch()
