@@ -53,6 +53,7 @@ def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatc
     assert all(p["median_s"] > 0 and p["uncached_median_s"] > 0 for p in pages["pages"].values())
 
 
+@pytest.mark.slow
 def test_lookups_run_through_the_knowledge_base_with_the_timed_query_encoder(tmp_path, tiny_model):
     """The lookup runs open a knowledge base with the benchmark's embedder: documents get random vectors, queries
     the encoder being timed; L0-unique answers never call it, misses do (hybrid L1)."""

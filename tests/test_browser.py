@@ -11,27 +11,17 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import NO_MODEL, doc
+from conftest import CHROMIUM, CHROMIUM_ARGS, NO_MODEL, REPO, VIEWPORT, doc, free_port, wait_healthy
 
 pytestmark = [pytest.mark.browser, pytest.mark.processes]  # a `streamlit run` server and chromium
 
-REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 SOURCE = "knowledge_base/api/payment-errors.md"
-VIEWPORT = {"width": 1400, "height": 1000}
 TIMEOUT_MS = 60_000  # a slow 2-core machine; the first request opens Milvus Lite
 
 PAYMENT_DOC = doc(
@@ -43,34 +33,13 @@ PAYMENT_DOC = doc(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_healthy(url: str, server: subprocess.Popen, log: Path, deadline_s: float = 60) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"streamlit exited with {server.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200 and response.read().strip() == b"ok":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"streamlit did not become healthy within {deadline_s:.0f} s:\n{log.read_text(errors='replace')}")
-
-
 @contextlib.contextmanager
 def _serve(root: Path, tmp_path: Path):
     """`streamlit run app.py` on a free port over `root`; stopped on the way out, even on failure."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")}
     env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "streamlit.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -82,7 +51,7 @@ def _serve(root: Path, tmp_path: Path):
             cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
         )
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
         yield {"url": f"http://127.0.0.1:{port}", "root": root, "log": log}
     finally:
         proc.terminate()

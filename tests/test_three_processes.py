@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from conftest import NO_MODEL, doc
-from test_browser import CHROMIUM, CHROMIUM_ARGS, REPO, VIEWPORT, _free_port, _wait_healthy
+from conftest import CHROMIUM, CHROMIUM_ARGS, NO_MODEL, REPO, VIEWPORT, doc, free_port, wait_healthy
 
 from kb_core.testing.milvus_server import milvus_lite_server
 
@@ -171,7 +170,7 @@ class Console:
     """`streamlit run app.py` and a chromium page on its playground."""
 
     def __init__(self, env: dict[str, str], log: Path, playwright):
-        port = _free_port()
+        port = free_port()
         self._log_path = log
         self._log = log.open("wb")
         self.process = subprocess.Popen(
@@ -179,7 +178,7 @@ class Console:
              "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"],
             cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        _wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", self.process, log)
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", self.process, log)
         self.browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         context = self.browser.new_context(viewport=VIEWPORT)
         context.set_default_timeout(BROWSER_TIMEOUT_MS)

@@ -7,9 +7,8 @@ import hashlib
 
 import pytest
 import streamlit as st
-from conftest import assert_consistent, doc
+from conftest import assert_consistent, doc, run_page
 from streamlit.testing.v1 import AppTest
-from test_app import app_root, run_page, synced_sample  # noqa: F401 - fixtures
 
 LICENCE = ("<!--\n  Licensed to the Apache Software Foundation (ASF) under one or more contributor license "
            "agreements.\n-->\n")
