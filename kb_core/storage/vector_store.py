@@ -229,7 +229,10 @@ class MilvusVectorStore:
                 index.add_index(field_name="dense", index_type="HNSW", metric_type="COSINE",
                                 params={"M": 16, "efConstruction": 200})
             try:
-                client.create_collection(name, schema=schema, index_params=index, consistency_level="Strong")
+                client.create_collection(name, schema=schema, consistency_level="Strong")
+                # sync=False: pymilvus otherwise sleeps 0.5 s per index before its first "is it built?" check
+                # (a second per new collection with dense vectors); loading below waits for what it needs
+                client.create_index(name, index, sync=False)
                 log.info("created Milvus collection %s at %s (dense dim %s)", name, self._uri, self._dense_dim)
             except Exception as exc:  # noqa: BLE001 - two processes opening a new server at once both create it
                 if "already exist" not in str(exc) or not client.has_collection(name):
