@@ -33,7 +33,7 @@ PROJECT_NAME = PYPROJECT["project"]["name"]
 MODULE_EXTRAS = {
     "kb_core/storage/embedding.py": "embeddings",  # FlagEmbedding, torch, numpy, huggingface_hub when loading
     "kb_core/agent/mcp_server.py": "mcp",
-    "kb_core/testing/": "dev",  # offline test helpers: tiny BGE-M3 built with transformers, MiniLM weights
+    "kb_core/testing/": "dev",  # a milvus-lite server for users' own multi-process tests
 }
 
 
