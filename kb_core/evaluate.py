@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.evalua
     parser.add_argument("queries", help="JSONL file of labelled queries")
     parser.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     parser.add_argument("--failures", type=int, default=20, metavar="N", help="list up to N failed queries")
-    parser.add_argument("--sync", action="store_true", help="index the files on disk first (kb.sync())")
+    parser.add_argument("--sync", action="store_true", help="index the files on disk first (kb.reconcile())")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 

@@ -212,10 +212,10 @@ class DocumentService:
             state = self._embedder.state
             if not state.ready:
                 # The model never blocks a write: still loading, or failed to load, the document goes in for
-                # full-text search now and `reindex` / `repair` add its dense vectors once the model is ready.
+                # full-text search now and `reindex` / `reconcile` add its dense vectors once the model is ready.
                 dense_missing = True
                 warnings.append(f"the embedding model is {state.state}: indexed for full-text search only; "
-                                "re-index (or repair) adds the dense vectors when the model is ready")
+                                "re-index (or reconcile) adds the dense vectors when the model is ready")
             else:
                 progress("embedding", 0, len(texts))
                 try:
@@ -449,7 +449,7 @@ class DocumentService:
             self._vectors.delete_document(row.id)
         except Exception as exc:  # noqa: BLE001
             raise DocumentError("delete vectors", f"{exc}; the document is marked for deletion: delete it again "
-                                                  "(or reopen / repair) to finish") from exc
+                                                  "(or reopen / reconcile) to finish") from exc
         # the path itself, never where a link points: deleting removes the link, not a file elsewhere
         real = self._folder.lexical_path(row.file_path)
         try:

@@ -351,7 +351,7 @@ class MilvusVectorStore:
                     keys.extend((int(r["doc_id"]), int(r["chunk_no"])) for r in batch)
             finally:
                 iterator.close()
-        if self._fulltext is not None:  # chunks left in either index count: repair removes them from both
+        if self._fulltext is not None:  # chunks left in either index count: reconcile removes them from both
             with self._milvus("cannot list chunks in the full-text index"):
                 keys = sorted(set(keys) | set(self._fulltext.chunk_keys()))
         return keys
