@@ -28,7 +28,6 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -37,6 +36,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import machine
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
@@ -430,19 +431,6 @@ def render_quality(docs: Path = DOCS) -> str:
 
 
 # -- running the evaluation -------------------------------------------------------------------------------
-def machine() -> dict[str, Any]:
-    info: dict[str, Any] = {"python": platform.python_version(), "cpus": os.cpu_count()}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        info["memory_gb"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
-    except (OSError, ValueError):
-        pass
-    return info
-
-
 def run_evaluation(matching: str, out: Path) -> None:
     """`kb evaluate` on a copy of the fixture set, no embedding model, in a fresh application root."""
     with tempfile.TemporaryDirectory(prefix="kb-quality-") as root:
