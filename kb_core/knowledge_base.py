@@ -45,11 +45,13 @@ class StoreCounts:
     milvus: int | None  # documents with vectors; None when Milvus could not be read
     database_chunks: int | None = None  # the chunks the rows say they have
     milvus_chunks: int | None = None  # the chunks Milvus holds
+    l0_not_in_database: int | None = None  # L0 documents without a database row
+    refused: int = 0  # .md files the path rule does not take (reconcile lists them with the reason)
 
     @property
     def consistent(self) -> bool:
         return (self.database is not None and self.files == self.database == self.milvus
-                and self.database_chunks == self.milvus_chunks)
+                and self.database_chunks == self.milvus_chunks and not self.l0_not_in_database)
 
     @property
     def problems(self) -> list[str]:
@@ -65,6 +67,9 @@ class StoreCounts:
               and self.database_chunks != self.milvus_chunks):
             found.append(f"Milvus holds {self.milvus_chunks} chunks against {self.database_chunks} in the "
                          "database: run Reconcile")
+        unindexed = max(0, self.files - (self.database or 0))
+        if self.l0_not_in_database and self.l0_not_in_database > unindexed:  # more than files not indexed yet
+            found.append(f"L0 holds {self.l0_not_in_database} documents the database does not: run Reconcile")
         return found
 
 
@@ -318,6 +323,13 @@ class KnowledgeBase:
             db_count: int | None = self._metadata.count_documents()
         except KnowledgeBaseError as exc:
             db_count, database_error = None, str(exc)
+        l0_outside = None
+        try:
+            if db_count is not None:
+                stored = self._metadata.document_paths()
+                l0_outside = sum(1 for entry in self._index.entries() if entry.file_path not in stored)
+        except KnowledgeBaseError as exc:
+            database_error = str(exc)
         db_chunks = milvus_chunks = None
         try:
             db_chunks = self._metadata.count_chunks() if db_count is not None else None
@@ -331,9 +343,10 @@ class KnowledgeBase:
             milvus_count: int | None = db_count if chunks_agree else len(self._vectors.document_ids())
         except KnowledgeBaseError as exc:
             milvus_count, milvus_error = None, str(exc)
+        documents, refused = self._folder.scan()
         return KnowledgeBaseStatus(
-            counts=StoreCounts(len(self._index), len(self._folder.markdown_files()), db_count, milvus_count,
-                               db_chunks, milvus_chunks),
+            counts=StoreCounts(len(self._index), len(documents), db_count, milvus_count, db_chunks, milvus_chunks,
+                               l0_outside, len(refused)),
             database_url=self._metadata.url,
             database_error=database_error,
             milvus_uri=self._vectors.uri,

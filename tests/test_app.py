@@ -130,8 +130,9 @@ def test_new_category_is_validated(app_root):
     at.file_uploader(key="files").set_value([("a.md", doc("A", ["a"]).encode(), "text/markdown"),
                                              ("b.md", doc("B", ["b"]).encode(), "text/markdown")]).run()
     assert [e.value for e in at.error if "invalid category" in e.value] == [  # once, not once per file
-        "invalid category 'Bad Category!': use 1-64 lower-case letters, digits, '-' or '_', starting with a "
-        "letter or digit (e.g. api, domain, troubleshooting); did you mean 'bad-category'?"]
+        "invalid category 'Bad Category!' (the folder name 'Bad Category!' is not allowed): use folder names of "
+        "1-64 letters, digits, '-', '_' or '.' (not starting with '.' or '-'), separated by '/', at most 16 levels "
+        "and 255 characters (e.g. api, or apisix/docs/en/latest/plugins); did you mean 'bad-category'?"]
     assert next(b for b in at.button if b.label.startswith("Upload")).disabled
 
 

@@ -123,10 +123,23 @@ def test_hostile_file_names_are_refused_and_leave_nothing(kb, tmp_path, name):
     assert_consistent(kb)
 
 
-@pytest.mark.parametrize("category", ["../api", "API", "", "a/b", "-x", "x" * 65, "中文"])
+@pytest.mark.parametrize("category", ["../api", "", "a//b", "/api", "api/", "-x", "x" * 65, "中文", "con",
+                                      "docs/.hidden", "a\\b", "/".join(["d"] * 17)])
 def test_invalid_categories_are_refused(kb, category):
     with pytest.raises(UploadRejected, match="category"):
         kb.upload("a.md", PAYMENT.encode(), category)
+    assert_consistent(kb)
+
+
+def test_a_category_is_a_folder_path_at_any_depth(kb, tmp_path):
+    """Documentation trees: the category is the folder path (upper case, dots and nesting allowed)."""
+    outcome = kb.upload("limit-req.md", PAYMENT.encode(), "apisix/docs/en/latest/plugins")
+    assert outcome.document.category == "apisix/docs/en/latest/plugins"
+    assert outcome.document.file_path == "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md"
+    assert (tmp_path / "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md").is_file()
+    kb.upload("cache.md", CACHE.encode(), "Guides/v2.1")
+    assert internals(kb).index.get(outcome.document.file_path).category == "apisix/docs/en/latest/plugins"
+    assert kb.lookup_knowledge("ERR_TIMEOUT")["primary"]["source"] == outcome.document.file_path
     assert_consistent(kb)
 
 

@@ -49,9 +49,11 @@ def test_a_preview_of_an_older_version_is_not_saved(kb):
 
 
 def test_documents_outside_a_category_folder_or_without_frontmatter_are_refused(kb, tmp_path):
-    write_doc(tmp_path, "knowledge_base/gateway/nested/deep.md", doc("Deep", ["deep"]))  # upload cannot write there
-    with pytest.raises(UploadRejected, match="not directly in a category folder"):
-        kb.prepare_keyword_edit("knowledge_base/gateway/nested/deep.md", ["deeper"])
+    write_doc(tmp_path, "knowledge_base/gateway/nested/deep.md", doc("Deep", ["deep"]))  # a nested category
+    assert kb.prepare_keyword_edit("knowledge_base/gateway/nested/deep.md", ["deeper"]).category == "gateway/nested"
+    write_doc(tmp_path, "knowledge_base/loose.md", doc("Loose", ["loose"]))  # no category folder
+    with pytest.raises(UploadRejected, match="not in a category folder"):
+        kb.prepare_keyword_edit("knowledge_base/loose.md", ["looser"])
     write_doc(tmp_path, "knowledge_base/ops/runbook.md", "# Runbook\n\nno frontmatter\n")
     kb.reconcile()
     with pytest.raises(KnowledgeBaseError, match="no frontmatter"):

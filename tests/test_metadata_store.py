@@ -32,7 +32,7 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
     tables = set(inspect(store._engine).get_table_names())
     assert {"api_document", "tool_call", "alembic_version"} <= tables
-    assert store.current_revision() == "0004"
+    assert store.current_revision() == "0005"
 
 
 def test_status_is_stored_as_varchar(store):
@@ -103,7 +103,7 @@ def test_two_processes_migrating_at_once_both_succeed(db_url):
                               text=True) for _ in range(3)]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err[-2000:] for _, err in results]
-    assert MetadataStore(db_url).current_revision() == "0004"
+    assert MetadataStore(db_url).current_revision() == "0005"
 
 
 def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
@@ -112,7 +112,7 @@ def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KB_DATABASE_URL", f"sqlite:///{tmp_path / 'ops.sqlite3'}")
     monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
     assert main([]) == 0
-    assert "revision 0004" in capsys.readouterr().out
+    assert "revision 0005" in capsys.readouterr().out
 
 
 def test_url_password_is_hidden():

@@ -27,32 +27,62 @@ __all__ = ["KnowledgeFolder", "UploadRejected", "decode_markdown", "read_regular
            "validate_category", "validate_file_name", "write_atomic"]
 
 # -- the path rule ---------------------------------------------------------------------------------------
-CATEGORY_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# A document lives at <category>/<file>.md, and its category is its folder path under the knowledge base, at
+# any depth (`api`, `apisix/docs/en/latest/plugins`). Each folder name: 1-64 letters, digits, '-', '_' or
+# '.', not starting with '.' (hidden) or '-', and not a name Windows reserves; at most MAX_DEPTH folders and
+# MAX_CATEGORY_CHARS characters in all; the display path (`knowledge_base/<category>/<file>.md`) fits the
+# database's MAX_PATH_CHARS.
+SEGMENT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+MAX_DEPTH = 16
+MAX_CATEGORY_CHARS = 255  # api_document.category
+MAX_PATH_CHARS = 512  # api_document.file_path
 _WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
                                *(f"LPT{i}" for i in range(10))})
 _LOOK_ALIKE_SLASHES = "\u2044\u2215\u29f8\u29f9\u2571\u2572\uff0f\uff3c\u244a\u29f5\u27cb\u27cd"
 MAX_NAME_BYTES = 200  # well under the 255-byte file name limit of common file systems, leaves room for temp names
 MARKDOWN_SUFFIXES = (".md", ".markdown")  # what is accepted; the folder holds `.md` (sync and L0 scan only those)
+CATEGORY_RULE = (f"folder names of 1-64 letters, digits, '-', '_' or '.' (not starting with '.' or '-'), "
+                 f"separated by '/', at most {MAX_DEPTH} levels and {MAX_CATEGORY_CHARS} characters "
+                 "(e.g. api, or apisix/docs/en/latest/plugins)")
 
 
 def suggest_category(category: str) -> str | None:
     """A valid category close to what was typed ("Gateway Plugins" -> "gateway-plugins"), or None."""
     if not isinstance(category, str):
         return None
-    folded = unicodedata.normalize("NFKC", category).strip().lower()
-    slug = re.sub(r"[^a-z0-9_-]+", "-", folded)
-    slug = re.sub(r"-{2,}", "-", slug).strip("-_")[:64].rstrip("-_")
-    return slug if slug and CATEGORY_PATTERN.fullmatch(slug) and slug != category else None
+    segments = []
+    for part in unicodedata.normalize("NFKC", category).strip().lower().split("/"):
+        slug = re.sub(r"[^a-z0-9_.-]+", "-", part.strip())
+        slug = re.sub(r"-{2,}", "-", slug).strip("-_.")[:64].rstrip("-_.")
+        if slug:
+            segments.append(slug)
+    suggestion = "/".join(segments)
+    return suggestion if segments and _category_problem(suggestion) is None and suggestion != category else None
+
+
+def _segment_problem(segment: str) -> str | None:
+    if not SEGMENT_PATTERN.fullmatch(segment):
+        return f"the folder name {segment!r} is not allowed"
+    if segment.split(".")[0].upper() in _WINDOWS_RESERVED:
+        return f"the folder name {segment!r} is reserved on Windows"
+    return None
+
+
+def _category_problem(category: object) -> str | None:
+    if not isinstance(category, str) or not category:
+        return "no category"
+    segments = category.split("/")
+    if len(segments) > MAX_DEPTH or len(category) > MAX_CATEGORY_CHARS:
+        return f"the category is deeper than {MAX_DEPTH} folders or longer than {MAX_CATEGORY_CHARS} characters"
+    return next((problem for problem in map(_segment_problem, segments) if problem), None)
 
 
 def validate_category(category: str) -> str:
-    if not isinstance(category, str) or not CATEGORY_PATTERN.fullmatch(category):
+    problem = _category_problem(category)
+    if problem is not None:
         suggestion = suggest_category(category)
-        raise UploadRejected(
-            f"invalid category {category!r}: use 1-64 lower-case letters, digits, '-' or '_', "
-            "starting with a letter or digit (e.g. api, domain, troubleshooting)"
-            + (f"; did you mean {suggestion!r}?" if suggestion else "")
-        )
+        raise UploadRejected(f"invalid category {category!r} ({problem}): use {CATEGORY_RULE}"
+                             + (f"; did you mean {suggestion!r}?" if suggestion else ""))
     return category
 
 
@@ -223,31 +253,56 @@ class KnowledgeFolder:
 
     @staticmethod
     def category_of(relative: str) -> str | None:
-        """The first folder under the base (`api` for `api/x.md`); the storage layout is `{category}/{file}`."""
-        parts = PurePosixPath(relative).parts
-        return parts[0] if len(parts) > 1 else None
+        """The folder path under the base (`api` for `api/x.md`, `apisix/docs/en` for `apisix/docs/en/x.md`)."""
+        folder, _, _name = relative.rpartition("/")
+        return folder or None
+
+    def place_problem(self, relative: str) -> str | None:
+        """Why the path rule refuses a document at `relative` (a POSIX path under the base), or `None`."""
+        category, _, name = relative.rpartition("/")
+        if not category:
+            return "not in a category folder (documents live at <category>/<file>.md)"
+        problem = _category_problem(category)
+        if problem is None:
+            try:
+                validate_file_name(name)
+            except UploadRejected as exc:
+                problem = str(exc)
+        if problem is None and len(self.display_path(relative)) > MAX_PATH_CHARS:
+            problem = f"the path is longer than {MAX_PATH_CHARS} characters"
+        return problem
 
     def target(self, category: str, file_name: str) -> tuple[str, Path]:
         """(display path, disk path) where an upload of `file_name` into `category` goes, after the path rule;
         `UploadRejected` when the rule or a link in the way refuses it."""
         name = validate_file_name(file_name)
         category = validate_category(category)
+        file_path = self.display_path(f"{category}/{name}")
+        if len(file_path) > MAX_PATH_CHARS:
+            raise UploadRejected(f"{file_path} is longer than {MAX_PATH_CHARS} characters; choose a shorter "
+                                 "category or file name")
         target = self._base / category / name
-        folder = target.parent
-        if (folder.exists() or folder.is_symlink()) and not self.is_inside(folder):
-            raise UploadRejected(f"the category folder {category}/ is a link leading outside the knowledge base; "
-                                 "nothing is written there")
+        for folder in (target.parent, *target.parent.parents):
+            if folder == self._base:
+                break
+            if (folder.exists() or folder.is_symlink()) and not self.is_inside(folder):
+                raise UploadRejected(f"the category folder {folder.relative_to(self._base).as_posix()}/ is a link "
+                                     "leading outside the knowledge base; nothing is written there")
+            if folder.is_symlink():
+                raise UploadRejected(f"the category folder {folder.relative_to(self._base).as_posix()}/ is a link "
+                                     "(an alias of another folder); upload into the folder it points to")
         if target.is_symlink():
-            raise UploadRejected(f"{self.display_path(f'{category}/{name}')} is a link; replace the file it "
-                                 "points to instead")
-        return self.display_path(f"{category}/{name}"), target
+            raise UploadRejected(f"{file_path} is a link; replace the file it points to instead")
+        return file_path, target
 
     def document_place(self, file_path: str) -> tuple[str, str]:
         """(category, file name) of a display path under the rule, or `UploadRejected` saying why not."""
-        parts = (self.relative_path(file_path) or "").split("/")
-        if len(parts) != 2:
-            raise UploadRejected(f"{file_path} is not at <category>/<file>.md under the knowledge base")
-        return validate_category(parts[0]), validate_file_name(parts[1])
+        relative = self.relative_path(file_path) or ""
+        problem = self.place_problem(relative)
+        if problem is not None:
+            raise UploadRejected(f"{file_path}: {problem}")
+        category, _, name = relative.rpartition("/")
+        return category, name
 
     def exists(self, file_path: str) -> bool:
         """Whether a document's file is on disk (a regular file, or a link to one inside the base)."""
@@ -262,17 +317,29 @@ class KnowledgeFolder:
 
     # -- the scan ------------------------------------------------------------------------------------
     def markdown_files(self) -> list[str]:
-        """Relative POSIX paths of every `.md` file under the base, sorted (the index order).
+        """Relative POSIX paths of every document under the base, sorted (the index order): `.md` files that
+        are regular files at a place the path rule allows. A link (file or folder) is followed only when it
+        stays inside the base. What is skipped is logged once per path; `refused_files()` lists it."""
+        return self.scan()[0]
 
-        Only regular files count, and a link (file or folder) is followed only when it stays inside the base.
-        What is skipped is logged once per path."""
+    def refused_files(self) -> list[tuple[str, str]]:
+        """(relative path, why) of the `.md` files under the base that are not documents."""
+        return self.scan()[1]
+
+    def scan(self) -> tuple[list[str], list[tuple[str, str]]]:
         found: list[str] = []
+        refused: list[tuple[str, str]] = []
         if not self._base.exists():
             self._base.mkdir(parents=True, exist_ok=True)
             log.info("created missing knowledge base directory %s", self._base)
         base_real = self._base.resolve()
         prefix = len(str(self._base)) + 1
         stack = [str(self._base)]
+
+        def refuse(path: str, why: str) -> None:
+            refused.append((path[prefix:].replace(os.sep, "/"), why))
+            self._warn_once(Path(path), why)
+
         while stack:
             folder = stack.pop()
             try:
@@ -287,20 +354,24 @@ class KnowledgeFolder:
                     if entry.is_symlink():
                         real = Path(entry.path).resolve()
                         if not real.is_relative_to(base_real):
-                            self._warn_once(Path(entry.path), "a link leading outside the knowledge base")
+                            if entry.name.lower().endswith(".md") or real.is_dir():
+                                refuse(entry.path, "a link leading outside the knowledge base")
                             continue
                         if real.is_dir():
                             continue  # its files are listed under their real folder
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
                     elif entry.name.lower().endswith(".md"):
-                        if entry.is_file():
-                            found.append(entry.path[prefix:].replace(os.sep, "/"))
+                        relative = entry.path[prefix:].replace(os.sep, "/")
+                        problem = None if entry.is_file() else "not a regular file"
+                        problem = problem or self.place_problem(relative)
+                        if problem is None:
+                            found.append(relative)
                         else:
-                            self._warn_once(Path(entry.path), "not a regular file")
+                            refuse(entry.path, problem)
                 except OSError as exc:
-                    self._warn_once(Path(entry.path), f"unreadable ({exc})")
-        return sorted(found)
+                    refuse(entry.path, f"unreadable ({exc})")
+        return sorted(found), sorted(refused)
 
     def _warn_once(self, path: Path, why: str) -> None:
         key = (str(path), why)

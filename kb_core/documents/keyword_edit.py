@@ -48,14 +48,12 @@ def _read(index: IndexedDocuments, file_path: str, max_bytes: int) -> tuple[byte
     folder = index.folder
     if not folder.exists(file_path) or folder.resolve(file_path) is None:
         raise UploadRejected(f"{file_path} is not on disk: nothing to edit")
-    parts = (folder.relative_path(file_path) or "").split("/")
-    if len(parts) != 2:
-        raise UploadRejected(f"{file_path} is not directly in a category folder; edit its keywords in the file")
+    category, name = folder.document_place(file_path)
     try:
         data = folder.read_bytes(file_path)
     except OSError as exc:
         raise UploadRejected(f"{file_path} cannot be read: {exc}") from exc
-    return data, decode_markdown(data, max_bytes=max_bytes, file_name=parts[1]), parts[0], parts[1]
+    return data, decode_markdown(data, max_bytes=max_bytes, file_name=name), category, name
 
 
 def current_keywords(index: IndexedDocuments, file_path: str, *, max_bytes: int) -> tuple[str, ...]:

@@ -43,6 +43,7 @@ class ReconcileReport:
     orphan_documents: tuple[int, ...] = ()  # document ids whose vectors had no row (deleted)
     trimmed: tuple[str, ...] = ()  # documents with vectors beyond their chunk count (deleted)
     reindexed: tuple[str, ...] = ()  # documents with fewer vectors than chunks, or no dense vectors yet
+    refused: tuple[tuple[str, str], ...] = ()  # (path, why) of .md files the path rule does not take
 
     def __add__(self, other: ReconcileReport) -> ReconcileReport:
         return ReconcileReport(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
@@ -50,7 +51,8 @@ class ReconcileReport:
     @property
     def changed(self) -> bool:
         """Whether anything was written (or failed): what is worth telling a curator."""
-        return any(getattr(self, f.name) for f in fields(self) if f.name not in ("unchanged", "missing_files"))
+        return any(getattr(self, f.name) for f in fields(self)
+                   if f.name not in ("unchanged", "missing_files", "refused"))
 
     def summary(self) -> str:
         parts = [f"{len(self.added)} files added", f"{len(self.updated)} updated",
@@ -60,6 +62,8 @@ class ReconcileReport:
                  f"{len(self.removed)} removed", f"{len(self.missing_files)} rows without a file"]
         if self.failed:
             parts.append(f"{len(self.failed)} failed")
+        if self.refused:
+            parts.append(f"{len(self.refused)} .md files refused by the path rule")
         return "; ".join(parts)
 
 
@@ -78,7 +82,8 @@ class Reconciler:
             return self._reconcile_paths(paths, delete_missing)
         report = self.recover() + self._check_vectors(progress)
         rows = {r.file_path: r for r in self._metadata.list_documents()}
-        on_disk = [self._folder.display_path(rel) for rel in self._folder.markdown_files()]
+        documents, refused = self._folder.scan()
+        on_disk = [self._folder.display_path(rel) for rel in documents]
         gone = [row for path, row in sorted(rows.items()) if path not in set(on_disk)]
         with self._l0.bulk():  # one L0 rebuild for the whole batch, not one per file
             report += self._index_files(on_disk, rows, progress)
@@ -86,6 +91,7 @@ class Reconciler:
         with self._service.exclusive():  # a listing taken under the lock cannot miss a concurrent upload
             self._l0.load()  # L0 follows the disk, in scan order
         progress("done", len(on_disk), len(on_disk))
+        report += ReconcileReport(refused=tuple((self._folder.display_path(rel), why) for rel, why in refused))
         log.info("reconcile: %s", report.summary())
         return report
 
@@ -263,7 +269,7 @@ class Reconciler:
 
     def _reconcile_paths(self, paths: Iterable[str | os.PathLike[str]], delete_missing: bool) -> ReconcileReport:
         """Just these paths (files or folders; absolute, or display paths like `knowledge_base/api`). Files
-        count by the scan's rules (`KnowledgeFolder.markdown_files`) and only at `<category>/<file>.md`."""
+        count by the scan's rules and the path rule (`KnowledgeFolder.scan`)."""
         relatives = {rel for rel in (self._folder.relative_of(p) for p in paths) if rel is not None}
         if not relatives:
             return ReconcileReport()
@@ -274,8 +280,9 @@ class Reconciler:
         def concerned(file_path: str) -> bool:
             return whole or file_path in wanted or file_path.startswith(folders)
 
-        listed = {p for rel in self._folder.markdown_files() if rel.count("/") == 1
-                  and concerned(p := self._folder.display_path(rel))}
+        documents, refused = self._folder.scan()
+        listed = {p for rel in documents if concerned(p := self._folder.display_path(rel))}
+        refused_here = tuple((p, why) for rel, why in refused if concerned(p := self._folder.display_path(rel)))
         try:
             known = [r for r in self._metadata.list_documents() if concerned(r.file_path)]
         except KnowledgeBaseError as exc:
@@ -297,4 +304,4 @@ class Reconciler:
             report = self._index_files(on_disk, rows, no_progress)
             report += self._settle_missing([r for r in known if r.file_path not in listed], delete_missing)
         log.debug("reconcile of %d paths: %s", len(relatives), report.summary())
-        return report + ReconcileReport(failed=tuple(failed))
+        return report + ReconcileReport(failed=tuple(failed), refused=refused_here)

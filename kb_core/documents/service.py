@@ -232,7 +232,7 @@ class DocumentService:
         that only happens while that version is still the current one: checked under the document's lock, so
         a concurrent writer in any process cannot slip in between; otherwise `DocumentConflictError`."""
         file_path, target = self._folder.target(category, file_name)
-        name, category = target.name, target.parent.name
+        name, category = target.name, target.parent.relative_to(self._folder.base_dir).as_posix()
         text = decode_markdown(data, max_bytes=self._max_upload_bytes, file_name=name)
         digest = sha256(bytes(data))
         if if_match is not None:

@@ -36,7 +36,7 @@ class ApiDocument(Base):
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     file_name: Mapped[str] = mapped_column(String(255))
-    category: Mapped[str] = mapped_column(String(64), index=True)
+    category: Mapped[str] = mapped_column(String(255), index=True)  # a folder path (MAX_CATEGORY_CHARS)
     file_path: Mapped[str] = mapped_column(String(512), unique=True)
     status: Mapped[DocumentStatus] = mapped_column(
         Enum(DocumentStatus, native_enum=False, length=16, validate_strings=True), default=DocumentStatus.PENDING

@@ -276,6 +276,11 @@ class MetadataStore(ToolCallQueries):
             rows = session.scalars(select(ApiDocument).order_by(ApiDocument.category, ApiDocument.file_name))
             return [DocumentRecord.of(r) for r in rows]
 
+    def document_paths(self) -> set[str]:
+        """The file paths of every row (whatever its status): what L0 may hold."""
+        with self._read() as session:
+            return set(session.scalars(select(ApiDocument.file_path)))
+
     def paths_with_content(self, digests: list[str]) -> dict[str, list[str]]:
         """sha256 -> the paths of the documents with that content (the upload preview's "duplicate of")."""
         found: dict[str, list[str]] = {}

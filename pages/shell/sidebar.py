@@ -46,7 +46,9 @@ def render_status(kb: KnowledgeBase) -> None:
                     else:
                         st.success(report.summary())
                         st.rerun()
-        st.caption(f"**Files** {counts.files} under `{status.base_path}`")
+        st.caption(f"**Files** {counts.files} under `{status.base_path}`"
+                   + (f" ({counts.refused} other .md files refused by the path rule: Reconcile lists why)"
+                      if counts.refused else ""))
         st.caption(f"**Database** `{status.database_url}`")
         st.caption(f"**Milvus** `{status.milvus_uri}` · collection `{status.milvus_collection}`")
         badge = _MODEL_BADGE.get(status.model.state, status.model.state)

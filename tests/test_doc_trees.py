@@ -1,0 +1,107 @@
+"""Documentation trees copied into the folder: nested categories under one path rule, the same for the scan (L0),
+reconcile (the database and Milvus) and the status; files the rule refuses are listed once with the reason."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import NO_MODEL, assert_consistent, doc, internals, write_doc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+@pytest.fixture
+def kb(open_kb, db_url):
+    return open_kb(db_url=db_url, model=NO_MODEL)
+
+TREE = {  # a generated docs site in our own words: en/zh pairs, generic keywords, anchors, licence headers
+    "gateway/docs/en/latest/plugins/limit-req.md": doc("limit-req", ["limit-req", "Plugin", "APISIX"],
+                                                       "Limit the request rate", "# limit-req {#limit-req}\n\n"
+                                                       "<!-- Licensed to the Apache Software Foundation -->\n"
+                                                       "## Attributes {#attributes}\n\nrate, burst.\n"),
+    "gateway/docs/zh/latest/plugins/limit-req.md": doc("limit-req", ["limit-req", "插件", "APISIX"], "限制请求速率",
+                                                       "# limit-req\n\n## 属性 {#attributes}\n\nrate 与 burst。\n"),
+    "gateway/docs/en/latest/getting-started/README.md": doc("Getting started", ["quickstart", "APISIX"],
+                                                            "Install and route", "# Getting started\n\nInstall.\n"),
+    "registry/v2.1/zh_CN/cluster.md": doc("集群部署", ["集群", "cluster mode"], "三节点集群", "# 集群\n\n三个节点。\n"),
+}
+REFUSED = {
+    "loose.md": "not in a category folder",
+    "gateway/my docs/spaces.md": "not allowed",
+    "gateway/con/reserved.md": "reserved on Windows",
+}
+
+
+def _copy_tree(root) -> None:
+    for relative, text in {**TREE, **{r: doc("Refused", ["refused-kw"]) for r in REFUSED}}.items():
+        write_doc(root, f"knowledge_base/{relative}", text)
+
+
+def test_a_copied_tree_is_indexed_where_it_lies_and_refused_files_are_listed_once(kb, tmp_path):
+    _copy_tree(tmp_path)
+    report = kb.reconcile()
+    assert sorted(report.added) == sorted(f"knowledge_base/{r}" for r in TREE)
+    assert report.failed == ()
+    refused = dict(report.refused)
+    assert set(refused) == {f"knowledge_base/{r}" for r in REFUSED}
+    for relative, why in REFUSED.items():
+        assert why in refused[f"knowledge_base/{relative}"]
+    assert kb.lookup_knowledge("refused-kw")["found"] is False  # refused everywhere: L0 too
+    assert {d.category for d in kb.documents()} == {"gateway/docs/en/latest/plugins", "gateway/docs/zh/latest/plugins",
+                                                    "gateway/docs/en/latest/getting-started", "registry/v2.1/zh_CN"}
+    counts = kb.status().counts
+    assert counts.consistent and counts.refused == len(REFUSED) and counts.l0_not_in_database == 0
+    assert kb.unindexed_files() == []
+    assert_consistent(kb)
+
+    shutil.rmtree(tmp_path / "knowledge_base/gateway")  # the tree goes away
+    assert any("3 documents in the database have no file on disk" in p for p in kb.status(max_age=0).counts.problems)
+    report = kb.reconcile(delete_missing=True)
+    assert len(report.removed) == 3
+    assert kb.lookup_knowledge("limit-req")["found"] is False
+    assert [d.file_path for d in kb.documents()] == ["knowledge_base/registry/v2.1/zh_CN/cluster.md"]
+    assert_consistent(kb)
+
+
+def test_reconcile_of_some_paths_takes_a_nested_folder(kb, tmp_path):
+    _copy_tree(tmp_path)
+    report = kb.reconcile(["knowledge_base/gateway/docs/zh"])
+    assert report.added == ("knowledge_base/gateway/docs/zh/latest/plugins/limit-req.md",)
+    assert report.refused == ()  # the refused files lie elsewhere
+
+
+PLACES = [*TREE, "gateway/docs/en/latest/plugins/new.md", "registry/v2.1/zh_CN/other.md", "ops/runbook.md"]
+OPERATIONS = st.lists(st.tuples(st.sampled_from(["write", "edit", "delete", "move"]), st.sampled_from(PLACES),
+                                st.sampled_from(PLACES), st.integers(0, 3)), max_size=8)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=OPERATIONS)
+def test_after_any_edits_on_disk_reconcile_leaves_l0_equal_to_the_database(kb, tmp_path, operations):
+    """Creates, edits, moves and deletes made by hand, then reconcile: L0's documents are exactly the database's
+    documents with valid frontmatter, and disk, database and Milvus agree (assert_consistent)."""
+    base = tmp_path / "knowledge_base"
+    for operation, place, other, n in operations:
+        path, target = base / place, base / other
+        if operation in ("write", "edit"):
+            text = doc(f"Doc {n}", [f"KW_{n}", "Plugin"]) if n else "# no frontmatter\n\nplain text\n"
+            write_doc(tmp_path, f"knowledge_base/{place}", text)
+        elif operation == "delete":
+            path.unlink(missing_ok=True)
+        elif path.is_file() and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+    kb.reconcile(delete_missing=True)
+    assert_consistent(kb)
+    with_frontmatter = {d.file_path for d in kb.documents() if d.metadata_json}
+    assert {e.file_path for e in internals(kb).index.entries()} == with_frontmatter
+
+
+def test_the_longest_category_the_rule_allows_fits_the_database(kb):
+    category = "/".join(["segment-of-fifteen"[:15]] * 16)  # 16 levels, 255 characters
+    assert len(category) == 255
+    outcome = kb.upload("x.md", doc("Deep", ["DEEP_KEYWORD"]).encode(), category)
+    assert kb.get(outcome.document.id).category == category
+    assert kb.lookup_knowledge("DEEP_KEYWORD")["primary"]["source"] == outcome.document.file_path
+    assert_consistent(kb)
