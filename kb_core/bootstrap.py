@@ -84,7 +84,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
                                 metadata.lease("kbwatch", folder.display_path("")),
                                 catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
     kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
-                       documents=documents, reconciler=reconciler, lookup=HybridLookup(index, searcher),
+                       documents=documents, reconciler=reconciler,
+                       lookup=HybridLookup(index, searcher, default_language=settings.default_language),
                        searcher=searcher, follower=follower, watcher=watcher)
     try:
         reconciler.recover()  # finish or undo what a crash left PENDING (only those rows are read)

@@ -37,6 +37,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("l1", "fulltext"): "fulltext",
     ("l0", "refresh-interval"): "refresh_interval",
     ("knowledge", "watch"): "watch",
+    ("l0", "default-language"): "default_language",
 }
 _ENV_PREFIX = "KB_"
 
@@ -102,6 +103,10 @@ class Settings(BaseSettings):
     l0_matching: Literal["words", "substring"] = Field(
         default="words",
         description="KB_L0_MATCHING: words (word-aligned, ranked) or substring (decision I3 as written)")
+    default_language: str = Field(
+        default="en", pattern=r"^[a-z]{2}$",
+        description="KB_DEFAULT_LANGUAGE: the language of a query without CJK characters; a page with translations "
+                    "is served in the query's language")
     fulltext: Literal["auto", "sqlite", "milvus"] = Field(
         default="auto", description="KB_FULLTEXT: BM25 engine; auto = SQLite FTS5 beside Milvus Lite, Milvus BM25 "
                                     "on a server")

@@ -105,3 +105,42 @@ def test_the_longest_category_the_rule_allows_fits_the_database(kb):
     assert kb.get(outcome.document.id).category == category
     assert kb.lookup_knowledge("DEEP_KEYWORD")["primary"]["source"] == outcome.document.file_path
     assert_consistent(kb)
+
+
+def test_translations_are_one_page_served_in_the_querys_language(kb, tmp_path):
+    _copy_tree(tmp_path)
+    kb.reconcile()
+    en, zh = (f"knowledge_base/gateway/docs/{lang}/latest/plugins/limit-req.md" for lang in ("en", "zh"))
+    english = kb.lookup_knowledge("how do I configure limit-req")
+    assert english["primary"]["source"] == en and english["primary"]["confidence"] == "high"  # a twin: no clash
+    assert english["primary"]["translations"] == [{"source": zh, "lang": "zh"}]
+    assert english["supplement"] is None  # one page: L1 is not called
+    chinese = kb.lookup_knowledge("limit-req 插件怎么配置")
+    assert chinese["primary"]["source"] == zh and chinese["primary"]["translations"] == [{"source": en, "lang": "en"}]
+    plain = kb.lookup_knowledge("ERR_NOTHING_HERE")
+    assert plain["primary"] is None
+    untranslated = kb.lookup_knowledge("quickstart")
+    assert "translations" not in untranslated["primary"]  # the spec's shape for a page without translations
+    rows = {r.keyword: r for r in kb.keyword_summary().rows}
+    assert rows["limit-req"].kind != "clash" and not rows["limit-req"].problem  # twin-only: not flagged
+    assert rows["APISIX"].claimants == 2  # three files, two pages
+    preview = kb.preview_upload("limit-req.md", TREE["gateway/docs/zh/latest/plugins/limit-req.md"].encode(),
+                                "gateway/docs/ja/latest/plugins")
+    assert not [f for f in preview.findings if "limit-req" in f.message]  # a third language joins the page
+    assert {e.lang for e in internals(kb).index.entries()} == {"en", "zh"}
+
+
+def test_the_language_comes_from_frontmatter_then_the_path_then_the_script():
+    from kb_core.documents.language import document_language, query_language, translation_key
+
+    assert document_language("docs/en/a.md", {"lang": "zh-CN"}, "text") == "zh"
+    assert document_language("docs/zh_CN/a.md", {}, "English text") == "zh"
+    assert document_language("guide/a.ja.md", {}, "text") == "ja"
+    assert document_language("guide/a.md", {}, "限流插件的配置方法") == "zh"
+    assert document_language("guide/a.md", {}, "How to configure") == "en"
+    assert document_language("guide/a.md", {}, "12345 !!") == "und"
+    assert translation_key("docs/en/latest/a.md", {}) == translation_key("docs/zh/latest/a.md", {}) != ""
+    keyed = {"translationKey": "rate"}
+    assert translation_key("a/x.md", keyed) == translation_key("b/y.md", keyed)
+    assert translation_key("api/x.md", {}) == ""
+    assert (query_language("限流"), query_language("rate limit"), query_language("rate", "de")) == ("zh", "en", "de")

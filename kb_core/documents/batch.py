@@ -17,7 +17,16 @@ from enum import StrEnum
 
 from kb_core.documents.entry import IndexedDocuments, split_keywords
 from kb_core.documents.folder import suggest_category, validate_category
-from kb_core.documents.lint import ERROR, INFO, WARNING, Finding, UploadPreview, inspect_upload, keyword_clashes
+from kb_core.documents.lint import (
+    ERROR,
+    INFO,
+    WARNING,
+    Finding,
+    UploadPreview,
+    inspect_upload,
+    keyword_clashes,
+    page_of,
+)
 from kb_core.errors import KnowledgeBaseError
 from kb_core.terms import normalize_term
 
@@ -186,8 +195,8 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
                                               "ambiguous"))
         own = preview.file_path or f"{upload.upload_name} (this batch)"
 
-        def others_of(keyword: str, own: str = own) -> list[str]:
-            indexed = [p for p in index.claimants(keyword) if p != own and p not in in_batch]
+        def others_of(keyword: str, own: str = own, page: str = page_of(preview)) -> list[str]:
+            indexed = [p for p in index.claimants(keyword, page=page) if p != own and p not in in_batch]
             return indexed + [p for p in batch_terms.get(normalize_term(keyword), []) if p != own]
 
         extra.extend(keyword_clashes(preview, others_of))

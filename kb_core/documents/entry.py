@@ -7,6 +7,7 @@ from typing import Protocol
 
 from kb_core.documents.folder import KnowledgeFolder, decode_head
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter
+from kb_core.documents.language import document_language, translation_key
 from kb_core.documents.sections import outline
 from kb_core.terms import MAX_KEYWORDS, weak_keyword_reason
 
@@ -26,6 +27,8 @@ class KnowledgeEntry:
     sections: tuple[str, ...] | None = None
     # frontmatter `sections` found in the body: (curator's name, heading path)
     section_names: tuple[tuple[str, str], ...] = ()
+    lang: str = "und"  # `en`, `zh`, ... (see `language.document_language`)
+    group: str = ""  # the translation group it shares with its other language versions; "" = none
 
     @classmethod
     def from_frontmatter(cls, file_path: str, fm: Frontmatter, category: str | None = None,
@@ -33,6 +36,9 @@ class KnowledgeEntry:
         """`content` (the whole document) gives the entry its section list."""
         kept, ignored = split_keywords(fm.keywords)
         shape = outline(content, fm.sections) if content is not None else None
+        name = file_path.rpartition("/")[2]
+        relative = f"{category}/{name}" if category else name  # the language is read below the base
+        text = content if content is not None else f"{fm.title}\n{fm.summary}"
         return cls(
             file_path=file_path,
             title=fm.title,
@@ -42,6 +48,8 @@ class KnowledgeEntry:
             ignored_keywords=ignored,
             sections=shape.listed if shape else None,
             section_names=shape.names if shape else (),
+            lang=document_language(relative, fm.extra, text),
+            group=translation_key(relative, fm.extra),
         )
 
 
@@ -90,4 +98,4 @@ class IndexedDocuments(Protocol):
     @property
     def folder(self) -> KnowledgeFolder: ...
 
-    def claimants(self, keyword: str) -> list[str]: ...
+    def claimants(self, keyword: str, *, page: str = "") -> list[str]: ...

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from kb_core.documents.entry import IndexedDocuments, split_keywords
 from kb_core.documents.folder import decode_markdown, validate_category, validate_file_name
 from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict, parse_sections
+from kb_core.documents.language import translation_key
 from kb_core.documents.sections import outline
 from kb_core.errors import KnowledgeBaseError
 
@@ -41,8 +42,17 @@ def preview_upload(
     index: IndexedDocuments, file_name: str, data: bytes, category: str, *, max_bytes: int
 ) -> UploadPreview:
     preview = inspect_upload(index, file_name, data, category, max_bytes=max_bytes)
+    page = page_of(preview)
     return replace(preview, findings=preview.findings + keyword_clashes(
-        preview, lambda keyword: [p for p in index.claimants(keyword) if p != preview.file_path]))
+        preview, lambda keyword: [p for p in index.claimants(keyword, page=page) if p != preview.file_path]))
+
+
+def page_of(preview: UploadPreview) -> str:
+    """The translation group an upload joins ("" for none): its other language versions are no clash."""
+    if preview.file_path is None:
+        return ""
+    return translation_key(f"{preview.category}/{preview.file_name}",
+                           preview.frontmatter.extra if preview.frontmatter else None)
 
 
 def inspect_upload(

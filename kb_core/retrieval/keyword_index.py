@@ -194,15 +194,26 @@ class KnowledgeIndex:
         pos = snapshot.position.get(file_path)
         return None if pos is None else snapshot.entries[pos]
 
+    def versions(self, file_path: str) -> tuple[KnowledgeEntry, ...]:
+        """Every language version of a document's page (itself included), in index order."""
+        snapshot = self._snapshot
+        pos = snapshot.position.get(file_path)
+        if pos is None:
+            return ()
+        members = snapshot.group_members.get(int(snapshot.group_of[pos]), (pos,))
+        return tuple(snapshot.entries[i] for i in members)
+
     @property
     def snapshot(self) -> Snapshot:
         """The current immutable snapshot (the keyword map is computed once per snapshot)."""
         return self._snapshot
 
-    def claimants(self, keyword: str) -> list[str]:
-        """Documents whose keywords equal `keyword` after normalisation."""
+    def claimants(self, keyword: str, *, page: str = "") -> list[str]:
+        """Documents whose keywords equal `keyword` after normalisation, except the versions of `page` (a
+        translation group key: the other languages of one page are not rival claimants)."""
         snapshot = self._snapshot
-        return [snapshot.entries[p].file_path for p in snapshot.claimed_by(keyword)]
+        return [snapshot.entries[p].file_path for p in snapshot.claimed_by(keyword)
+                if not page or snapshot.entries[p].group != page]
 
     def entries(self) -> list[KnowledgeEntry]:
         return list(self._snapshot.entries)

@@ -37,10 +37,15 @@ class KeywordRow:
 
     keyword: str
     file_paths: tuple[str, ...]  # the documents whose frontmatter claims it
-    hits: int  # documents L0 returns for a query of just this keyword (0: L0 ignores it)
+    hits: int  # pages L0 returns for a query of just this keyword (0: L0 ignores it); translations count once
     overlaps: tuple[str, ...] = ()  # other keywords that query also matches, bringing other documents
     shadows: tuple[str, ...] = ()  # keywords inside this one that a query naming it does not count
     weak: str | None = None  # why L0 ignores it, if it does
+    pages: int | None = None  # the pages claiming it (a page's language versions count once); None: as files
+
+    @property
+    def claimants(self) -> int:
+        return len(self.file_paths) if self.pages is None else self.pages
 
     @property
     def ambiguous(self) -> bool:
@@ -48,11 +53,11 @@ class KeywordRow:
 
     @property
     def clash(self) -> bool:
-        return self.weak is None and len(self.file_paths) > 1
+        return self.weak is None and self.claimants > 1
 
     @property
     def generic(self) -> bool:
-        return self.weak is None and len(self.file_paths) >= GENERIC_MIN_DOCUMENTS
+        return self.weak is None and self.claimants >= GENERIC_MIN_DOCUMENTS
 
     @property
     def problem(self) -> bool:
@@ -77,7 +82,7 @@ class KeywordRow:
             return f"ignored by L0: {self.weak}"
         parts = []
         if self.clash:
-            parts.append(f"claimed by {len(self.file_paths)} documents")
+            parts.append(f"claimed by {self.claimants} documents")
         if self.overlaps:
             parts.append("inside " + _names(self.overlaps) + " of other documents")
         if self.ambiguous:
@@ -188,11 +193,11 @@ def _build(snapshot: Snapshot) -> KeywordMap:
         return found
 
     matched: dict[str, tuple[str, ...]] = {}  # term -> the other terms its bare query counts
-    hits: dict[str, int] = {term: len(snapshot.postings[i]) for i, term in enumerate(terms)}
+    hits: dict[str, int] = {term: snapshot.df[i] for i, term in enumerate(terms)}
     for i in sorted(overlapping):
         term = terms[i]
         found = snapshot.match(term)
-        hits[term] = len(found)
+        hits[term] = found.group_count()
         if len(found) > len(snapshot.postings[i]):
             matched[term] = tuple(t for t in found.matched_terms if t != term)
     shadows: dict[str, list[str]] = {}
@@ -207,7 +212,7 @@ def _build(snapshot: Snapshot) -> KeywordMap:
             if others else ()
         paths = tuple(entries[p].file_path for p in snapshot.postings[i].tolist())
         rows.append(KeywordRow(spelled.get(term, term), paths, hits[term], overlaps,
-                               tuple(spelled.get(t, t) for t in shadows.get(term, ()))))
+                               tuple(spelled.get(t, t) for t in shadows.get(term, ())), pages=snapshot.df[i]))
     weak: dict[str, tuple[str, str, list[str]]] = {}
     for entry in entries:
         for keyword, reason in entry.ignored_keywords:

@@ -88,6 +88,22 @@ class Snapshot:
         self.terms: tuple[str, ...] = tuple(postings)
         self.term_id = {term: i for i, term in enumerate(self.terms)}
         self.postings: tuple[np.ndarray, ...] = tuple(np.array(p, dtype=np.int32) for p in postings.values())
+        # Translation groups: the language versions of one page count as one claimant. `group_of[pos]` is a
+        # group id (a document without translations is a group of its own); `df[term]` counts groups.
+        group_ids: dict[str, int] = {}
+        group_of = np.empty(len(entries), dtype=np.int32)
+        members: dict[int, list[int]] = {}
+        for pos, entry in enumerate(entries):
+            if entry.group:
+                gid = group_of[pos] = group_ids.setdefault(entry.group, len(group_ids))
+                members.setdefault(gid, []).append(pos)
+            else:
+                group_of[pos] = group_ids[f"\x00{pos}"] = len(group_ids)
+        self.group_of = group_of
+        self.group_members = {gid: tuple(ps) for gid, ps in members.items() if len(ps) > 1}
+        grouped = bool(self.group_members)
+        self.df: tuple[int, ...] = tuple(
+            len(np.unique(group_of[p])) if grouped and len(p) > 1 else len(p) for p in self.postings)
         self.automaton = None
         if self.terms:
             automaton = ahocorasick.Automaton()
@@ -196,10 +212,11 @@ class RankedMatches(Sequence[L0Match]):
         if snapshot.matching == "substring":  # the spec as written: index order
             yield self._index_order()
             return
-        # Rarest first (fewest documents), then the longer keyword; one group per (df, length).
-        ordered = sorted(self._counting, key=lambda t: (len(snapshot.postings[t]), -len(snapshot.terms[t]), t))
+        # Rarest first (fewest documents, a page's translations counting once), then the longer keyword; one
+        # group per (df, length).
+        ordered = sorted(self._counting, key=lambda t: (snapshot.df[t], -len(snapshot.terms[t]), t))
         seen: np.ndarray | None = None
-        for _key, group in groupby(ordered, key=lambda t: (len(snapshot.postings[t]), len(snapshot.terms[t]))):
+        for _key, group in groupby(ordered, key=lambda t: (snapshot.df[t], len(snapshot.terms[t]))):
             term_ids = list(group)
             positions = snapshot.postings[term_ids[0]] if len(term_ids) == 1 else \
                 np.unique(np.concatenate([snapshot.postings[t] for t in term_ids]))
@@ -248,6 +265,17 @@ class RankedMatches(Sequence[L0Match]):
         self._fill(1)
         found = np.flatnonzero(self._chunks[0] == position)
         return int(found[0]) if len(found) else None
+
+    def group_count(self, excluding: frozenset[str] = frozenset()) -> int:
+        """How many pages matched: a page's translations count once (documents at `excluding` do not count)."""
+        snapshot = self._snapshot
+        if not snapshot.group_members and not excluding:
+            return self._total
+        positions = self._index_order()
+        if excluding:
+            skip = [snapshot.position[p] for p in excluding if p in snapshot.position]
+            positions = positions[~np.isin(positions, skip)]
+        return len(np.unique(snapshot.group_of[positions])) if snapshot.group_members else len(positions)
 
     @property
     def matched_terms(self) -> tuple[str, ...]:
@@ -303,7 +331,7 @@ class RankedMatches(Sequence[L0Match]):
             keywords.append(keyword)
             if term_id in self._inside:
                 inside.append(keyword)
-            df = len(snapshot.postings[term_id])
+            df = snapshot.df[term_id]
             if not rarest or (df, -len(term)) < (rarest_df, -len(normalize_term(rarest))):
                 rarest, rarest_df = keyword, df
         return L0Match(entry, tuple(keywords), tuple(inside), rarest, rarest_df)

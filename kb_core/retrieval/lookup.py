@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
+from kb_core.documents.language import DEFAULT_LANGUAGE, query_language
 from kb_core.documents.sections import serve_section
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
 
@@ -53,9 +54,10 @@ class Primary:
     match_type: str = "exact_L0"
     available_sections: tuple[str, ...] | None = None  # heading paths or curator's names; None: no headings
     section: str | None = None  # the heading path served instead of the document's head (`section_title`)
+    translations: tuple[tuple[str, str], ...] = ()  # (source, lang) of the page's other language versions
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        payload = {
             "content": self.content,
             "source": self.source,
             "matchType": self.match_type,
@@ -63,6 +65,9 @@ class Primary:
             "availableSections": list(self.available_sections) if self.available_sections is not None else None,
             "section": self.section,
         }
+        if self.translations:  # only for a page with translations: the spec's shape is unchanged otherwise
+            payload["translations"] = [{"source": source, "lang": lang} for source, lang in self.translations]
+        return payload
 
 
 @dataclass(frozen=True)
@@ -157,9 +162,10 @@ def _ms(since: float) -> float:
 
 
 class HybridLookup:
-    def __init__(self, index: KnowledgeIndex, l1: L1Searcher):
+    def __init__(self, index: KnowledgeIndex, l1: L1Searcher, *, default_language: str = DEFAULT_LANGUAGE):
         self._index = index
         self._l1 = l1
+        self._default_language = default_language
 
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
         request_id = uuid.uuid4().hex[:8]
@@ -176,7 +182,8 @@ class HybridLookup:
         stale: list[str] = []
         # A matched entry whose file has gone (deleted by hand) cannot answer; it is reported, not served.
         first, primary_content = self._first_readable(matches, 0, stale)
-        remaining = total - len(stale)
+        # a page's language versions are one answer: "exactly one hit" counts pages, not files
+        remaining = matches.group_count(frozenset(stale)) if first is not None else 0
         timings["read"] = _ms(t)
 
         l1_hits: list[L1Hit] = []
@@ -201,13 +208,20 @@ class HybridLookup:
         primary_reason = ""
         note = None
         if first is not None:
-            first, primary_content, primary_reason = self._break_tie(matches, first, primary_content, l1_hits, stale)
+            if remaining > 1:
+                first, primary_content, primary_reason = self._break_tie(matches, first, primary_content, l1_hits,
+                                                                         stale)
             entry = matches[first].entry
+            versions = self._index.versions(entry.file_path)
+            if len(versions) > 1:
+                entry, primary_content = self._in_language(entry, primary_content, versions,
+                                                           query_language(query, self._default_language))
             primary = Primary(
                 content=primary_content or "",
                 source=entry.file_path,
                 confidence="high" if remaining == 1 else "low",
                 available_sections=entry.sections,
+                translations=tuple((v.file_path, v.lang) for v in versions if v.file_path != entry.file_path),
             )
             if isinstance(section_title, str) and section_title.strip():
                 t = time.perf_counter()
@@ -241,7 +255,7 @@ class HybridLookup:
             l1_error=l1_error,
             stale_sources=tuple(stale),
             timings_ms=timings,
-            l0_total=remaining,
+            l0_total=total - len(stale),
             primary_reason=primary_reason,
         )
         result = LookupResult(found=primary is not None or supplement is not None,
@@ -262,6 +276,18 @@ class HybridLookup:
         if len(content) > PRIMARY_MAX_CHARS:
             content = content[:PRIMARY_MAX_CHARS] + "..."
         return replace(primary, content=content, section=served.path), None
+
+    def _in_language(self, entry: KnowledgeEntry, content: str | None, versions: tuple[KnowledgeEntry, ...],
+                     language: str) -> tuple[KnowledgeEntry, str | None]:
+        """The version of the page in the query's language (when there is one and it can be read)."""
+        if entry.lang == language:
+            return entry, content
+        for version in versions:
+            if version.lang == language:
+                text = self._index.read_document(version.file_path, PRIMARY_MAX_CHARS, clean=True)
+                if text is not None:
+                    return version, text
+        return entry, content
 
     def _first_readable(self, matches: RankedMatches, start: int, stale: list[str]) -> tuple[int | None, str | None]:
         for i in range(start, len(matches)):

@@ -1,0 +1,87 @@
+"""The language of a document and of a query, and which documents are translations of one page.
+
+A document's language: frontmatter `lang`, `language` or `locale` when present; else a folder named for a
+language (`docs/zh/...`, `zh-cn`, `zh_CN`, `cn`) or a suffix (`limit-req.zh.md`); else the script of its
+text (CJK -> `zh`, Latin -> `en`, otherwise `und`).
+
+Translations: documents whose paths differ only in that language folder or suffix, or that share a
+frontmatter `translationKey`, are one page in several languages (one translation group).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["DEFAULT_LANGUAGE", "document_language", "normalize_language", "query_language", "translation_key"]
+
+DEFAULT_LANGUAGE = "en"
+# language tags seen as folder names or suffixes in documentation trees -> the language they mean
+_ALIASES = {"cn": "zh", "zh-hans": "zh", "zh-hant": "zh", "zh-tw": "zh", "zh-hk": "zh", "jp": "ja", "kr": "ko"}
+_KNOWN = frozenset({"en", "zh", "ja", "ko", "fr", "de", "es", "pt", "ru"})
+_TAG = re.compile(r"^([a-z]{2})(?:[-_]([a-z]{2,4}))?$")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+_SUFFIX = re.compile(r"^(?P<stem>.+)\.(?P<tag>[A-Za-z]{2}(?:[-_][A-Za-z]{2,4})?)\.md$")
+
+
+def normalize_language(tag: object) -> str | None:
+    """`zh` for `zh`, `zh-CN`, `zh_cn`, `cn`; `en` for `en-US`; `None` for what is not a language tag."""
+    if not isinstance(tag, str):
+        return None
+    lowered = tag.strip().lower()
+    if lowered in _ALIASES:
+        return _ALIASES[lowered]
+    match = _TAG.fullmatch(lowered.replace("_", "-"))
+    if match is None or match.group(1) not in _KNOWN:
+        return None
+    return _ALIASES.get(lowered.replace("_", "-"), match.group(1))
+
+
+def _path_language(relative: str) -> tuple[str | None, str]:
+    """(the language a path names, the path with that marker replaced by `{lang}`)."""
+    folders, _, name = relative.rpartition("/")
+    parts = folders.split("/") if folders else []
+    for i in range(len(parts) - 1, -1, -1):  # the deepest language folder (`docs/en/...`)
+        language = normalize_language(parts[i])
+        if language is not None:
+            return language, "/".join([*parts[:i], "{lang}", *parts[i + 1:], name])
+    suffix = _SUFFIX.match(name)
+    if suffix is not None:
+        language = normalize_language(suffix.group("tag"))
+        if language is not None:
+            return language, "/".join([*parts, f"{suffix.group('stem')}.{{lang}}.md"])
+    return None, relative
+
+
+def _script_language(text: str) -> str:
+    sample = text[:4000]
+    cjk = len(_CJK.findall(sample))
+    latin = len(_LATIN.findall(sample))
+    if cjk and cjk * 4 >= latin:  # one CJK character carries about a word: weigh them up
+        return "zh"
+    return "en" if latin else "und"
+
+
+def document_language(relative: str, extra: Mapping[str, Any] | None, text: str) -> str:
+    for key in ("lang", "language", "locale"):
+        language = normalize_language((extra or {}).get(key))
+        if language is not None:
+            return language
+    language, _ = _path_language(relative)
+    return language or _script_language(text)
+
+
+def translation_key(relative: str, extra: Mapping[str, Any] | None) -> str:
+    """The key a document shares with its translations, or "" when it has none (it is a group of its own)."""
+    key = (extra or {}).get("translationKey")
+    if isinstance(key, str | int) and str(key).strip():
+        return f"key:{str(key).strip()}"
+    language, template = _path_language(relative)
+    return f"path:{template}" if language is not None else ""
+
+
+def query_language(query: str, default: str = DEFAULT_LANGUAGE) -> str:
+    """A query with any CJK character is asked in `zh`; anything else in `default`."""
+    return "zh" if isinstance(query, str) and _CJK.search(query) else default
