@@ -363,13 +363,14 @@ def _pct(value: float | None) -> str:
 
 
 def _quality_table(report: dict[str, Any]) -> list[str]:
-    out = ["| kind | queries | answered | right primary | high but wrong | not found (no answer) | p50 / p99 |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| kind | queries | answered | right primary | high but wrong | not found (no answer) | "
+           "in the query's language | p50 / p99 |",
+           "|---|---|---|---|---|---|---|---|"]
     for k in (*report["kinds"], report["overall"]):
         name = "**all**" if k is report["overall"] else QUALITY_KINDS.get(k["kind"], k["kind"].replace("_", " "))
         out.append(f"| {name} | {k['queries']} | {_pct(k['answered_pct'])} | {_pct(k['right_primary_pct'])} | "
                    f"{_pct(k['high_but_wrong_pct'])} | {_pct(k['not_found_pct'])} | "
-                   f"{k['p50_ms']:.1f} / {k['p99_ms']:.1f} ms |")
+                   f"{_pct(k.get('in_language_pct'))} | {k['p50_ms']:.1f} / {k['p99_ms']:.1f} ms |")
     return out
 
 

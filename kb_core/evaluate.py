@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kb_core.documents.language import query_language
 from kb_core.errors import InvalidInputError, KnowledgeBaseError
 from kb_core.stats import percentile
 
@@ -47,6 +48,9 @@ class QueryOutcome:
     confidence: str | None
     supplement: str | None
     latency_ms: float
+    # whether the first thing an agent reads (the primary, else the supplement) is in the query's language;
+    # None when nothing was served or its language is unknown
+    in_query_language: bool | None = None
 
     @property
     def has_answer(self) -> bool:
@@ -76,6 +80,7 @@ class KindReport:
     not_found_pct: float | None  # over the queries without an answer
     p50_ms: float
     p99_ms: float
+    in_language_pct: float | None = None  # of the answers whose language is known: served in the query's
 
 
 @dataclass(frozen=True)
@@ -138,12 +143,21 @@ def evaluate(kb: Any, queries: Sequence[LabelledQuery],
             confidence=result.primary.confidence if result.primary else None,
             supplement=_relative(kb, result.supplement.source) if result.supplement else None,
             latency_ms=latency,
+            in_query_language=_in_query_language(kb, item.query, result),
         ))
         if progress is not None:
             progress(i + 1, len(queries))
     kinds = tuple(_summarise(kind, [o for o in outcomes if o.query.kind == kind])
                   for kind in dict.fromkeys(o.query.kind for o in outcomes))
     return EvaluationReport(kinds, _summarise("all", outcomes), tuple(outcomes))
+
+
+def _in_query_language(kb: Any, query: str, result: Any) -> bool | None:
+    served = result.primary or result.supplement
+    entry = kb.l0_entry(served.source) if served is not None else None
+    if entry is None or entry.lang == "und":
+        return None
+    return entry.lang == query_language(query, kb.settings.default_language)
 
 
 def _relative(kb: Any, source: str) -> str:
@@ -158,6 +172,7 @@ def _summarise(kind: str, outcomes: Sequence[QueryOutcome]) -> KindReport:
     answerable = [o for o in outcomes if o.has_answer]
     unanswerable = [o for o in outcomes if not o.has_answer]
     latencies = [o.latency_ms for o in outcomes]
+    judged = [o.in_query_language for o in outcomes if o.in_query_language is not None]
     return KindReport(
         kind=kind,
         queries=len(outcomes),
@@ -168,6 +183,7 @@ def _summarise(kind: str, outcomes: Sequence[QueryOutcome]) -> KindReport:
         not_found_pct=_pct(sum(not o.found for o in unanswerable), len(unanswerable)),
         p50_ms=round(statistics.median(latencies), 2) if latencies else 0.0,
         p99_ms=round(percentile(latencies, 99) or 0.0, 2),
+        in_language_pct=_pct(sum(judged), len(judged)),
     )
 
 
@@ -175,12 +191,14 @@ def format_table(report: EvaluationReport) -> str:
     def cell(value: float | None) -> str:
         return "—" if value is None else f"{value:.1f} %"
 
-    lines = ["| kind | queries | answered | right primary | high but wrong | not found (no answer) | p50 / p99 |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| kind | queries | answered | right primary | high but wrong | not found (no answer) | "
+             "in the query's language | p50 / p99 |",
+             "|---|---|---|---|---|---|---|---|"]
     for k in (*report.kinds, report.overall):
         name = f"**{k.kind}**" if k is report.overall else k.kind
         lines.append(f"| {name} | {k.queries} | {cell(k.answered_pct)} | {cell(k.right_primary_pct)} | "
-                     f"{cell(k.high_but_wrong_pct)} | {cell(k.not_found_pct)} | {k.p50_ms:.1f} / {k.p99_ms:.1f} ms |")
+                     f"{cell(k.high_but_wrong_pct)} | {cell(k.not_found_pct)} | {cell(k.in_language_pct)} | "
+                     f"{k.p50_ms:.1f} / {k.p99_ms:.1f} ms |")
     return "\n".join(lines)
 
 

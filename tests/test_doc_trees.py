@@ -136,11 +136,13 @@ def test_the_language_comes_from_frontmatter_then_the_path_then_the_script():
     assert document_language("docs/en/a.md", {"lang": "zh-CN"}, "text") == "zh"
     assert document_language("docs/zh_CN/a.md", {}, "English text") == "zh"
     assert document_language("guide/a.ja.md", {}, "text") == "ja"
+    assert document_language("gateway-zh/a.md", {}, "English text") == "zh"
     assert document_language("guide/a.md", {}, "限流插件的配置方法") == "zh"
     assert document_language("guide/a.md", {}, "How to configure") == "en"
     assert document_language("guide/a.md", {}, "12345 !!") == "und"
     assert translation_key("docs/en/latest/a.md", {}) == translation_key("docs/zh/latest/a.md", {}) != ""
     keyed = {"translationKey": "rate"}
     assert translation_key("a/x.md", keyed) == translation_key("b/y.md", keyed)
-    assert translation_key("api/x.md", {}) == ""
+    assert translation_key("gateway-zh/x.md", {}) == translation_key("gateway/x.md", {})  # a suffixed folder
+    assert translation_key("api/x.md", {}) != translation_key("api/y.md", {})
     assert (query_language("限流"), query_language("rate limit"), query_language("rate", "de")) == ("zh", "en", "de")

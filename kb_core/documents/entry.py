@@ -28,7 +28,7 @@ class KnowledgeEntry:
     # frontmatter `sections` found in the body: (curator's name, heading path)
     section_names: tuple[tuple[str, str], ...] = ()
     lang: str = "und"  # `en`, `zh`, ... (see `language.document_language`)
-    group: str = ""  # the translation group it shares with its other language versions; "" = none
+    group: str = ""  # the translation group it shares with its other language versions (`language.translation_key`)
 
     @classmethod
     def from_frontmatter(cls, file_path: str, fm: Frontmatter, category: str | None = None,

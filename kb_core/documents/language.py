@@ -39,19 +39,29 @@ def normalize_language(tag: object) -> str | None:
     return _ALIASES.get(lowered.replace("_", "-"), match.group(1))
 
 
+_SEGMENT_SUFFIX = re.compile(r"^(?P<stem>.+)[-_.](?P<tag>[A-Za-z]{2}(?:[-_][A-Za-z]{2,4})?)$")
+
+
 def _path_language(relative: str) -> tuple[str | None, str]:
-    """(the language a path names, the path with that marker replaced by `{lang}`)."""
+    """(the language a path names, the path with that marker taken out). A marker is a folder named for a
+    language (`docs/zh/...`), a folder with a language suffix (`gateway-zh/` beside `gateway/`) or a file
+    suffix (`limit-req.zh.md`)."""
     folders, _, name = relative.rpartition("/")
     parts = folders.split("/") if folders else []
     for i in range(len(parts) - 1, -1, -1):  # the deepest language folder (`docs/en/...`)
         language = normalize_language(parts[i])
         if language is not None:
             return language, "/".join([*parts[:i], "{lang}", *parts[i + 1:], name])
+    for i in range(len(parts) - 1, -1, -1):
+        suffix = _SEGMENT_SUFFIX.match(parts[i])
+        language = normalize_language(suffix.group("tag")) if suffix else None
+        if suffix is not None and language is not None:
+            return language, "/".join([*parts[:i], suffix.group("stem"), *parts[i + 1:], name])
     suffix = _SUFFIX.match(name)
     if suffix is not None:
         language = normalize_language(suffix.group("tag"))
         if language is not None:
-            return language, "/".join([*parts, f"{suffix.group('stem')}.{{lang}}.md"])
+            return language, "/".join([*parts, f"{suffix.group('stem')}.md"])
     return None, relative
 
 
@@ -74,12 +84,12 @@ def document_language(relative: str, extra: Mapping[str, Any] | None, text: str)
 
 
 def translation_key(relative: str, extra: Mapping[str, Any] | None) -> str:
-    """The key a document shares with its translations, or "" when it has none (it is a group of its own)."""
+    """The key a document shares with its translations: its path with the language marker taken out (so
+    `gateway-zh/x.md` pairs with `gateway/x.md`, `docs/zh/x.md` with `docs/en/x.md`), or `translationKey`."""
     key = (extra or {}).get("translationKey")
     if isinstance(key, str | int) and str(key).strip():
         return f"key:{str(key).strip()}"
-    language, template = _path_language(relative)
-    return f"path:{template}" if language is not None else ""
+    return f"path:{_path_language(relative)[1]}"
 
 
 def query_language(query: str, default: str = DEFAULT_LANGUAGE) -> str:
