@@ -8,7 +8,7 @@ import pytest
 from conftest import doc, internals, write_doc
 
 from kb_core.documents.batch import CLASH, INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile, preview_batch
-from kb_core.documents.folder import suggest_category, validate_file_name
+from kb_core.documents.folder import categories_below, category_folders, suggest_category, validate_file_name
 from kb_core.errors import UploadRejected
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 
@@ -180,3 +180,14 @@ def test_a_folder_too_long_or_too_deep_is_refused_per_file_before_any_write(inde
     too_deep = preview_batch(index, _tree(("/".join("abcdefghijklmnopq") + "/page.md", ROUTE_EN)), "gateway",
                              max_bytes=64 * 1024)
     assert "deeper than 16 folders" in too_deep.files[0].errors[0]
+
+
+def test_category_folders_in_tree_order_and_the_categories_below_a_folder():
+    categories = ["gateway", "gateway-zh", "apisix/docs/en/latest/plugins", "apisix/docs/zh/latest",
+                  "apisix/docs-old", "gateway"]
+    assert category_folders(categories) == [
+        "apisix", "apisix/docs", "apisix/docs/en", "apisix/docs/en/latest", "apisix/docs/en/latest/plugins",
+        "apisix/docs/zh", "apisix/docs/zh/latest", "apisix/docs-old", "gateway", "gateway-zh"]
+    assert categories_below(categories, ["apisix/docs"]) == {"apisix/docs/en/latest/plugins", "apisix/docs/zh/latest"}
+    assert categories_below(categories, ["gateway", "apisix/docs/zh/latest"]) == {"gateway", "apisix/docs/zh/latest"}
+    assert categories_below(categories, []) == set() and category_folders([]) == []
