@@ -165,6 +165,11 @@ if tab_maintenance.open:
                     st.info(f"removed from the index: {path}")
                 for path, reason in report.failed:
                     st.error(f"{path}: {reason}")
+                if report.refused:  # each once, with the reason (a copied tree can bring hundreds)
+                    st.warning(f"{len(report.refused)} .md file(s) are not indexed: the path rule refuses them. "
+                               "Rename or move them, then reconcile again.")
+                    st.dataframe([{"file": path, "why": reason} for path, reason in report.refused],
+                                 hide_index=True, key="reconcile-refused")
         st.markdown("**Re-index all** re-embeds every document from its saved file, e.g. after a model change.")
         if st.button("Re-index all"):
             report = _progress_runner("Re-indexing", lambda progress: kb.reindex_all(progress=progress))

@@ -272,3 +272,20 @@ def test_documents_whose_file_is_gone_are_removed_by_reconcile_when_asked(root):
     assert not [w for w in at.warning if "file has gone" in w.value]
     files = set(table(at, "file")[1]["file"])
     assert len(files) == count - 2 and EN_LIMIT_REQ not in files and ZH_LIMIT_REQ in files
+
+
+def test_reconcile_picks_up_a_copied_tree_and_lists_each_refused_file_once_with_its_reason(root):
+    write_doc(root, "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md", doc("limit-req", ["limit-req"]))
+    write_doc(root, "knowledge_base/apisix/docs/en/my plugins/draft.md", doc("Draft", ["draft"]))  # a space
+    write_doc(root, "knowledge_base/stray.md", doc("Stray", ["stray"]))  # not in a category folder
+    at = documents_page("Maintenance")
+    at.button(key="reconcile").click().run()
+    assert not at.exception, at.exception
+    assert "1 files added" in at.success[0].value and "2 .md files refused by the path rule" in at.success[0].value
+    assert any(w.value.startswith("2 .md file(s) are not indexed") for w in at.warning)
+    refused = next(f.value for f in at.dataframe if "why" in f.value.columns).set_index("file")["why"].to_dict()
+    assert set(refused) == {"knowledge_base/apisix/docs/en/my plugins/draft.md", "knowledge_base/stray.md"}
+    assert "'my plugins' is not allowed" in refused["knowledge_base/apisix/docs/en/my plugins/draft.md"]
+    assert refused["knowledge_base/stray.md"].startswith("not in a category folder")
+    files = set(table(documents_page(), "file")[1]["file"])
+    assert "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md" in files
