@@ -39,7 +39,7 @@ if choice == NEW_CATEGORY:
 # server.maxUploadSize (.streamlit/config.toml), which therefore has to be at least as large.
 wanted_mb, server_mb = max(1, math.ceil(limit / MIB)), int(st.get_option("server.maxUploadSize"))
 FILES, FOLDER = "Markdown files", "A folder"
-kind = st.segmented_control("Upload", [FILES, FOLDER], default=FILES, required=True, key="upload_kind",
+kind = st.segmented_control("What to upload", [FILES, FOLDER], default=FILES, required=True, key="upload_kind",
                             help="A folder keeps its sub-folders: each Markdown file in it goes to "
                                  "<category>/<its folder>/<name>.md; its other files are skipped.")
 keep_top = True
