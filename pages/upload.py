@@ -61,19 +61,19 @@ if wanted_mb > server_mb:
     st.warning(f"KB_MAX_UPLOAD_BYTES allows {limit / MIB:g} MiB, but this server accepts at most {server_mb} MB "
                "per file: raise server.maxUploadSize in .streamlit/config.toml")
 
-skipped: dict[str, list[str]] = {}  # a folder's files that are not documents: why -> their paths in the folder
+left_out: dict[str, list[str]] = {}  # a folder's files that are not documents: why -> their paths in the folder
 for candidate in candidates:
     if candidate.skipped:
-        skipped.setdefault(candidate.skipped, []).append(candidate.upload_name)
+        left_out.setdefault(candidate.skipped, []).append(candidate.upload_name)
 files = [f for f, candidate in zip(uploads or [], candidates, strict=True) if not candidate.skipped]
 checked = kb.preview_batch([c for c in candidates if not c.skipped], category)
 batch = checked if files else None
-if skipped:
+if left_out:
     def _some(paths: list[str]) -> str:
         return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
     st.caption("Skipped " + "; ".join(f"{len(paths)} {'hidden' if why == 'hidden' else 'non-Markdown'} file(s): "
-                                      f"{_some(paths)}" for why, paths in skipped.items()))
+                                      f"{_some(paths)}" for why, paths in left_out.items()))
 if checked.category_problem and (category or files):  # checked as soon as typed; "choose one" once files come
     where = col_new if choice == NEW_CATEGORY else col_pick
     where.error(checked.category_problem)
