@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBaseError
+from kb_core import KnowledgeBaseError, categories_below, category_folders
 from pages.shell.inspector import render_inspector
 from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.views import flash, selected_row, show_flash, table_key
@@ -66,8 +66,13 @@ tab_list, tab_keywords, tab_maintenance = st.tabs(["Documents", "Keyword map", "
 if tab_list.open:
     with tab_list:
         f1, f2, f3 = st.columns([1, 1, 2])
-        categories = sorted({d.category for d in documents})
-        chosen_categories = f1.multiselect("Category", categories, key="filter_category")
+        # Categories are folder paths (apisix/docs/en/latest): the filter offers every folder, and a folder shows
+        # everything below it. Worked out per distinct category; each row then costs one set lookup, as before.
+        in_use = {d.category for d in documents}
+        chosen_categories = f1.multiselect("Category", category_folders(in_use), key="filter_category",
+                                           help="A folder includes its sub-folders: apisix/docs shows "
+                                                "apisix/docs/en/latest too.")
+        chosen_below = categories_below(in_use, chosen_categories)
         statuses = sorted({d.status.value for d in documents})
         chosen_statuses = f2.multiselect("Status", statuses, key="filter_status")
         text = f3.text_input("Search title, file or keyword", key="filter_text").strip().casefold()
@@ -80,7 +85,7 @@ if tab_list.open:
             return str((doc.frontmatter or {}).get("title") or doc.file_name)
 
         def visible(doc) -> bool:
-            if chosen_categories and doc.category not in chosen_categories:
+            if chosen_categories and doc.category not in chosen_below:
                 return False
             if chosen_statuses and doc.status.value not in chosen_statuses:
                 return False
@@ -160,6 +165,11 @@ if tab_maintenance.open:
                     st.info(f"removed from the index: {path}")
                 for path, reason in report.failed:
                     st.error(f"{path}: {reason}")
+                if report.refused:  # each once, with the reason (a copied tree can bring hundreds)
+                    st.warning(f"{len(report.refused)} .md file(s) are not indexed: the path rule refuses them. "
+                               "Rename or move them, then reconcile again.")
+                    st.dataframe([{"file": path, "why": reason} for path, reason in report.refused],
+                                 hide_index=True, key="reconcile-refused")
         st.markdown("**Re-index all** re-embeds every document from its saved file, e.g. after a model change.")
         if st.button("Re-index all"):
             report = _progress_runner("Re-indexing", lambda progress: kb.reindex_all(progress=progress))

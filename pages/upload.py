@@ -1,4 +1,5 @@
-"""Upload: drag several Markdown files in, preview the batch as a whole, then index them with progress per file."""
+"""Upload: drag several Markdown files (or a whole folder) in, preview the batch as a whole, then index them with
+progress per file."""
 
 from __future__ import annotations
 
@@ -31,21 +32,48 @@ choice = col_pick.selectbox("Category", [*categories, NEW_CATEGORY], index=None,
                             placeholder="Choose a category")
 category = choice or ""
 if choice == NEW_CATEGORY:
-    category = col_new.text_input("New category", key="new_category", placeholder="e.g. runbooks",
-                                  help="Lower-case letters, digits, '-' and '_'; starts with a letter or digit.")
+    category = col_new.text_input("New category", key="new_category", placeholder="e.g. runbooks or apisix/docs",
+                                  help="Folder names of letters, digits, '-', '_' and '.' (starting with a letter, "
+                                       "digit or '_'), separated by '/' for sub-folders.")
 # The uploader states (and the browser enforces) the setting; the server refuses any request above its own
 # server.maxUploadSize (.streamlit/config.toml), which therefore has to be at least as large.
 wanted_mb, server_mb = max(1, math.ceil(limit / MIB)), int(st.get_option("server.maxUploadSize"))
-files = st.file_uploader("Markdown files (.md, .markdown)", type=["md", "markdown"], accept_multiple_files=True,
-                         key="files", max_upload_size=min(wanted_mb, server_mb))
+FILES, FOLDER = "Markdown files", "A folder"
+kind = st.segmented_control("What to upload", [FILES, FOLDER], default=FILES, required=True, key="upload_kind",
+                            help="A folder keeps its sub-folders: each Markdown file in it goes to "
+                                 "<category>/<its folder>/<name>.md; its other files are skipped.")
+keep_top = True
+if kind == FOLDER:
+    # No `type`: the browser would drop the folder's other files unseen; they are counted and skipped here.
+    uploads = st.file_uploader("A folder with Markdown files (sub-folders are kept)", accept_multiple_files="directory",
+                               key="folder", max_upload_size=min(wanted_mb, server_mb))
+    keep_top = st.checkbox("Keep the folder's own name in the paths", value=True, key="keep_top",
+                           help="Ticked: docs/en/route.md goes to <category>/docs/en/route.md. Unticked: the "
+                                "folder's content goes straight into the category (<category>/en/route.md).")
+    candidates = [BatchFile.in_folder(f.name, f.getvalue(), state.get(f"rename-{f.file_id}"), keep_top=keep_top)
+                  for f in uploads or []]
+else:
+    uploads = st.file_uploader("Markdown files (.md, .markdown)", type=["md", "markdown"],
+                               accept_multiple_files=True, key="files", max_upload_size=min(wanted_mb, server_mb))
+    candidates = [BatchFile(f.name, f.getvalue(), state.get(f"rename-{f.file_id}")) for f in uploads or []]
 st.caption(f"At most {limit / MIB:g} MiB ({limit:,} bytes) per file, set by KB_MAX_UPLOAD_BYTES.")
 if wanted_mb > server_mb:
     st.warning(f"KB_MAX_UPLOAD_BYTES allows {limit / MIB:g} MiB, but this server accepts at most {server_mb} MB "
                "per file: raise server.maxUploadSize in .streamlit/config.toml")
 
-checked = kb.preview_batch([BatchFile(f.name, f.getvalue(), state.get(f"rename-{f.file_id}"))
-                            for f in files or []], category)
+left_out: dict[str, list[str]] = {}  # a folder's files that are not documents: why -> their paths in the folder
+for candidate in candidates:
+    if candidate.skipped:
+        left_out.setdefault(candidate.skipped, []).append(candidate.upload_name)
+files = [f for f, candidate in zip(uploads or [], candidates, strict=True) if not candidate.skipped]
+checked = kb.preview_batch([c for c in candidates if not c.skipped], category)
 batch = checked if files else None
+if left_out:
+    def _some(paths: list[str]) -> str:
+        return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+    st.caption("Skipped " + "; ".join(f"{len(paths)} {'hidden' if why == 'hidden' else 'non-Markdown'} file(s): "
+                                      f"{_some(paths)}" for why, paths in left_out.items()))
 if checked.category_problem and (category or files):  # checked as soon as typed; "choose one" once files come
     where = col_new if choice == NEW_CATEGORY else col_pick
     where.error(checked.category_problem)
@@ -61,12 +89,14 @@ if batch is not None:
         tally[verdict.action] = tally.get(verdict.action, 0) + 1
     st.caption(" · ".join(f"{n} {_SAYS[action]}" for action, n in tally.items()))
     for uploaded, verdict in zip(files, batch.files, strict=True):
+        if verdict.action == REFUSED:
+            continue  # listed once, with the reason, under "Refused"
         fid = uploaded.file_id
         act = bool(verdict.same_target_as or verdict.errors or verdict.action == REPLACE or verdict.duplicate_of)
         label = f"{_ICONS[verdict.action]} {verdict.upload_name} → {verdict.file_path or 'not accepted'}"
         with st.expander(label, expanded=act):
             if verdict.same_target_as or state.get(f"rename-{fid}"):
-                st.text_input("New file name", key=f"rename-{fid}", placeholder=verdict.upload_name,
+                st.text_input("New file name", key=f"rename-{fid}", placeholder=verdict.preview.file_name,
                               help="Stored under this name instead; two files of a batch cannot share a path.")
             fm = verdict.preview.frontmatter
             if fm is not None:
@@ -96,6 +126,7 @@ if batch is not None:
     elif st.button("Upload" if batch.blocked else f"Upload {len(todo)} file(s)", type="primary",
                    disabled=bool(batch.blocked) or not todo):
         results = []
+        overall = st.progress(0.0, text=f"0 of {len(todo)} files") if len(todo) > 1 else None
         slots = [(f, v, st.empty()) for f, v in todo]
         for _f, v, slot in slots:  # every file's bar is on the page from the start
             slot.progress(0.0, text=f"{v.preview.file_name}: waiting")
@@ -111,7 +142,7 @@ if batch is not None:
             base_version = shown_before[f.file_id] if f.file_id in shown_before else v.if_match
             row = {"file": v.upload_name, "result": "failed", "document": v.file_path, "chunks": 0, "detail": ""}
             try:
-                outcome = kb.upload(name, f.getvalue(), category, progress=progress, if_match=base_version)
+                outcome = kb.upload(name, f.getvalue(), v.category, progress=progress, if_match=base_version)
                 row.update(result=outcome.action, chunks=outcome.document.chunk_count,
                            detail="; ".join(outcome.warnings))
                 slot.progress(1.0, text=f"{name}: {outcome.action}")
@@ -124,16 +155,18 @@ if batch is not None:
             if row["result"] in ("failed", "conflict"):
                 slot.error(f"{v.upload_name}: {row['detail']}")
             results.append(row)
+            if overall is not None:
+                overall.progress(len(results) / len(todo), text=f"{len(results)} of {len(todo)} files")
         skipped = [{"file": v.upload_name, "result": "not replaced", "document": v.file_path, "chunks": 0,
                     "detail": "“Replace” was not ticked"} for v in untouched]
         refused = [{"file": v.upload_name, "result": "refused", "document": "", "chunks": 0,
                     "detail": "; ".join(v.errors)} for v in batch.refused]
-        state.upload_results = {"for": (category, tuple(f.file_id for f in files)),
+        state.upload_results = {"for": (category, keep_top, tuple(f.file_id for f in files)),
                                 "rows": results + skipped + refused}
         st.rerun()  # the preview then shows what is on disk now
 
 shown = state.get("upload_results")
-if shown and batch is not None and shown["for"] == (category, tuple(f.file_id for f in files)):
+if shown and batch is not None and shown["for"] == (category, keep_top, tuple(f.file_id for f in files)):
     st.subheader("Result")
     counts: dict[str, int] = {}
     for row in shown["rows"]:

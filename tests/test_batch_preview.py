@@ -8,7 +8,7 @@ import pytest
 from conftest import doc, internals, write_doc
 
 from kb_core.documents.batch import CLASH, INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile, preview_batch
-from kb_core.documents.folder import suggest_category, validate_file_name
+from kb_core.documents.folder import categories_below, category_folders, suggest_category, validate_file_name
 from kb_core.errors import UploadRejected
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 
@@ -107,3 +107,87 @@ def test_the_facade_finds_duplicates_in_the_database(open_kb, db_url):
         ("knowledge_base/gateway/overview.md", "overview-copy.md (this batch)")]
     assert internals(kb).metadata.paths_with_content([hashlib.sha256(GATEWAY.encode()).hexdigest(), "0" * 64]) == {
         hashlib.sha256(GATEWAY.encode()).hexdigest(): ["knowledge_base/gateway/overview.md"]}
+
+
+# -- a folder (directory upload): each file at its own nested category ------------------------------------
+ROUTE_EN = doc("Route", ["Route", "Upstream"], "Match requests and send them upstream.")
+ROUTE_ZH = doc("路由", ["路由", "上游"], "匹配请求并转发到上游。")
+LIMIT_REQ = doc("limit-req", ["limit-req", "leaky bucket"], "Rate limiting with a leaky bucket.")
+
+
+def _tree(*paths_and_bodies, keep_top=True, renames=None):
+    renames = renames or {}
+    return [BatchFile.in_folder(path, body.encode() if isinstance(body, str) else body, renames.get(path),
+                                keep_top=keep_top) for path, body in paths_and_bodies]
+
+
+def test_a_folder_maps_each_file_to_its_own_nested_category(index, tmp_path):
+    write_doc(tmp_path, "knowledge_base/gateway/docs/en/route.md", ROUTE_EN)  # already there: a replace
+    tree = _tree(("docs/en/route.md", doc("Route", ["Route", "Upstream", "Router"], "Revised.")),
+                 ("docs/zh/route.md", ROUTE_ZH),  # the same name in another folder: no clash
+                 ("docs/en/latest/plugins/limit-req.markdown", LIMIT_REQ),
+                 ("docs/my notes/draft.md", doc("Draft", ["draft"])),  # a folder name the rule refuses
+                 ("docs/en/logo.png", b"\x89PNG"), (".github/ISSUE_TEMPLATE/bug.md", "# bug\n"),
+                 ("docs/.vitepress/config.md", "# hidden\n"), ("docs/README", "readme"))
+    assert [f.skipped for f in tree] == [None] * 4 + ["not Markdown", "hidden", "hidden", "not Markdown"]
+    assert [f.folder for f in tree[:4]] == ["docs/en", "docs/zh", "docs/en/latest/plugins", "docs/my notes"]
+    batch = preview_batch(index, [f for f in tree if not f.skipped], "gateway", max_bytes=64 * 1024)
+    route_en, route_zh, limit_req, draft = batch.files
+    assert [v.file_path for v in batch.files] == ["knowledge_base/gateway/docs/en/route.md",
+                                                  "knowledge_base/gateway/docs/zh/route.md",
+                                                  "knowledge_base/gateway/docs/en/latest/plugins/limit-req.md",
+                                                  None]
+    assert [v.category for v in batch.files[:3]] == ["gateway/docs/en", "gateway/docs/zh",
+                                                     "gateway/docs/en/latest/plugins"]
+    assert [v.upload_name for v in batch.files] == [
+        "docs/en/route.md", "docs/zh/route.md", "docs/en/latest/plugins/limit-req.markdown", "docs/my notes/draft.md"]
+    assert (route_en.action, route_zh.action, limit_req.action, draft.action) == (REPLACE, NEW, NEW, REFUSED)
+    assert route_en.if_match == hashlib.sha256(ROUTE_EN.encode()).hexdigest()
+    [reason] = draft.errors
+    assert "the folder name 'my notes' is not allowed" in reason
+    assert batch.category_problem is None and batch.blocked is None and batch.refused == (draft,)
+    assert "ambiguous" not in _messages(route_zh)  # 路由/上游 are its own; Route stays with the version it replaces
+
+    # the folder's own name dropped: its content goes straight into the category
+    flat = preview_batch(index, _tree(("docs/en/route.md", ROUTE_EN), ("docs/index.md", ROUTE_ZH), keep_top=False),
+                         "gateway", max_bytes=64 * 1024)
+    assert [v.file_path for v in flat.files] == ["knowledge_base/gateway/en/route.md",
+                                                 "knowledge_base/gateway/index.md"]
+
+
+def test_same_target_within_a_folder_is_case_insensitive_and_a_rename_keeps_the_folder(index):
+    files = [("docs/en/Route.md", ROUTE_EN), ("docs/en/route.md", ROUTE_ZH), ("docs/zh/route.md", ROUTE_ZH)]
+    batch = preview_batch(index, _tree(*files), "gateway", max_bytes=64 * 1024)
+    assert [v.action for v in batch.files] == [CLASH, CLASH, NEW]  # only the two of one folder
+    assert batch.files[0].same_target_as == ("docs/en/route.md",) and batch.blocked
+    renamed = preview_batch(index, _tree(*files, renames={"docs/en/route.md": "route-2.md"}), "gateway",
+                            max_bytes=64 * 1024)
+    assert renamed.blocked is None
+    assert renamed.files[1].file_path == "knowledge_base/gateway/docs/en/route-2.md"
+    # a single file and a folder's top-level file aimed at one path clash too: one code path for both
+    mixed = preview_batch(index, [BatchFile("route.md", ROUTE_EN.encode()), *_tree(("docs/route.md", ROUTE_ZH),
+                                                                                     keep_top=False)],
+                          "gateway", max_bytes=64 * 1024)
+    assert [v.action for v in mixed.files] == [CLASH, CLASH]
+
+
+def test_a_folder_too_long_or_too_deep_is_refused_per_file_before_any_write(index):
+    deep = "/".join(["d" * 60] * 5)  # 5 valid folder names, but the category would be over 255 characters
+    batch = preview_batch(index, _tree((f"{deep}/page.md", ROUTE_EN), ("docs/ok.md", LIMIT_REQ)), "gateway",
+                          max_bytes=64 * 1024)
+    assert [v.action for v in batch.files] == [REFUSED, NEW]
+    assert "longer than 255 characters" in batch.files[0].errors[0]
+    too_deep = preview_batch(index, _tree(("/".join("abcdefghijklmnopq") + "/page.md", ROUTE_EN)), "gateway",
+                             max_bytes=64 * 1024)
+    assert "deeper than 16 folders" in too_deep.files[0].errors[0]
+
+
+def test_category_folders_in_tree_order_and_the_categories_below_a_folder():
+    categories = ["gateway", "gateway-zh", "apisix/docs/en/latest/plugins", "apisix/docs/zh/latest",
+                  "apisix/docs-old", "gateway"]
+    assert category_folders(categories) == [
+        "apisix", "apisix/docs", "apisix/docs/en", "apisix/docs/en/latest", "apisix/docs/en/latest/plugins",
+        "apisix/docs/zh", "apisix/docs/zh/latest", "apisix/docs-old", "gateway", "gateway-zh"]
+    assert categories_below(categories, ["apisix/docs"]) == {"apisix/docs/en/latest/plugins", "apisix/docs/zh/latest"}
+    assert categories_below(categories, ["gateway", "apisix/docs/zh/latest"]) == {"gateway", "apisix/docs/zh/latest"}
+    assert categories_below(categories, []) == set() and category_folders([]) == []

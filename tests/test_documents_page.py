@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from conftest import NO_MODEL, make_settings
+from conftest import NO_MODEL, doc, make_settings, write_doc
 from streamlit.testing.v1 import AppTest
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -161,6 +161,48 @@ def test_editing_keywords_rewrites_only_the_keywords_and_l0_follows(root):
 
 
 # -- documents and the inspector ------------------------------------------------------------------------------
+def test_the_category_filter_is_a_tree_of_folders(root):
+    from kb_core import load_settings, open_knowledge_base
+
+    tree = {  # a docs site copied into the folder, as git clone or cp -r leaves it
+        "apisix/docs/en/latest/getting-started.md": doc("Getting started", ["install apisix"]),
+        "apisix/docs/en/latest/plugins/limit-req.md": doc("limit-req", ["limit-req plugin"]),
+        "apisix/docs/zh/latest/getting-started.md": doc("快速入门", ["安装 apisix"]),
+        "apisix/docs/zh/latest/plugins/limit-req.md": doc("limit-req 插件", ["limit-req 插件"]),
+        "apisix/docs-old/legacy.md": doc("Legacy", ["legacy apisix"]),  # a sibling, not below apisix/docs
+    }
+    for relative, text in tree.items():
+        write_doc(root, f"knowledge_base/{relative}", text)
+    kb = open_knowledge_base(load_settings())
+    try:
+        assert sorted(kb.reconcile().added) == sorted(f"knowledge_base/{r}" for r in tree)
+    finally:
+        kb.close()
+
+    at = documents_page()
+    box = at.multiselect(key="filter_category")
+    options = list(box.options)
+    assert options[:9] == ["apisix", "apisix/docs", "apisix/docs/en", "apisix/docs/en/latest",
+                           "apisix/docs/en/latest/plugins", "apisix/docs/zh", "apisix/docs/zh/latest",
+                           "apisix/docs/zh/latest/plugins", "apisix/docs-old"]  # tree order: a folder, then below it
+    assert {"gateway", "gateway-zh", "ops"} <= set(options)
+
+    def files_shown(*folders: str) -> set[str]:
+        at.multiselect(key="filter_category").set_value(list(folders)).run()
+        assert not at.exception, at.exception
+        files = set(table(at, "file")[1]["file"])
+        assert any(c.value.startswith(f"{len(files)} of ") for c in at.caption)
+        return files
+
+    assert files_shown("apisix/docs") == {f"knowledge_base/{r}" for r in tree if r.startswith("apisix/docs/")}
+    assert files_shown("apisix") == {f"knowledge_base/{r}" for r in tree}
+    zh_and_ops = files_shown("apisix/docs/zh", "ops")
+    assert {"knowledge_base/apisix/docs/zh/latest/getting-started.md", RUNBOOK} <= zh_and_ops
+    assert all(f.startswith(("knowledge_base/apisix/docs/zh/", "knowledge_base/ops/")) for f in zh_and_ops)
+    gateway = files_shown("gateway")  # a flat category as before: its own documents, not gateway-zh's
+    assert EN_LIMIT_REQ in gateway and ZH_LIMIT_REQ not in gateway
+
+
 def test_clicking_a_row_inspects_it_and_its_chunks_can_be_searched(root):
     at = click_row(documents_page(), "file", EN_LIMIT_REQ)
     assert "limit-req" in [h.value for h in at.subheader]
@@ -230,3 +272,20 @@ def test_documents_whose_file_is_gone_are_removed_by_reconcile_when_asked(root):
     assert not [w for w in at.warning if "file has gone" in w.value]
     files = set(table(at, "file")[1]["file"])
     assert len(files) == count - 2 and EN_LIMIT_REQ not in files and ZH_LIMIT_REQ in files
+
+
+def test_reconcile_picks_up_a_copied_tree_and_lists_each_refused_file_once_with_its_reason(root):
+    write_doc(root, "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md", doc("limit-req", ["limit-req"]))
+    write_doc(root, "knowledge_base/apisix/docs/en/my plugins/draft.md", doc("Draft", ["draft"]))  # a space
+    write_doc(root, "knowledge_base/stray.md", doc("Stray", ["stray"]))  # not in a category folder
+    at = documents_page("Maintenance")
+    at.button(key="reconcile").click().run()
+    assert not at.exception, at.exception
+    assert "1 files added" in at.success[0].value and "2 .md files refused by the path rule" in at.success[0].value
+    assert any(w.value.startswith("2 .md file(s) are not indexed") for w in at.warning)
+    refused = next(f.value for f in at.dataframe if "why" in f.value.columns).set_index("file")["why"].to_dict()
+    assert set(refused) == {"knowledge_base/apisix/docs/en/my plugins/draft.md", "knowledge_base/stray.md"}
+    assert "'my plugins' is not allowed" in refused["knowledge_base/apisix/docs/en/my plugins/draft.md"]
+    assert refused["knowledge_base/stray.md"].startswith("not in a category folder")
+    files = set(table(documents_page(), "file")[1]["file"])
+    assert "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md" in files

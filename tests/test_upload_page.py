@@ -218,6 +218,74 @@ def test_identical_content_in_another_category_is_flagged_as_a_duplicate(synced_
     assert any(w.value.startswith("duplicate of knowledge_base/api/payment-errors.md") for w in at.warning)
 
 
+def _docs_tree() -> list[tuple[str, bytes, str]]:
+    """A folder as a browser's directory upload delivers it: each file named by its path in the chosen folder,
+    the folder's own name first (`webkitRelativePath`, which Streamlit passes on as `UploadedFile.name`)."""
+    start_en = product_doc("Getting started", ["getting started", "install"], "Install and run the gateway.")
+    start_zh = product_doc("快速入门", ["快速入门", "安装"], "安装并运行网关。", lang="zh")
+    limit_en = product_doc("limit-req", ["limit-req", "leaky bucket"], "Rate limiting with a leaky bucket.")
+    limit_zh = product_doc("limit-req 插件", ["limit-req 插件", "漏桶"], "使用漏桶算法限制请求速率。", lang="zh")
+    return _files(("docs/en/latest/getting-started.md", start_en),
+                  ("docs/en/latest/plugins/limit-req.md", limit_en),
+                  ("docs/zh/latest/getting-started.md", start_zh),
+                  ("docs/zh/latest/plugins/limit-req.md", limit_zh),
+                  ("docs/zh/latest/my plugins/draft.md", doc("Draft", ["draft-plugin"])),  # refused: a space
+                  ("docs/assets/images/logo.png", b"\x89PNG\r\n\x1a\n\x00\x00"),  # not Markdown: skipped
+                  ("docs/.vitepress/config.md", "# site config\n"))  # hidden folder: skipped, as the scan does
+
+
+def test_a_folder_lands_under_the_category_with_its_sub_folders(app_root):  # noqa: F811
+    tree = _docs_tree()
+    at = run_page("upload")
+    _choose(at, "apisix")
+    at.segmented_control(key="upload_kind").set_value("A folder").run()
+    uploader = at.file_uploader(key="folder")
+    assert uploader.accept_directory and uploader.allowed_type == []  # other files arrive, to be counted
+    uploader.set_value(tree).run()
+    assert not at.exception, at.exception
+    skipped = " ".join(c.value for c in at.caption if c.value.startswith("Skipped"))
+    assert "1 non-Markdown file(s): docs/assets/images/logo.png" in skipped
+    assert "1 hidden file(s): docs/.vitepress/config.md" in skipped
+    assert any(c.value == "4 new · 1 refused" for c in at.caption)
+    labels = [e.label for e in at.expander]
+    for lang in ("en", "zh"):  # the same name in two folders: two documents, no clash
+        page = f"docs/{lang}/latest/plugins/limit-req.md"
+        assert f"✅ {page} → knowledge_base/apisix/{page}" in labels
+    assert len(labels) == 4  # the refused file is listed once, under "Refused", not in an expander too
+    refused = [e.value for e in at.error if "draft.md" in e.value]
+    assert len(refused) == 1 and refused[0].startswith("docs/zh/latest/my plugins/draft.md: invalid category")
+    assert "the folder name 'my plugins' is not allowed" in refused[0]
+    assert _upload_button(at).label == "Upload 4 file(s)"
+
+    _upload_button(at).click().run()
+    assert not at.exception, at.exception
+    rows = {r["file"]: (r["result"], r["document"]) for r in at.dataframe[0].value.to_dict("records")}
+    assert rows["docs/zh/latest/getting-started.md"] == ("indexed",
+                                                         "knowledge_base/apisix/docs/zh/latest/getting-started.md")
+    assert [r for r, _d in rows.values()] == ["indexed"] * 4 + ["refused"]
+    base = app_root / "knowledge_base/apisix"
+    assert sorted(p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file()) == [
+        "docs/en/latest/getting-started.md", "docs/en/latest/plugins/limit-req.md",
+        "docs/zh/latest/getting-started.md", "docs/zh/latest/plugins/limit-req.md"]
+    with stores() as kb:
+        assert_consistent(kb)
+        assert {r.category for r in kb.documents()} == {"apisix/docs/en/latest", "apisix/docs/en/latest/plugins",
+                                                        "apisix/docs/zh/latest", "apisix/docs/zh/latest/plugins"}
+    assert _upload_button(at).label == "Nothing to upload"  # the same folder again: every file is identical
+
+    # the folder again with one page revised: a replace, at its nested path, needs its tick
+    revised = product_doc("limit-req", ["limit-req", "leaky bucket", "burst"], "Rate limiting, revised.")
+    tree[1] = ("docs/en/latest/plugins/limit-req.md", revised.encode(), "text/markdown")
+    at.file_uploader(key="folder").set_value(tree).run()
+    [tick] = [c for c in at.checkbox if c.label.startswith("Replace")]
+    assert tick.label.startswith("Replace knowledge_base/apisix/docs/en/latest/plugins/limit-req.md (version ")
+    tick.check().run()
+    _upload_button(at).click().run()
+    rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
+    assert rows == {"docs/en/latest/plugins/limit-req.md": "replaced", "docs/zh/latest/my plugins/draft.md": "refused"}
+    assert (base / "docs/en/latest/plugins/limit-req.md").read_text(encoding="utf-8") == revised
+
+
 def _mixed_batch() -> tuple[list[tuple[str, bytes, str]], bytes]:
     """50 files as a curator drags them in from two source folders (en/ and zh/)."""
     generic = ["APISIX", "API Gateway", "Plugin", "AI", "CLI"]

@@ -4,7 +4,8 @@ A batch can lose a document in ways no single-file check sees: two files aimed a
 the Chinese `route.md`: the second silently replaces the first), keywords that files of the same batch share
 (L0 ambiguity the index cannot predict yet), content that is already indexed under another path. So the
 batch is judged as a whole: same-target files are refused until renamed, and every verdict carries what
-the upload needs (`if_match` for a replace).
+the upload needs (`if_match` for a replace). A folder (a directory upload) is a batch like any other: each
+of its files is judged at its own category, `<category>/<its folder>`, under the one path rule.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from kb_core.documents.entry import IndexedDocuments, split_keywords
-from kb_core.documents.folder import suggest_category, validate_category
+from kb_core.documents.folder import MARKDOWN_SUFFIXES, suggest_category, validate_category
 from kb_core.documents.lint import (
     ERROR,
     INFO,
@@ -48,13 +49,46 @@ NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = BatchAction
 
 @dataclass(frozen=True)
 class BatchFile:
-    upload_name: str  # the name the file arrived with
+    """A file of an upload batch. A single file goes to `<category>/<name>`; a file of a folder (directory
+    upload) carries its `folder` under the batch's category and goes to `<category>/<folder>/<name>`."""
+
+    upload_name: str  # the name the file arrived with; for a file of a folder, its path in it (`docs/en/route.md`)
     data: bytes
-    rename: str | None = None  # the name the curator gave it instead (to resolve a clash)
+    rename: str | None = None  # the file name the curator gave it instead (to resolve a clash); the folder stays
+    folder: str | None = None  # a folder's file: its folder under the category ("" = the category itself)
+
+    @classmethod
+    def in_folder(cls, path: str, data: bytes, rename: str | None = None, *, keep_top: bool = True) -> BatchFile:
+        """A file of a directory upload, named by its path in the uploaded folder the way the browser sends it
+        (`docs/en/route.md`: the chosen folder's own name first). `keep_top=False` drops that first folder, so
+        the folder's content goes straight into the category."""
+        folder = path.replace("\\", "/").rpartition("/")[0].strip("/")
+        if not keep_top:
+            folder = folder.partition("/")[2]
+        return cls(path, data, rename, folder)
 
     @property
     def name(self) -> str:
-        return (self.rename or "").strip() or self.upload_name
+        """The file name it is stored under (before the path rule turns `.markdown` into `.md`)."""
+        if (self.rename or "").strip():
+            return (self.rename or "").strip()
+        return self.upload_name.replace("\\", "/").rpartition("/")[2] if self.folder is not None else self.upload_name
+
+    @property
+    def skipped(self) -> str | None:
+        """Why a folder's file is not part of the upload at all (None: it is): files that are not Markdown
+        (images, configs) and hidden ones (`.github/…`, `.DS_Store`), which the folder scan skips too. A single
+        file is never skipped: the path rule tells why it is refused."""
+        if self.folder is None:
+            return None
+        parts = self.upload_name.replace("\\", "/").split("/")
+        if any(part.startswith(".") for part in parts):
+            return "hidden"
+        return None if parts[-1].lower().endswith(MARKDOWN_SUFFIXES) else "not Markdown"
+
+    def category_in(self, category: str) -> str:
+        """The category it goes to when the batch goes to `category`."""
+        return f"{category}/{self.folder}" if self.folder else category
 
 
 @dataclass(frozen=True)
@@ -68,6 +102,12 @@ class FileVerdict:
     @property
     def file_path(self) -> str | None:
         return self.preview.file_path
+
+    @property
+    def category(self) -> str:
+        """The category to upload it into (`kb.upload(verdict.preview.file_name, data, verdict.category)`): the
+        batch's, or for a folder's file the folder under it."""
+        return self.preview.category
 
     @property
     def findings(self) -> tuple[Finding, ...]:
@@ -143,13 +183,15 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
             validate_category(category)
         except KnowledgeBaseError as exc:
             problem, suggestion = str(exc), suggest_category(category)
-    previews = [inspect_upload(index, f.name, f.data, category, max_bytes=max_bytes, check_category=False)
-                for f in files]
+    # Each file is judged at its own category (a folder's file below the chosen one); the chosen category's own
+    # problem is reported once for the batch, a folder's problem once per file under it.
+    previews = [inspect_upload(index, f.name, f.data, f.category_in(category), max_bytes=max_bytes,
+                               check_category=problem is None) for f in files]
 
     by_target: dict[str, list[int]] = {}
     for i, preview in enumerate(previews):
         if not any(f.severity == ERROR for f in preview.findings):
-            by_target.setdefault(_target_key(preview.file_name), []).append(i)
+            by_target.setdefault(_target_key(f"{preview.category}/{preview.file_name}"), []).append(i)
     same_target: dict[int, tuple[str, ...]] = {}
     for group in by_target.values():
         if len(group) > 1:

@@ -15,6 +15,7 @@ import re
 import stat
 import tempfile
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from kb_core.documents.frontmatter import MAX_BLOCK_BYTES
@@ -23,8 +24,8 @@ from kb_core.settings import resolve_path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KnowledgeFolder", "UploadRejected", "decode_markdown", "read_regular", "suggest_category",
-           "validate_category", "validate_file_name", "write_atomic"]
+__all__ = ["KnowledgeFolder", "UploadRejected", "categories_below", "category_folders", "decode_markdown",
+           "read_regular", "suggest_category", "validate_category", "validate_file_name", "write_atomic"]
 
 # -- the path rule ---------------------------------------------------------------------------------------
 # A document lives at <category>/<file>.md, and its category is its folder path under the knowledge base, at
@@ -84,6 +85,29 @@ def validate_category(category: str) -> str:
         raise UploadRejected(f"invalid category {category!r} ({problem}): use {CATEGORY_RULE}"
                              + (f"; did you mean {suggestion!r}?" if suggestion else ""))
     return category
+
+
+def category_folders(categories: Iterable[str]) -> list[str]:
+    """Every category and every folder above one (`apisix`, `apisix/docs`, `apisix/docs/en`), in tree order
+    (a folder right before what lies below it): the choices of a filter in which a folder stands for its
+    whole subtree. Work per distinct category, not per document."""
+    folders: set[str] = set()
+    for category in set(categories):
+        parts = category.split("/") if category else []
+        folders.update("/".join(parts[:depth]) for depth in range(1, len(parts) + 1))
+    return sorted(folders, key=lambda folder: folder.split("/"))
+
+
+def categories_below(categories: Iterable[str], folders: Iterable[str]) -> set[str]:
+    """The categories among `categories` that are one of `folders` or lie below one (`apisix/docs` takes
+    `apisix/docs/en/latest`, not `apisix/docs-old`)."""
+    chosen = set(folders)
+    below = set()
+    for category in set(categories):
+        parts = category.split("/") if category else []
+        if any("/".join(parts[:depth]) in chosen for depth in range(1, len(parts) + 1)):
+            below.add(category)
+    return below
 
 
 def validate_file_name(file_name: str) -> str:

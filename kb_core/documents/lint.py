@@ -74,6 +74,12 @@ def inspect_upload(
         category_ok = False
         if check_category:
             findings.append(Finding(ERROR, str(exc)))
+    target = None
+    if category_ok and not findings:
+        try:  # the path rule as the upload applies it: the whole path's length, links in the way
+            _path, target = index.folder.target(category, name)
+        except KnowledgeBaseError as exc:
+            findings.append(Finding(ERROR, str(exc)))
     try:
         text = decode_markdown(data, max_bytes=max_bytes, file_name=name)
     except KnowledgeBaseError as exc:
@@ -84,9 +90,8 @@ def inspect_upload(
 
     file_path = current = None
     replaces = False
-    if category_ok:
+    if target is not None:
         file_path = index.folder.display_path(f"{category}/{name}")
-        target = index.folder.base_dir / category / name
         replaces = target.exists()
         try:
             existing = index.folder.current_bytes(target)
