@@ -4,7 +4,9 @@ One heading scanner for the whole project (the chunker uses it too): ATX heading
 (``` and ~~~ fences of any length, indented up to 3 spaces), setext headings (a paragraph underlined with
 `===` or `---`; a `---` after a blank line is a rule, not a heading), closing `#`s stripped. Section names are
 read as rendered: inline markup (code spans, emphasis, links, HTML tags and entities, backslash escapes) is
-removed, so an agent can type what it sees.
+removed, so an agent can type what it sees. Heading attributes and anchors (`描述 {#description}`) are removed
+with the rest of the boilerplate before headings are read (`cleaning`); a `section_title` an agent copied with
+the old anchor still matches.
 
 Sections are headings `#`-`###`, each named by its heading path ("Attributes > upstream"). A lone leading H1
 is the document's title: when other headings follow, it is not listed and not part of their paths.
@@ -18,7 +20,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kb_core.documents.cleaning import clean_body
+from kb_core.documents.cleaning import clean_body, clean_heading, needs_cleaning
 from kb_core.documents.frontmatter import split_body
 
 MAX_LISTED = 50
@@ -144,10 +146,11 @@ def _render_plain(text: str) -> str:
 
 
 def heading_line_text(heading_line: str) -> str:
-    """`"## 1. 超时类错误"` (a frontmatter `sections` value) -> `"1. 超时类错误"`, rendered."""
+    """`"## 1. 超时类错误"` (a frontmatter `sections` value) -> `"1. 超时类错误"`, rendered and without heading
+    attributes (`"## 描述 {#description}"` -> `"描述"`)."""
     atx = _ATX.match(heading_line.strip())
     raw = _CLOSING.sub("", atx.group(2) or "").strip() if atx else heading_line.strip()
-    return render_inline(raw)
+    return render_inline(clean_heading(raw))
 
 
 def normalize(text: str) -> str:
@@ -239,12 +242,17 @@ class SectionMatch:
 def match_section(sections: Sequence[Section], title: str, names: Sequence[tuple[str, str]] = (),
                   available: Sequence[str] | None = None) -> SectionMatch:
     """NFKC + casefold on a curator's name, the heading text or the heading path: exact first, then the unique
-    section that contains it; a title with markup that matches nothing is tried again as rendered.
+    section that contains it; a title with markup or heading attributes (`描述 {#description}`, as the section
+    was named before its anchor was cleaned away) that matches nothing is tried again as rendered and cleaned.
     `names` are (name, heading path) pairs."""
     result = _match(sections, title, names)
     rendered = render_inline(title)
-    if result.section is None and result.note is None and rendered != title.strip():
-        result = _match(sections, rendered, names)
+    cleaned = SEPARATOR.join(clean_heading(part) for part in title.split(SEPARATOR))
+    for retry in dict.fromkeys((rendered, cleaned, render_inline(cleaned))):
+        if result.section is not None or result.note is not None:
+            break
+        if retry != title.strip():
+            result = _match(sections, retry, names)
     if result.section is None and result.note is None:
         shown = ", ".join(available or ()) or "none"
         return SectionMatch(None, f"no section '{title}'; available: {shown}")
@@ -282,16 +290,10 @@ def section_text(lines: Sequence[str], section: Section) -> str:
 
 
 # -- a whole document ---------------------------------------------------------------------------------------
-_MDX = re.compile(r"^(?:import|export)\s", re.MULTILINE)
-_HEAD = re.compile(r"<head", re.IGNORECASE)
-
-
 def body_text(content: str) -> str:
     """The document's body as an answer shows it: frontmatter and boilerplate removed (`cleaning`)."""
     body = split_body(content)
-    boilerplate = "<!--" in body or (("<h" in body or "<H" in body) and _HEAD.search(body)) or (
-        ("import" in body or "export" in body) and _MDX.search(body))
-    return clean_body(body) if boilerplate else body
+    return clean_body(body) if needs_cleaning(body) else body
 
 
 @dataclass(frozen=True)
