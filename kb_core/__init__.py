@@ -18,6 +18,7 @@ from kb_core.agent.call_stats import confidence_of
 from kb_core.agent.tool import TOOL_DESCRIPTION, TOOL_NAME, openai_tool_schema
 from kb_core.bootstrap import default_knowledge_base, lookup_knowledge, open_knowledge_base
 from kb_core.documents.batch import BatchAction, BatchFile
+from kb_core.documents.cleaning import clean_document
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.frontmatter import Frontmatter, has_frontmatter, parse_frontmatter, split_body
 from kb_core.documents.reconcile import ReconcileReport
@@ -46,6 +47,7 @@ __all__ = [
     "DocumentConflictError",
     "GENERIC_MIN_DOCUMENTS",
     "MORE_SECTIONS",
+    "clean_document",
     "confidence_of",
     "percentile",
     "split_body",
