@@ -29,8 +29,9 @@ SEPARATOR = " > "
 SECTION_LEVELS = 3
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+# The text is taken whole and trimmed in Python (`_heading_raw`): a lazy `(.*?)[ \t]*$` or a searched
+# `[ \t]+#+$` retries at every space, and a hostile heading of 100,000 spaces took minutes.
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 # A line that cannot be (the start of) a setext heading's paragraph: list items, quotes, tables, HTML blocks.
 _NOT_PARAGRAPH = re.compile(r"^(?: {4}|\t| {0,3}(?:[-+*][ \t]|\d{1,9}[.)][ \t]|>|\||<))")
@@ -74,8 +75,7 @@ def find_headings(lines: Sequence[str]) -> list[Heading]:
         atx = _ATX.match(line)
         if atx:
             boundary = i
-            raw = atx.group(2) or ""
-            raw = _CLOSING.sub("", raw).strip() if raw.endswith("#") else raw.strip()
+            raw = _heading_raw(atx.group(2))
             if raw:
                 headings.append(Heading(i, i + 1, len(atx.group(1)), raw, render_inline(raw)))
             continue
@@ -91,6 +91,16 @@ def find_headings(lines: Sequence[str]) -> list[Heading]:
                                         render_inline(raw)))
             boundary = i
     return headings
+
+
+def _heading_raw(text: str | None) -> str:
+    """An ATX heading's text without the surrounding blanks and the closing `#`s (`Title ##` -> `Title`; the
+    `#` of `C#` is text)."""
+    text = (text or "").strip()
+    unclosed = text.rstrip("#")
+    if len(unclosed) < len(text) and (not unclosed or unclosed[-1] in " \t"):
+        return unclosed.strip()
+    return text
 
 
 def _blank(line: str) -> bool:
@@ -149,7 +159,7 @@ def heading_line_text(heading_line: str) -> str:
     """`"## 1. 超时类错误"` (a frontmatter `sections` value) -> `"1. 超时类错误"`, rendered and without heading
     attributes (`"## 描述 {#description}"` -> `"描述"`)."""
     atx = _ATX.match(heading_line.strip())
-    raw = _CLOSING.sub("", atx.group(2) or "").strip() if atx else heading_line.strip()
+    raw = _heading_raw(atx.group(2)) if atx else heading_line.strip()
     return render_inline(clean_heading(raw))
 
 
