@@ -23,6 +23,7 @@ from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.frontmatter import Frontmatter, has_frontmatter, parse_frontmatter, split_body
 from kb_core.documents.reconcile import ReconcileReport
 from kb_core.documents.sections import MORE as MORE_SECTIONS
+from kb_core.documents.sections import SectionChips, section_chips
 from kb_core.documents.service import DeleteOutcome, UploadOutcome
 from kb_core.errors import (
     DocumentConflictError,
@@ -50,6 +51,7 @@ __all__ = [
     "clean_document",
     "confidence_of",
     "percentile",
+    "section_chips",
     "split_body",
     "DeleteOutcome",
     "DocumentError",
@@ -79,6 +81,7 @@ __all__ = [
     "Primary",
     "Settings",
     "SettingsError",
+    "SectionChips",
     "Supplement",
     "has_frontmatter",
     "load_settings",

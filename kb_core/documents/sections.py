@@ -243,6 +243,34 @@ def listed_sections(sections: Sequence[Section], names: Sequence[tuple[str, Sect
     return tuple(listed[:MAX_LISTED]) + ((MORE,) if len(listed) > MAX_LISTED else ())
 
 
+CHIPS = 12  # about a dozen section chips fit above an answer; the rest wait behind "more"
+CHIPS_SLACK = 2  # a "more" holding one or two chips takes the room they would: show them instead
+
+
+@dataclass(frozen=True)
+class SectionChips:
+    """Which of `availableSections` a console shows as chips at once, and which behind "more"."""
+
+    shown: tuple[str, ...]  # in document order
+    more: tuple[str, ...]  # in document order
+    truncated: bool  # the list ended in "…": later headings are not listed but can be typed
+
+
+def section_chips(available: Sequence[str] | None, chosen: Sequence[str | None] = (), limit: int = CHIPS
+                  ) -> SectionChips:
+    """Top-level sections first, then one level deeper and so on, until `limit` chips; every chip in `chosen`
+    (the section just served, the title just asked) is shown as well. A list that fits within `limit` plus
+    a little slack is shown whole."""
+    names = [name for name in available or () if name != MORE]
+    truncated = len(names) < len(available or ())
+    if len(names) <= limit + CHIPS_SLACK:
+        return SectionChips(tuple(names), (), truncated)
+    by_depth = sorted(range(len(names)), key=lambda i: (names[i].count(SEPARATOR), i))
+    keep = set(by_depth[:limit]) | {i for i, name in enumerate(names) if name in chosen}
+    return SectionChips(tuple(n for i, n in enumerate(names) if i in keep),
+                        tuple(n for i, n in enumerate(names) if i not in keep), truncated)
+
+
 @dataclass(frozen=True)
 class SectionMatch:
     section: Section | None
