@@ -403,9 +403,9 @@ def render_quality(docs: Path = DOCS) -> str:
     out += _para(
         f"The set: `tests/fixtures/realistic_kb/` — {run.get('documents', '?')} English and Chinese pages of two "
         "imaginary products, written like real documentation (generic keywords on most pages, short keywords such "
-        "as AI/CLI/ACL, bilingual pairs, licence comments, `<head>` blocks and MDX imports, long bodies with config "
-        f"keys) — and {words['overall']['queries']} labelled queries in `tests/fixtures/realistic_queries.jsonl`. "
-        "tests/test_evaluate.py fails when a change lowers its floors.")
+        "as AI/CLI/ACL, bilingual pairs, licence comments, `<head>` blocks, MDX imports and Docusaurus heading ids, "
+        f"long bodies with config keys) — and {words['overall']['queries']} labelled queries in "
+        "`tests/fixtures/realistic_queries.jsonl`. tests/test_evaluate.py fails when a change lowers its floors.")
     out += ["## The default rule (`words`)", "", f"{_run_line(words)}; JSON in "
             "[quality-results.json](quality-results.json).", "", *_quality_table(words), ""]
     if literal:

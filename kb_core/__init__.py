@@ -18,11 +18,13 @@ from kb_core.agent.call_stats import confidence_of
 from kb_core.agent.tool import TOOL_DESCRIPTION, TOOL_NAME, openai_tool_schema
 from kb_core.bootstrap import default_knowledge_base, lookup_knowledge, open_knowledge_base
 from kb_core.documents.batch import BatchAction, BatchFile
+from kb_core.documents.cleaning import clean_document
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.folder import categories_below, category_folders
 from kb_core.documents.frontmatter import Frontmatter, has_frontmatter, parse_frontmatter, split_body
 from kb_core.documents.reconcile import ReconcileReport
 from kb_core.documents.sections import MORE as MORE_SECTIONS
+from kb_core.documents.sections import SectionChips, section_chips
 from kb_core.documents.service import DeleteOutcome, UploadOutcome
 from kb_core.errors import (
     DocumentConflictError,
@@ -49,8 +51,10 @@ __all__ = [
     "MORE_SECTIONS",
     "categories_below",
     "category_folders",
+    "clean_document",
     "confidence_of",
     "percentile",
+    "section_chips",
     "split_body",
     "DeleteOutcome",
     "DocumentError",
@@ -80,6 +84,7 @@ __all__ = [
     "Primary",
     "Settings",
     "SettingsError",
+    "SectionChips",
     "Supplement",
     "has_frontmatter",
     "load_settings",

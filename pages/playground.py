@@ -7,7 +7,7 @@ import re
 
 import streamlit as st
 
-from kb_core import MORE_SECTIONS, KnowledgeBaseError, split_body
+from kb_core import MORE_SECTIONS, KnowledgeBaseError, section_chips, split_body
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -42,19 +42,29 @@ except KnowledgeBaseError:  # the database just went away: the sidebar says so
 
 
 def _section_chips(query: str, sections: list[str] | None, served: str | None) -> None:
-    """availableSections as chips: a click asks again with that section_title, as an agent would."""
+    """availableSections as chips: a click asks again with that section_title, as an agent would. About a dozen
+    (the top-level sections first) fit above the answer; the rest wait behind "more"."""
     if not sections:
         return
+    picked = (served, state.answered[1]) if served is not None else ()  # a curator's name serves a heading path
+    chips = section_chips(sections, chosen=picked)
+    key_of = {name: i for i, name in enumerate(sections)}
+
+    def chip(name: str) -> None:
+        st.button(name, key=f"chip-{key_of[name]}", type="primary" if name in picked else "secondary",
+                  on_click=_rerun, args=(query, name))
+
     with st.container(horizontal=True, gap="small", key="section-chips"):
         st.button("Whole document", key="chip-whole", type="primary" if served is None else "secondary",
                   on_click=_rerun, args=(query, None))
-        for i, name in enumerate(sections):
-            if name == MORE_SECTIONS:
-                st.caption("… more: type a heading into section_title")
-                continue
-            chosen = name == served or (served is not None and state.answered[1] == name)
-            st.button(name, key=f"chip-{i}", type="primary" if chosen else "secondary", on_click=_rerun,
-                      args=(query, name))
+        for name in chips.shown:
+            chip(name)
+        if chips.more or chips.truncated:
+            with st.popover(f"{len(chips.more)} more" + ("…" if chips.truncated else ""), key="chip-more"):
+                for name in chips.more:
+                    chip(name)
+                if chips.truncated:
+                    st.caption(f"{MORE_SECTIONS} and later headings: type one into section_title")
 
 
 def _demote_headings(markdown: str) -> str:

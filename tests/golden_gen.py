@@ -5,11 +5,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from kb_core.documents.chunking import chunk_markdown  # noqa: E402
+from kb_core.documents.cleaning import clean_document  # noqa: E402
 from kb_core.documents.frontmatter import parse_frontmatter  # noqa: E402
 from kb_core.documents.sections import body_text, document_sections, outline  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "golden" / "frontmatter"
 GOLDEN_SECTIONS = Path(__file__).parent / "golden" / "sections"
+# Documents shaped like generated docs: `x.md` -> `x.expected.md` (what an answer and the Content tab show) and
+# `x.sections.json` (the section parser's view and the chunks' heading paths, all from the one cleaning rule)
+GOLDEN_CLEANING = Path(__file__).parent / "golden" / "cleaning"
 
 
 def expected_for(path: Path):
@@ -33,6 +38,15 @@ def sections_for(path: Path):
     }
 
 
+def cleaned_for(path: Path) -> str:
+    return clean_document(path.read_bytes().decode("utf-8"))
+
+
+def cleaned_sections_for(path: Path):
+    text = path.read_bytes().decode("utf-8")
+    return {**sections_for(path), "chunk_headings": list(dict.fromkeys(c.heading for c in chunk_markdown(text)))}
+
+
 if __name__ == "__main__":
     for md in sorted(GOLDEN.glob("*.md")):
         out = md.with_name(md.stem + ".expected.json")
@@ -41,4 +55,11 @@ if __name__ == "__main__":
     for md in sorted(GOLDEN_SECTIONS.glob("*.md")):
         out = md.with_name(md.stem + ".expected.json")
         out.write_text(json.dumps(sections_for(md), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        print("wrote", out.name)
+    for md in sorted(p for p in GOLDEN_CLEANING.glob("*.md") if not p.name.endswith(".expected.md")):
+        out = md.with_name(md.stem + ".expected.md")
+        out.write_text(cleaned_for(md), encoding="utf-8")
+        print("wrote", out.name)
+        out = md.with_name(md.stem + ".sections.json")
+        out.write_text(json.dumps(cleaned_sections_for(md), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
         print("wrote", out.name)

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import APP, doc, look_up, run_page
+from conftest import APP, doc, look_up, run_page, write_doc
 from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -204,6 +204,43 @@ def test_playground_a_new_query_clears_the_chosen_section(synced_sample):
     look_up(at, "超时")
     assert at.text_input(key="section_title").value == ""
     assert at.session_state["history"][0] == {**at.session_state["history"][0], "query": "超时", "section_title": None}
+
+
+def _chip_labels(node, inside_more: bool = False) -> tuple[list[str], list[str]]:
+    """(chips shown, chips behind "more") under an element tree node."""
+    shown: list[str] = []
+    more: list[str] = []
+    if getattr(node, "type", None) == "button" and str(getattr(node, "key", "")).startswith("chip-"):
+        (more if inside_more else shown).append(node.label)
+    for child in getattr(node, "children", {}).values():
+        s, m = _chip_labels(child, inside_more or getattr(child, "type", None) == "popover")
+        shown += s
+        more += m
+    return shown, more
+
+
+def test_playground_shows_the_top_level_sections_and_a_dozen_chips_the_rest_behind_more(app_root, sample_root):
+    from kb_core import load_settings, open_knowledge_base
+
+    parts = []
+    for t in range(1, 5):
+        items = "\n\n".join(f"### Item {t}.{c}\n\nitem {t}.{c}" for c in range(1, 11))
+        parts.append(f"## Part {t} {{#part-{t}}}\n\ntext {t}\n\n{items}")  # Docusaurus ids, cleaned away
+    write_doc(sample_root, "knowledge_base/api/gateway-reference.md",
+              doc("Gateway reference", ["GW_REFERENCE"], body="# Gateway reference\n\n" + "\n\n".join(parts)))
+    kb = open_knowledge_base(load_settings())
+    kb.reconcile()
+    kb.close()
+    at = look_up(run_page("playground"), "GW_REFERENCE")
+    shown, more = _chip_labels(at.main)
+    assert shown[0] == "Whole document" and len(shown) == 1 + 12 and len(more) == 44 - 12
+    assert {"Part 1", "Part 2", "Part 3", "Part 4"} <= set(shown)
+    assert not any("{#" in label for label in shown + more)
+    at.button(key="chip-43").click().run()  # the last one, behind "more"
+    assert not at.exception, at.exception
+    assert '"section": "Part 4 > Item 4.10"' in at.code[0].value
+    shown, more = _chip_labels(at.main)
+    assert "Part 4 > Item 4.10" in shown and at.button(key="chip-43").proto.type == "primary"  # brought forward
 
 
 def test_playground_shows_the_note_for_a_section_that_does_not_exist(synced_sample):

@@ -1,12 +1,26 @@
-"""Boilerplate out, code untouched: the cleaner's golden cases, and the terms the L1 relevance check uses."""
+"""Boilerplate out, code untouched: the cleaner's golden cases (one rule for answers, chunks, sections and
+the inspector), and the terms the L1 relevance check uses."""
 
 from __future__ import annotations
 
+import json
+import re
+import sys
+from pathlib import Path
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kb_core.documents.chunking import chunk_markdown
-from kb_core.documents.cleaning import clean_body, clean_document
+from kb_core.documents.cleaning import clean_body, clean_document, clean_heading, needs_cleaning
+from kb_core.documents.sections import body_text, document_sections, outline, serve_section
 from kb_core.terms import analyse_query, coverage
+
+sys.path.insert(0, str(Path(__file__).parent))
+from golden_gen import GOLDEN_CLEANING, cleaned_for, cleaned_sections_for  # noqa: E402
+
+CLEANING_CASES = sorted(p for p in GOLDEN_CLEANING.glob("*.md") if not p.name.endswith(".expected.md"))
 
 LICENCE = """<!--
 #
@@ -31,7 +45,7 @@ export const meta = {{
   title: 'x',
 }};
 
-# limit-req
+# limit-req {{#limit-req}}
 
 Limits the request rate <!-- TODO: link --> per key.
 
@@ -40,7 +54,11 @@ Limits the request rate <!-- TODO: link --> per key.
 import: this is YAML, not MDX
 ```
 
-## Attributes
+```md
+## A heading in a sample keeps its id {{#sample}}
+```
+
+## Attributes {{#attributes}}
 """
 
 
@@ -51,7 +69,76 @@ def test_boilerplate_goes_and_code_stays():
         assert gone not in cleaned
     assert "Limits the request rate  per key." in cleaned
     assert "<!-- a comment in a sample stays -->\nimport: this is YAML, not MDX" in cleaned
-    assert cleaned.rstrip().endswith("## Attributes")
+    assert "## A heading in a sample keeps its id {#sample}" in cleaned
+    assert cleaned.rstrip().endswith("## Attributes") and "{#limit-req}" not in cleaned
+
+
+@pytest.mark.parametrize("case", CLEANING_CASES, ids=[p.stem for p in CLEANING_CASES])
+def test_golden_generated_docs(case: Path):
+    """Docusaurus / MDX / Pandoc-shaped pages: the cleaned answer, and the sections and chunk headings read
+    from it (regenerate with `python tests/golden_gen.py`, review the diff)."""
+    assert cleaned_for(case) == case.with_name(case.stem + ".expected.md").read_text(encoding="utf-8")
+    expected = json.loads(case.with_name(case.stem + ".sections.json").read_text(encoding="utf-8"))
+    assert cleaned_sections_for(case) == expected
+    shown = [*(expected["availableSections"] or ()), *(s["path"] for s in expected["sections"]),
+             *expected["chunk_headings"]]
+    assert not any(re.search(r"(?<!\{)\{[#.:-]|<a ", name) for name in shown), shown  # `{{#each}}` is text
+
+
+@pytest.mark.parametrize(("heading", "cleaned"), [
+    ("描述 {#description}", "描述"),
+    ("Attributes {#attributes}", "Attributes"),
+    ("删除插件 \\{#delete-plugin\\}", "删除插件"),  # MDX escapes the braces
+    ("Active checks {#active .beta}", "Active checks"),
+    ('Passive {#passive data-since="3.2"}', "Passive"),
+    ("Probe settings {: #probe}", "Probe settings"),  # kramdown
+    ("Troubleshooting {-}", "Troubleshooting"),  # Pandoc's unnumbered
+    ("Lead {.lead}", "Lead"),
+    ('<a name="overview"></a>Overview', "Overview"),
+    ("Overview <a id='overview'></a>", "Overview"),
+    ("Use {{#each}}", "Use {{#each}}"),  # template syntax is heading text
+    ("The {host} placeholder", "The {host} placeholder"),
+    ("Map {a: b}", "Map {a: b}"),
+    ("{#id} in front", "{#id} in front"),  # only a trailing list is an attribute list
+    ("C#", "C#"),
+])
+def test_heading_attributes_and_anchors_go_and_lookalikes_stay(heading, cleaned):
+    assert clean_heading(heading) == cleaned
+    assert clean_body(f"## {heading}\n") == f"## {cleaned}\n"
+
+
+def test_a_section_title_with_the_old_anchor_still_matches():
+    doc = ("---\ntitle: t\n---\n# limit-conn {#limit-conn}\n\n## 描述 {#description}\n\ntext\n\n"
+           "## 属性 {#attributes}\n\n### 按消费者限制 {#per-consumer}\n\nper consumer\n")
+    assert outline(doc).listed == ("描述", "属性", "属性 > 按消费者限制")
+    for title, path in [("描述 {#description}", "描述"), ("描述 \\{#description\\}", "描述"), ("描述", "描述"),
+                        ("属性 {#attributes} > 按消费者限制 {#per-consumer}", "属性 > 按消费者限制"),
+                        ("按消费者限制 {#per-consumer}", "属性 > 按消费者限制")]:
+        served = serve_section(doc, title)
+        assert served.path == path and served.note is None, title
+        assert "{#" not in served.content
+    named = outline(doc, (("说明", "## 描述 {#description}"),))  # a curator copied the heading line with its id
+    assert named.listed == ("说明",) and named.names == (("说明", "描述"),) and named.missing == ()
+
+
+_LINES = st.sampled_from([
+    "", "text", "text {#not-a-heading}", "## A {#a}", "## B", "### C {.c}", "# D \\{#d\\}", "Setext {#s}", "---",
+    "===", "- item {#i}", "```", "```md", "~~~", "<!-- c -->", "<!--", "-->", "import X from 'x';",
+    "export const t = [", "];", "<head>", "</head>", '## <a name="e"></a>E', "    ## code {#k}", "## {{#each}}",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINES, max_size=25))
+def test_the_section_list_always_reads_the_cleaned_body(lines):
+    """`body_text` skips the cleaning pass for bodies `needs_cleaning` says are clean: it must never skip one
+    the cleaner would change, or sections and chunks would disagree."""
+    body = "\n".join(lines) + "\n"
+    cleaned = clean_body(body)
+    assert [s.title for s in document_sections(body_text("---\ntitle: t\n---\n" + body).splitlines())] == \
+        [s.title for s in document_sections(cleaned.splitlines())]
+    if not needs_cleaning(body):
+        assert [line for line in cleaned.splitlines() if line.strip()] == [line for line in lines if line.strip()]
 
 
 @pytest.mark.parametrize("body", ["", "\n\n", "plain text\n", "```\n<!-- open\n", "<!-- never closed\ntext\n"])
@@ -65,6 +152,7 @@ def test_degenerate_bodies_do_not_break(body):
 def test_chunks_start_at_the_content_not_at_the_licence():
     chunks = chunk_markdown(DOC)
     assert chunks[0].heading_path == ("limit-req",)
+    assert not any("{#limit-req}" in c.heading or "{#limit-req}" in c.text for c in chunks)
     assert all("Licensed" not in c.text and "import Tabs" not in c.text for c in chunks)
     assert any("<!-- a comment in a sample stays -->" in c.text for c in chunks)
 

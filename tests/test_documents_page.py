@@ -211,6 +211,9 @@ def test_clicking_a_row_inspects_it_and_its_chunks_can_be_searched(root):
     assert {"Content", "Frontmatter", "Raw file", "Chunks"} <= {t.label for t in at.tabs}
     raw = next(c.value for c in at.code)
     assert raw == (root / EN_LIMIT_REQ).read_text(encoding="utf-8").rstrip("\n")  # st.code drops the last break
+    assert "Licensed to the Apache" in raw and "## Description {#description}" in raw  # the Raw tab: the file
+    content = next(m.value for m in at.markdown if "## Description" in m.value)  # the Content tab: as answered
+    assert "## Description\n" in content and "{#" not in content and "Licensed" not in content
     doc_id = int(table(at, "file")[1].set_index("file").loc[EN_LIMIT_REQ, "id"])
     search = at.text_input(key=f"chunk-search-{doc_id}")
     total = int(next(c.value for c in at.caption if " chunks" in c.value and " of " in c.value).split(" of ")[1]
@@ -220,6 +223,7 @@ def test_clicking_a_row_inspects_it_and_its_chunks_can_be_searched(root):
     found = int(caption.split(" of ")[0])
     assert 0 < found < total
     assert len([e for e in at.expander if e.label.startswith("#")]) == found
+    assert not any("{#" in e.label for e in at.expander)  # chunk headings are cleaned too
 
 
 def test_other_frontmatter_fields_are_rendered_as_a_table(root):

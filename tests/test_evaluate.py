@@ -1,7 +1,7 @@
 """Answer quality on documentation shaped like the real thing (tests/fixtures/realistic_kb: 49 English and
-Chinese pages with shared generic keywords, short keywords, bilingual pairs, licence comments and MDX
-imports) and 185 labelled queries. The floors are the evaluation command's own numbers: a change that
-lowers answer quality fails here. Real stores: SQLite, Milvus Lite, BM25 (no model: the default when
+Chinese pages with shared generic keywords, short keywords, bilingual pairs, licence comments, MDX imports
+and Docusaurus heading ids) and 185 labelled queries. The floors are the evaluation command's own numbers: a
+change that lowers answer quality fails here. Real stores: SQLite, Milvus Lite, BM25 (no model: the default when
 BGE-M3 is not in the local cache)."""
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def test_fixture_set_is_realistic_and_large_enough():
     assert sum("Licensed to the Apache Software Foundation" in t for t in texts) >= 10
     assert sum("import Tabs from" in t for t in texts) >= 5
     assert sum("<head>" in t for t in texts) >= 5
+    assert sum("## 描述 {#description}" in t for t in texts) >= 3 and sum("{#attributes}" in t for t in texts) >= 5
     for q in queries:
         for expected in q.expected:
             assert (FIXTURES / "realistic_kb" / expected).is_file(), expected

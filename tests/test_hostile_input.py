@@ -35,6 +35,24 @@ def test_a_scalar_alias_bomb_is_refused_fast_and_small():
     assert parse_frontmatter(text, source="bomb.md") is None
 
 
+@pytest.mark.parametrize("heading", [
+    "a" + " " * 100_000 + "b",  # a lazy `(.*?)[ \t]*$` retried at every space: minutes
+    "a" + " " * 100_000 + "b#",  # so did a searched closing `[ \t]+#+$`
+    "a" + " " * 100_000 + "{#x",  # and a searched attribute list
+    " " * 50_000 + "{" + " " * 50_000 + "#x",
+    "{#a " * 25_000,
+])
+def test_a_hostile_heading_is_read_and_cleaned_in_linear_time(heading):
+    from kb_core.documents.chunking import chunk_markdown
+    from kb_core.documents.sections import outline
+
+    text = f"---\ntitle: t\n---\n## {heading}\n\ntext\n"
+    started = time.perf_counter()
+    outline(text)
+    chunk_markdown(text)
+    assert time.perf_counter() - started < 0.5
+
+
 @pytest.mark.parametrize("block", ["title: &t x\nkeywords: [a]", "keywords: [*x]", "k: !!str &a v"])
 def test_any_anchor_or_alias_is_refused(block):
     with pytest.raises(FrontmatterError):

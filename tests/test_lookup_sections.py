@@ -173,3 +173,24 @@ def test_an_edited_document_gets_its_new_sections_on_refresh(index, root):
     assert index.refresh(REFERENCE)
     listed = lookup(index, "limit-req").primary.available_sections
     assert "Shared dictionary" in listed and "Shared memory" not in listed
+
+
+def test_a_generated_page_is_answered_clean_everywhere(tmp_path):
+    """A Docusaurus page (licence comment, `<head>`, MDX imports, heading ids in Chinese headings): the content,
+    `availableSections` and the served section come out of one cleaning rule; the old anchored name still works."""
+    golden = Path(__file__).parent / "golden" / "cleaning" / "docusaurus-zh.md"
+    (tmp_path / "knowledge_base" / "gateway-zh").mkdir(parents=True)
+    shutil.copy(golden, tmp_path / "knowledge_base" / "gateway-zh" / "limit-conn.md")
+    idx = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    idx.load()
+    whole = lookup(idx, "limit-conn").primary
+    assert whole.confidence == "high" and whole.available_sections == ("属性说明", "排障")  # the curator's names
+    prose, sample = whole.content.split("```md\n")[0], whole.content.split("```md\n")[1].split("```")[0]
+    for gone in ("Licensed", "<head>", "import Tabs", "{#limit-conn}", "{#description}", "{#faq}", "delete-plugin"):
+        assert gone not in prose, gone
+    assert "## 描述\n" in prose and "常见问题\n---" in whole.content
+    assert sample == "## 描述 {#description}\nimport Tabs from '@theme/Tabs';\n<!-- 示例中的注释保留 -->\n"  # untouched
+    for title, path in (("描述 {#description}", "描述"), ("属性 {#attributes} > 按消费者限制 {#limit-per-consumer}",
+                                                        "属性 > 按消费者限制"), ("常见问题 {#faq}", "常见问题")):
+        served = lookup(idx, "limit-conn", title).primary
+        assert served.section == path and "{#" not in served.content.splitlines()[0], title

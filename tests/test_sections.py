@@ -12,7 +12,9 @@ from kb_core import KnowledgeIndex
 from kb_core.documents.frontmatter import parse_frontmatter, parse_sections
 from kb_core.documents.lint import preview_upload
 from kb_core.documents.sections import (
+    CHIPS,
     MORE,
+    SEPARATOR,
     body_text,
     document_sections,
     find_headings,
@@ -20,6 +22,7 @@ from kb_core.documents.sections import (
     match_section,
     outline,
     render_inline,
+    section_chips,
 )
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -146,3 +149,45 @@ def test_realistic_fixtures_are_long_and_bilingual():
     assert len(reference.encode()) > 20_000 and "漏桶" in reference and "leaky bucket" in reference
     catalogue = (FIXTURES / "admin-api-error-catalogue.md").read_text(encoding="utf-8")
     assert len(find_headings(body_text(catalogue).splitlines())) == 63  # H1 + 2 x (H2 + 30 x H3)
+
+
+# -- chips: which sections a console shows at once ------------------------------------------------------------
+def _reference_sections(tops: int, children: int) -> tuple[str, ...]:
+    listed: list[str] = []
+    for t in range(1, tops + 1):
+        listed.append(f"Part {t}")
+        listed += [f"Part {t} > Item {c}" for c in range(1, children + 1)]
+    return tuple(listed)
+
+
+def test_chips_show_the_top_level_sections_first_and_about_a_dozen():
+    listed = _reference_sections(4, 10)  # 44 sections, as a plugin reference has them
+    chips = section_chips(listed)
+    assert len(chips.shown) == CHIPS and not chips.truncated
+    assert [n for n in chips.shown if SEPARATOR not in n] == ["Part 1", "Part 2", "Part 3", "Part 4"]
+    assert chips.shown[:3] == ("Part 1", "Part 1 > Item 1", "Part 1 > Item 2")  # document order
+    assert set(chips.shown) | set(chips.more) == set(listed) and not set(chips.shown) & set(chips.more)
+    assert list(chips.more) == [n for n in listed if n not in chips.shown]
+
+
+def test_chips_deeper_levels_come_after_shallower_ones():
+    listed = ("A", "A > B", "A > B > C", "A > B > D", *(f"A > E{i}" for i in range(20)))
+    shown = section_chips(listed, limit=4).shown
+    assert shown == ("A", "A > B", "A > E0", "A > E1")
+
+
+def test_chips_a_list_that_nearly_fits_is_shown_whole_and_many_top_levels_are_cut_too():
+    assert section_chips(_reference_sections(13, 0)).more == ()  # 13 chips: no "more" for one
+    assert section_chips(("A", "B", "C")).shown == ("A", "B", "C")
+    assert section_chips(None) == section_chips(()) and section_chips(None).shown == ()
+    sixty = outline("---\ntitle: t\n---\n" + "\n\n".join(f"## Step {i}\n\ntext" for i in range(1, 61))).listed
+    chips = section_chips(sixty)
+    assert chips.truncated and chips.shown == tuple(f"Step {i}" for i in range(1, CHIPS + 1))
+    assert MORE not in chips.shown + chips.more and len(chips.more) == 50 - CHIPS
+
+
+def test_chips_the_chosen_section_is_always_shown():
+    listed = _reference_sections(4, 10)
+    chips = section_chips(listed, chosen=("Part 4 > Item 9", None))
+    assert "Part 4 > Item 9" in chips.shown and len(chips.shown) == CHIPS + 1
+    assert "Part 4 > Item 9" not in chips.more

@@ -1,9 +1,15 @@
-"""Boilerplate out of Markdown bodies: what an agent and the chunker should never see. Pure.
+"""Boilerplate out of Markdown bodies: what an agent, the chunker, the section list and the console's Content
+view should never see. Pure. This module is the one cleaning rule: `primary.content` (`clean_document`),
+chunks, sections and `availableSections` (`clean_body`) and section-title matching (`clean_heading`) all use it.
 
 Real documentation opens with licence comments (`<!-- Licensed to the Apache Software Foundation … -->`),
 `<head><link rel="canonical" …></head>` blocks and MDX `import`/`export` lines. Left in, they fill the first
-2,000 characters of an answer and become the first chunk of every document. Removed, outside fenced code
-only: inside a code fence every line is content (a YAML sample may well contain `<!-- -->` or `import`).
+2,000 characters of an answer and become the first chunk of every document. Generators also write heading
+attributes after a heading's text: Docusaurus ids (`## 描述 {#description}`, `\\{#id\\}` escaped in MDX),
+Pandoc / kramdown / markdown-it-attrs attribute lists (`{.class}`, `{#id .class key=value}`, `{-}`) and empty
+HTML anchors (`<a name="x"></a>`). The site never renders them; left in, they become part of every section
+name an agent is offered. All of it is removed outside fenced code only: inside a code fence every line is
+content (a YAML sample may well contain `<!-- -->` or `import`, a Markdown sample `## Title {#id}`).
 """
 
 from __future__ import annotations
@@ -19,13 +25,70 @@ _HEAD_OPEN = re.compile(r"^\s*<head(\s[^>]*)?>", re.IGNORECASE)
 _HEAD_CLOSE = re.compile(r"</head\s*>", re.IGNORECASE)
 _BLANK_RUN = re.compile(r"\n{3,}")
 
+# One attribute of a heading's attribute list: `#id`, `.class`, `key=value` (quoted or not), Pandoc's `-`.
+_ATTRIBUTE = r"""(?:#[^\s{}\\]+|\.[^\s{}\\]+|[A-Za-z_][\w:.-]*=(?:"[^"]*"|'[^']*'|[^\s{}\\"']+)|-)"""
+# A trailing attribute list (kramdown writes `{: …}`; MDX escapes it as `\{…\}`). `{{#each}}` or `{name}` is
+# heading text, not attributes.
+# It holds no `{`, so it starts at the last one: matched from there, never searched for (a search would retry
+# at every space of a hostile heading).
+_ATTRIBUTES = re.compile(rf"\{{:?[ \t]*{_ATTRIBUTE}(?:[ \t]+{_ATTRIBUTE})*[ \t]*\\?\}}[ \t]*")
+_EMPTY_ANCHOR = re.compile(r"""<a\s+(?:name|id)\s*=\s*(?:"[^"]*"|'[^']*')\s*(?:/>|>\s*</a\s*>)[ \t]*""",
+                           re.IGNORECASE)
+_ATX_OPEN = re.compile(r" {0,3}#{1,6}[ \t]+")
+_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
+# Probes: can a body hold anything `clean_body` removes? Most bodies hold none, and then need no line scan.
+_PROBE_MDX = re.compile(r"^(?:import|export)\s", re.MULTILINE)
+_PROBE_HEAD = re.compile(r"<head", re.IGNORECASE)
+# (each starts with a literal, so the regex engine jumps between candidates instead of trying every character)
+_PROBE_ATX_ATTRIBUTES = re.compile(r"\n {0,3}#{1,6}[ \t][^\n]*\}[ \t#]*(?:\n|$)")
+_PROBE_SETEXT_ATTRIBUTES = re.compile(r"\}[ \t]*\n {0,3}(?:=+|-+)[ \t]*(?:\n|$)")
+_PROBE_ANCHOR = re.compile(r"<a\s+(?:name|id)\s*=", re.IGNORECASE)
+# Lines that cannot end a setext heading's text: list items, quotes, tables, indented code.
+_NOT_PARAGRAPH = re.compile(r"^(?: {4}|\t| {0,3}(?:[-+*][ \t]|\d{1,9}[.)][ \t]|>|\|))")
+
+
+def clean_heading(text: str) -> str:
+    """A heading's text without generator attributes and anchors: `描述 {#description}` -> `描述`,
+    `Intro {.lead #top}` -> `Intro`, `<a name="x"></a>Setup` -> `Setup`. Text that only looks alike stays:
+    `Use {{#each}}`, `The {name} placeholder`."""
+    start = text.rfind("{")
+    if start >= 0 and _ATTRIBUTES.fullmatch(text, start):
+        text = text[: start - 1 if text[start - 1 : start] == "\\" else start].rstrip(" \t")
+    if "<" in text:
+        text = _EMPTY_ANCHOR.sub("", text).strip()
+    return text
+
+
+def needs_cleaning(body: str) -> bool:
+    """False when `clean_body` would only tidy blank lines: no comment, `<head>`, MDX line or heading
+    attribute. Lets a caller that scans every document skip the line-by-line pass."""
+    return "<!--" in body or (("<h" in body or "<H" in body) and _PROBE_HEAD.search(body) is not None) or (
+        ("import" in body or "export" in body) and _PROBE_MDX.search(body) is not None) or (
+        "}" in body and (_PROBE_ATX_ATTRIBUTES.search("\n" + body) is not None
+                         or _PROBE_SETEXT_ATTRIBUTES.search(body) is not None)) or (
+        ("<a" in body or "<A" in body) and _PROBE_ANCHOR.search(body) is not None)
+
+
+def _clean_atx(line: str) -> str:
+    """An ATX heading line without its attributes (closing `#`s go with them); any other line as it is."""
+    match = _ATX_OPEN.match(line)
+    if match is None:
+        return line
+    text = line[match.end() :].rstrip(" \t")
+    unclosed = text.rstrip("#")
+    if len(unclosed) < len(text) and unclosed[-1:] in (" ", "\t"):  # `## Title {#id} ##`: closing #s
+        text = unclosed.rstrip(" \t")
+    cleaned = clean_heading(text)
+    return line if cleaned == text else (match.group(0) + cleaned).rstrip()
+
 
 def clean_body(body: str) -> str:
-    """The body without HTML comments, `<head>` blocks and MDX import/export statements outside code fences."""
+    """The body without HTML comments, `<head>` blocks, MDX import/export statements and heading attributes,
+    outside code fences."""
     out: list[str] = []
     fence: str | None = None
     in_comment = in_head = False
-    in_export = 0  # open braces of a multi-line `export const x = {` statement
+    in_export = 0  # open brackets of a multi-line `export const x = {` (or `= [`, `(`) statement
     for line in body.splitlines():
         if fence is not None:
             out.append(line)
@@ -46,8 +109,7 @@ def clean_body(body: str) -> str:
             in_head = False
             line = line[close.end() :]
         if in_export:
-            in_export += line.count("{") - line.count("}")
-            in_export = max(in_export, 0)
+            in_export = max(in_export + _open_brackets(line), 0)
             continue
         match = _FENCE.match(line)
         if match:
@@ -63,11 +125,20 @@ def clean_body(body: str) -> str:
             line = line[close.end() :]
         if _MDX_LINE.match(line):
             if line.startswith("export"):
-                in_export = max(line.count("{") - line.count("}"), 0)
+                in_export = max(_open_brackets(line), 0)
             continue
+        if "#" in line or "<" in line:
+            line = _clean_atx(line)
+        elif out and out[-1].strip() and _SETEXT_UNDERLINE.match(line) and not _NOT_PARAGRAPH.match(out[-1]):
+            out[-1] = clean_heading(out[-1])  # the last line of a setext heading's text
         out.append(line)
     text = "\n".join(out)
     return _BLANK_RUN.sub("\n\n", text).strip("\n") + ("\n" if text.strip() else "")
+
+
+def _open_brackets(line: str) -> int:
+    """Brackets a line opens minus those it closes: where a multi-line `export` statement ends."""
+    return sum(line.count(c) for c in "{[(") - sum(line.count(c) for c in "}])")
 
 
 def _strip_comments(line: str) -> tuple[str, bool]:

@@ -4,7 +4,9 @@ One heading scanner for the whole project (the chunker uses it too): ATX heading
 (``` and ~~~ fences of any length, indented up to 3 spaces), setext headings (a paragraph underlined with
 `===` or `---`; a `---` after a blank line is a rule, not a heading), closing `#`s stripped. Section names are
 read as rendered: inline markup (code spans, emphasis, links, HTML tags and entities, backslash escapes) is
-removed, so an agent can type what it sees.
+removed, so an agent can type what it sees. Heading attributes and anchors (`描述 {#description}`) are removed
+with the rest of the boilerplate before headings are read (`cleaning`); a `section_title` an agent copied with
+the old anchor still matches.
 
 Sections are headings `#`-`###`, each named by its heading path ("Attributes > upstream"). A lone leading H1
 is the document's title: when other headings follow, it is not listed and not part of their paths.
@@ -18,7 +20,7 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kb_core.documents.cleaning import clean_body
+from kb_core.documents.cleaning import clean_body, clean_heading, needs_cleaning
 from kb_core.documents.frontmatter import split_body
 
 MAX_LISTED = 50
@@ -27,8 +29,9 @@ SEPARATOR = " > "
 SECTION_LEVELS = 3
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
-_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
+# The text is taken whole and trimmed in Python (`_heading_raw`): a lazy `(.*?)[ \t]*$` or a searched
+# `[ \t]+#+$` retries at every space, and a hostile heading of 100,000 spaces took minutes.
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 # A line that cannot be (the start of) a setext heading's paragraph: list items, quotes, tables, HTML blocks.
 _NOT_PARAGRAPH = re.compile(r"^(?: {4}|\t| {0,3}(?:[-+*][ \t]|\d{1,9}[.)][ \t]|>|\||<))")
@@ -72,8 +75,7 @@ def find_headings(lines: Sequence[str]) -> list[Heading]:
         atx = _ATX.match(line)
         if atx:
             boundary = i
-            raw = atx.group(2) or ""
-            raw = _CLOSING.sub("", raw).strip() if raw.endswith("#") else raw.strip()
+            raw = _heading_raw(atx.group(2))
             if raw:
                 headings.append(Heading(i, i + 1, len(atx.group(1)), raw, render_inline(raw)))
             continue
@@ -89,6 +91,16 @@ def find_headings(lines: Sequence[str]) -> list[Heading]:
                                         render_inline(raw)))
             boundary = i
     return headings
+
+
+def _heading_raw(text: str | None) -> str:
+    """An ATX heading's text without the surrounding blanks and the closing `#`s (`Title ##` -> `Title`; the
+    `#` of `C#` is text)."""
+    text = (text or "").strip()
+    unclosed = text.rstrip("#")
+    if len(unclosed) < len(text) and (not unclosed or unclosed[-1] in " \t"):
+        return unclosed.strip()
+    return text
 
 
 def _blank(line: str) -> bool:
@@ -144,10 +156,11 @@ def _render_plain(text: str) -> str:
 
 
 def heading_line_text(heading_line: str) -> str:
-    """`"## 1. 超时类错误"` (a frontmatter `sections` value) -> `"1. 超时类错误"`, rendered."""
+    """`"## 1. 超时类错误"` (a frontmatter `sections` value) -> `"1. 超时类错误"`, rendered and without heading
+    attributes (`"## 描述 {#description}"` -> `"描述"`)."""
     atx = _ATX.match(heading_line.strip())
-    raw = _CLOSING.sub("", atx.group(2) or "").strip() if atx else heading_line.strip()
-    return render_inline(raw)
+    raw = _heading_raw(atx.group(2)) if atx else heading_line.strip()
+    return render_inline(clean_heading(raw))
 
 
 def normalize(text: str) -> str:
@@ -230,6 +243,34 @@ def listed_sections(sections: Sequence[Section], names: Sequence[tuple[str, Sect
     return tuple(listed[:MAX_LISTED]) + ((MORE,) if len(listed) > MAX_LISTED else ())
 
 
+CHIPS = 12  # about a dozen section chips fit above an answer; the rest wait behind "more"
+CHIPS_SLACK = 2  # a "more" holding one or two chips takes the room they would: show them instead
+
+
+@dataclass(frozen=True)
+class SectionChips:
+    """Which of `availableSections` a console shows as chips at once, and which behind "more"."""
+
+    shown: tuple[str, ...]  # in document order
+    more: tuple[str, ...]  # in document order
+    truncated: bool  # the list ended in "…": later headings are not listed but can be typed
+
+
+def section_chips(available: Sequence[str] | None, chosen: Sequence[str | None] = (), limit: int = CHIPS
+                  ) -> SectionChips:
+    """Top-level sections first, then one level deeper and so on, until `limit` chips; every chip in `chosen`
+    (the section just served, the title just asked) is shown as well. A list that fits within `limit` plus
+    a little slack is shown whole."""
+    names = [name for name in available or () if name != MORE]
+    truncated = len(names) < len(available or ())
+    if len(names) <= limit + CHIPS_SLACK:
+        return SectionChips(tuple(names), (), truncated)
+    by_depth = sorted(range(len(names)), key=lambda i: (names[i].count(SEPARATOR), i))
+    keep = set(by_depth[:limit]) | {i for i, name in enumerate(names) if name in chosen}
+    return SectionChips(tuple(n for i, n in enumerate(names) if i in keep),
+                        tuple(n for i, n in enumerate(names) if i not in keep), truncated)
+
+
 @dataclass(frozen=True)
 class SectionMatch:
     section: Section | None
@@ -239,12 +280,17 @@ class SectionMatch:
 def match_section(sections: Sequence[Section], title: str, names: Sequence[tuple[str, str]] = (),
                   available: Sequence[str] | None = None) -> SectionMatch:
     """NFKC + casefold on a curator's name, the heading text or the heading path: exact first, then the unique
-    section that contains it; a title with markup that matches nothing is tried again as rendered.
+    section that contains it; a title with markup or heading attributes (`描述 {#description}`, as the section
+    was named before its anchor was cleaned away) that matches nothing is tried again as rendered and cleaned.
     `names` are (name, heading path) pairs."""
     result = _match(sections, title, names)
     rendered = render_inline(title)
-    if result.section is None and result.note is None and rendered != title.strip():
-        result = _match(sections, rendered, names)
+    cleaned = SEPARATOR.join(clean_heading(part) for part in title.split(SEPARATOR))
+    for retry in dict.fromkeys((rendered, cleaned, render_inline(cleaned))):
+        if result.section is not None or result.note is not None:
+            break
+        if retry != title.strip():
+            result = _match(sections, retry, names)
     if result.section is None and result.note is None:
         shown = ", ".join(available or ()) or "none"
         return SectionMatch(None, f"no section '{title}'; available: {shown}")
@@ -282,16 +328,10 @@ def section_text(lines: Sequence[str], section: Section) -> str:
 
 
 # -- a whole document ---------------------------------------------------------------------------------------
-_MDX = re.compile(r"^(?:import|export)\s", re.MULTILINE)
-_HEAD = re.compile(r"<head", re.IGNORECASE)
-
-
 def body_text(content: str) -> str:
     """The document's body as an answer shows it: frontmatter and boilerplate removed (`cleaning`)."""
     body = split_body(content)
-    boilerplate = "<!--" in body or (("<h" in body or "<H" in body) and _HEAD.search(body)) or (
-        ("import" in body or "export" in body) and _MDX.search(body))
-    return clean_body(body) if boilerplate else body
+    return clean_body(body) if needs_cleaning(body) else body
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The Documents page's inspector: one document's content, frontmatter, raw file and chunks, with its actions
-(download, re-index, delete with the confirmation right under the button)."""
+"""The Documents page's inspector: one document's content (cleaned as an agent reads it), frontmatter, raw file
+and chunks, with its actions (download, re-index, delete with the confirmation right under the button)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError, split_body
+from kb_core import KnowledgeBase, KnowledgeBaseError, clean_document, split_body
 from pages.shell.views import field_value, flash
 
 MAX_CHUNKS_SHOWN = 50  # a search narrows the rest down
@@ -56,7 +56,8 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
             if content is None:
                 st.error("The file is missing on disk.")
             else:
-                st.markdown(split_body(content[:MAX_RAW_CHARS]))
+                # what lookups answer with: licence comments, <head>, MDX lines and heading anchors cleaned away
+                st.markdown(split_body(clean_document(content[:MAX_RAW_CHARS])))
         with t_meta:
             if meta is None:
                 st.warning("No valid frontmatter: this document is reachable through L1 only. Add a `---` block "
