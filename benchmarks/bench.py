@@ -22,6 +22,9 @@ over many calls, and ratios between variants run in the same process a moment ap
   median of reruns, and the same reruns right after a write, when every cached summary is recomputed
   (`benchmarks.bench_pages`).
 
+- Trees: reconcile of a generated 1,000-file documentation tree (time, memory), and L0 with translation groups
+  at 10,000 documents against the same entries without groups (`benchmarks.bench_trees`).
+
 The L1 collection for the lookup runs holds the generated documents' chunks with random unit vectors:
 those runs measure latency (query encoding + BM25 + dense search + fusion), not retrieval quality.
 """
@@ -46,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_pages import bench_pages, render_pages
+from benchmarks.bench_trees import bench_trees, render_trees
 from benchmarks.common import (
     Corpus,
     bench_settings,
@@ -738,6 +742,8 @@ def render(report: dict[str, Any]) -> str:
                   f"{r['upload_docs_per_s']:.3f} docs/s, {r['upload_chunks_per_s']:.2f} chunks/s |"]
     if report.get("pages"):
         lines += render_pages(report["pages"])
+    if report.get("trees"):
+        lines += render_trees(report["trees"])
     return "\n".join(lines)
 
 
@@ -758,7 +764,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="queries per class in the L1 full-text comparison")
     parser.add_argument("--page-docs", type=int, default=10000, help="documents for the page-render timings")
     parser.add_argument("--page-runs", type=int, default=5, help="reruns per page (the median is reported)")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["l0", "lookups", "l1", "ingest", "pages"])
+    parser.add_argument("--tree-files", type=int, default=1000, help="Markdown files in the reconciled tree")
+    parser.add_argument("--tree-docs", type=int, default=10000, help="documents for L0 with translation groups")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["l0", "lookups", "l1", "ingest", "pages", "trees"])
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -767,6 +775,7 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes, args.repeat, args.l1_docs, args.l1_queries, args.no_bge = [50], 2, 20, 5, True
         args.l1_chunks, args.l1_class_queries = 400, 10
         args.page_docs, args.page_runs = 50, 2
+        args.tree_files, args.tree_docs = 20, 200
 
     configured = load_settings().embedding_model
     bge: Path | None = None
@@ -802,6 +811,10 @@ def main(argv: list[str] | None = None) -> int:
         if "pages" not in args.skip:
             print(f"page renders at {args.page_docs:,} documents ...", file=sys.stderr)
             report["pages"] = bench_pages(workdir, docs=args.page_docs, runs=args.page_runs)
+            write_json(args.json, report)
+        if "trees" not in args.skip:
+            report["trees"] = bench_trees(workdir, files=args.tree_files, docs=args.tree_docs, repeat=args.repeat,
+                                          lookup_repeat=max(1, args.repeat // 4))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     write_json(args.json, report)

@@ -12,6 +12,8 @@ import pytest
 from naive_l0 import NaiveIndex
 
 from benchmarks.bench import L1_CLASSES, bench_lookups, chunk_rows, l1_chunks, l1_documents, l1_queries, main
+from benchmarks.bench_trees import generate_tree, tree_queries
+from benchmarks.bench_trees import main as trees_main
 from benchmarks.common import bench_settings, generate_corpus, query_mix
 from kb_core import KnowledgeIndex, open_knowledge_base
 from kb_core.documents.chunking import FRONTMATTER_HEADING
@@ -51,6 +53,9 @@ def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatc
     assert pages["documents"] == 50 and set(pages["pages"]) == {"playground", "documents", "upload", "tool_calls"}
     assert pages["uncached_by"] == "write" and pages["runs"] == 2
     assert all(p["median_s"] > 0 and p["uncached_median_s"] > 0 for p in pages["pages"].values())
+    # the trees section at its quick sizes: a 20-file tree reconciled, L0 with translation groups at 200 documents
+    assert "Reconcile of a documentation tree" in printed
+    assert report["trees"]["reconcile"]["documents"] == 17 and report["trees"]["l0_groups"]["documents"] == 200
 
 
 @pytest.mark.slow
@@ -105,6 +110,63 @@ def test_generated_corpus_has_realistic_frontmatter_and_the_reference_agrees(tmp
     for queries in query_mix(corpus, count=20).values():
         for q in queries:
             assert index.exact_match(q) == naive.exact_match(q)
+
+
+def test_the_generated_tree_is_shaped_like_a_docs_site_and_its_translations_form_groups(tmp_path):
+    tree = generate_tree(tmp_path, 60, min_kb=1, max_kb=2, big_share=0.1)
+    base = tmp_path / "knowledge_base"
+    assert tree.documents == 60 and len(tree.refused) == 3
+    assert set(tree.depths) <= {4, 5, 6} and len(tree.depths) > 1
+    index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    assert index.load() == 60  # the refused files stay out of L0
+    assert {path for path, _ in index.folder.refused_files()} == set(tree.refused)
+    pairs = [p for p in tree.pages if p.langs == ("en", "zh")]
+    assert pairs and len(pairs) < len(tree.pages)
+    for page in pairs:  # the two versions differ only in the language folder, and are one group
+        en, zh = (index.get(f"knowledge_base/{path}") for path in page.paths)
+        assert page.paths[1] == page.paths[0].replace("/docs/en/", "/docs/zh/")
+        assert (en.lang, zh.lang) == ("en", "zh") and en.group == zh.group != ""
+        assert page.keyword in en.keywords and page.keyword in zh.keywords
+        assert index.match(page.keyword).group_count() == 1
+    texts = [(base / path).read_text(encoding="utf-8") for page in tree.pages for path in page.paths]
+    assert all("<!--\n#\n# This page belongs to" in t for t in texts) and any("import Tabs from" in t for t in texts)
+    assert any("## Attributes {#attributes}" in t for t in texts) and any("## 属性 {#attributes}" in t for t in texts)
+    assert any(len(t.encode()) >= 20 * 1024 for t in texts)
+    generic = sum(any(k in ("Plugin", "Lumen Gateway", "Kestrel Mesh", "Aster Registry", "Tallow Stream")
+                      for k in e.keywords) for e in index.entries())
+    assert 0.25 <= generic / 60 <= 0.75
+    mix = tree_queries(tree, 10)
+    assert {k: len(v) for k, v in mix.items()} == dict.fromkeys(mix, 10) and len(mix) == 6
+    assert all(len(q) >= 480 for q in mix["500 chars"])
+
+
+@pytest.mark.slow
+def test_trees_bench_runs_at_tiny_sizes_and_writes_its_json(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KB_EMBEDDING_MODEL", "no-such-org/no-such-model")
+    out = tmp_path / "trees.json"
+    assert trees_main(["--files", "20", "--docs", "200", "--queries", "10", "--repeat", "2", "--lookup-repeat", "1",
+                       "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "Reconcile of a documentation tree" in printed and "budget: L0 p99 <= 0.5 ms" in printed
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("python -m benchmarks.bench_trees --files 20") and report["machine"]["cpus"]
+    r = report["trees"]["reconcile"]
+    assert (r["files"], r["documents"], r["refused"], r["second_unchanged"]) == (20, 17, 3, 17)
+    assert r["l0_equals_database"] and r["reconcile_s"] > 0 and r["documents_per_s"] > 0
+    assert r["peak_rss_mb"] >= r["rss_before_mb"] > 0 and r["rss_growth_mb"] >= 0 and r["memory_measure"]
+    g = report["trees"]["l0_groups"]
+    assert g["documents"] == 200 and 0 < g["translation_groups"] < g["pages"] < 200
+    assert list(g["classes"]) == ["exact (one version)", "twin (en + zh)", "twin, Chinese sentence", "generic",
+                                  "miss", "500 chars"]
+    for row in [*g["classes"].values(), g["all"]]:
+        for part in ("l0", "lookup"):
+            assert row[part]["groups"]["n"] == row[part]["no_groups"]["n"] > 0 and row[part]["p99_ratio"] > 0
+    twin = g["classes"]["twin (en + zh)"]
+    assert (twin["hits_per_query"], twin["pages_per_query"]) == (2, 1)
+    assert twin["answers"]["groups"]["high"] == 1.0 and twin["answers"]["no_groups"]["high"] == 0.0
+    assert g["classes"]["twin, Chinese sentence"]["answers"]["groups"]["zh_served"] == 1.0
+    assert g["budget_p99_ms"] == 0.5 and isinstance(g["budget_met"], bool)
+    assert len(report["trees"]["load_average"]) == 2
 
 
 def _imports(path: Path) -> set[str]:
