@@ -65,7 +65,7 @@ tab_list, tab_keywords, tab_maintenance = st.tabs(["Documents", "Keyword map", "
 
 if tab_list.open:
     with tab_list:
-        f1, f2, f3 = st.columns([1, 1, 2])
+        f1, f2, f4, f3 = st.columns([1, 1, 1, 2])
         # Categories are folder paths (apisix/docs/en/latest): the filter offers every folder, and a folder shows
         # everything below it. Worked out per distinct category; each row then costs one set lookup, as before.
         in_use = {d.category for d in documents}
@@ -75,6 +75,14 @@ if tab_list.open:
         chosen_below = categories_below(in_use, chosen_categories)
         statuses = sorted({d.status.value for d in documents})
         chosen_statuses = f2.multiselect("Status", statuses, key="filter_status")
+
+        def language_of(doc) -> str:
+            entry = kb.l0_entry(doc.file_path)
+            return entry.lang if entry else "—"  # without frontmatter L0 does not know it
+
+        languages = sorted({language_of(d) for d in documents})
+        chosen_languages = f4.multiselect("Language", languages, key="filter_language",
+                                          help="From frontmatter lang, a language folder or suffix, else the text")
         text = f3.text_input("Search title, file or keyword", key="filter_text").strip().casefold()
 
         def keywords_of(doc) -> tuple[str, ...]:
@@ -89,9 +97,11 @@ if tab_list.open:
                 return False
             if chosen_statuses and doc.status.value not in chosen_statuses:
                 return False
+            if chosen_languages and language_of(doc) not in chosen_languages:
+                return False
             return not text or text in " ".join([doc.file_path, title_of(doc), *keywords_of(doc)]).casefold()
 
-        filtering = bool(chosen_categories or chosen_statuses or text)
+        filtering = bool(chosen_categories or chosen_statuses or chosen_languages or text)
         shown = [d for d in documents if visible(d)] if filtering else documents
         st.caption(f"{len(shown)} of {len(documents)} documents" + (" · tick a row to inspect it" if shown else ""))
         picked = None
@@ -99,7 +109,7 @@ if tab_list.open:
             st.info("No documents yet: upload some, or use Maintenance → Reconcile for files already on disk.")
         else:
             def table_row(d) -> dict:
-                return {"id": d.id, "title": title_of(d), "category": d.category,
+                return {"id": d.id, "title": title_of(d), "category": d.category, "lang": language_of(d),
                         "keywords": ", ".join(keywords_of(d)), "found by": "L0 + L1" if d.frontmatter else "L1 only",
                         "status": d.status.value.lower(), "chunks": d.chunk_count, "size": d.size_bytes,
                         "updated (UTC)": d.updated_at.strftime("%Y-%m-%d %H:%M"), "file": d.file_path}

@@ -168,6 +168,8 @@ else:
                 ":orange-badge[confidence: low]"
             served = f" :violet-badge[section: {primary['section']}]" if primary.get("section") else ""
             st.markdown(f":blue-badge[{primary['matchType']}] {badge}{served}  \n`{primary['source']}`")
+            if primary.get("translations"):  # served in the query's language; the page's other versions
+                st.caption("Also in " + ", ".join(f"**{t['lang']}** `{t['source']}`" for t in primary["translations"]))
             if payload.get("note"):
                 st.info(payload["note"])
             _section_chips(state.answered[0], primary.get("availableSections"), primary.get("section"))

@@ -295,3 +295,16 @@ def test_reconcile_picks_up_a_copied_tree_and_lists_each_refused_file_once_with_
     assert refused["knowledge_base/stray.md"].startswith("not in a category folder")
     files = set(table(documents_page(), "file")[1]["file"])
     assert "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md" in files
+
+
+def test_every_document_shows_its_language_and_the_list_filters_by_it(root):
+    at = documents_page()
+    _, rows = table(at, "file")
+    lang = dict(zip(rows["file"], rows["lang"], strict=True))
+    assert lang[ZH_LIMIT_REQ] == "zh" and lang[EN_LIMIT_REQ] == "en"
+    assert lang[RUNBOOK] == "—"  # no frontmatter: L0 does not know it
+    at.multiselect(key="filter_language").set_value(["zh"]).run()
+    assert not at.exception, at.exception
+    files = set(table(at, "file")[1]["file"])
+    assert ZH_LIMIT_REQ in files and EN_LIMIT_REQ not in files
+    assert files == {f for f, language in lang.items() if language == "zh"}
