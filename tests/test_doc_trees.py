@@ -10,6 +10,8 @@ from conftest import NO_MODEL, assert_consistent, doc, internals, write_doc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kb_core import UploadRejected
+
 
 @pytest.fixture
 def kb(open_kb, db_url):
@@ -146,3 +148,34 @@ def test_the_language_comes_from_frontmatter_then_the_path_then_the_script():
     assert translation_key("gateway-zh/x.md", {}) == translation_key("gateway/x.md", {})  # a suffixed folder
     assert translation_key("api/x.md", {}) != translation_key("api/y.md", {})
     assert (query_language("限流"), query_language("rate limit"), query_language("rate", "de")) == ("zh", "en", "de")
+
+
+def test_paths_that_differ_only_in_case_are_one_file_and_are_refused_once(kb, tmp_path):
+    write_doc(tmp_path, "knowledge_base/gateway/Route.md", doc("Route", ["ROUTE_UPPER"]))
+    write_doc(tmp_path, "knowledge_base/gateway/route.md", doc("route", ["route_lower"]))
+    report = kb.reconcile()
+    assert report.added == ("knowledge_base/gateway/Route.md",)
+    [(path, why)] = report.refused
+    assert path == "knowledge_base/gateway/route.md"
+    assert "differs only in case from knowledge_base/gateway/Route.md" in why
+    assert not kb.lookup_knowledge("route_lower")["found"]  # refused everywhere, L0 too
+    assert_consistent(kb)
+    with pytest.raises(UploadRejected, match="differs only in case"):
+        kb.upload("ROUTE.md", doc("x", ["x-kw"]).encode(), "gateway")
+    with pytest.raises(UploadRejected, match="differs only in case from knowledge_base/gateway"):
+        kb.upload("new.md", doc("x", ["x-kw"]).encode(), "Gateway")
+    assert kb.upload("Route.md", doc("Route v2", ["ROUTE_UPPER"]).encode(), "gateway").action == "replaced"
+
+
+def test_l1_prefers_the_querys_language_among_a_pages_versions(kb, tmp_path):
+    """Two near-equal chunks in two languages (an identifier both versions mention): the query's language wins,
+    and the primary's own page is not repeated as the supplement."""
+    for lang, words in (("en", "Tune the ERR_LIMIT_77 threshold"), ("zh", "调整 ERR_LIMIT_77 阈值")):
+        write_doc(tmp_path, f"knowledge_base/guide/{lang}/limits.md",
+                  doc(f"limits {lang}", [f"limits-{lang}"], body=f"# Limits\n\n{words}.\n"))
+    write_doc(tmp_path, "knowledge_base/guide/en/other.md", doc("other", ["other-kw"], body="# Other\n\nNothing.\n"))
+    kb.reconcile()
+    english = kb.lookup_knowledge("ERR_LIMIT_77 threshold")
+    assert english["primary"] is None and english["supplement"]["source"] == "knowledge_base/guide/en/limits.md"
+    chinese = kb.lookup_knowledge("ERR_LIMIT_77 阈值")
+    assert chinese["supplement"]["source"] == "knowledge_base/guide/zh/limits.md"

@@ -317,7 +317,29 @@ class KnowledgeFolder:
                                      "(an alias of another folder); upload into the folder it points to")
         if target.is_symlink():
             raise UploadRejected(f"{file_path} is a link; replace the file it points to instead")
+        twin = self._case_twin(target)
+        if twin is not None:
+            raise UploadRejected(f"{file_path} differs only in case from {self.display_path(twin)}: one file on "
+                                 "case-insensitive systems; upload under that name to replace it")
         return file_path, target
+
+    def _case_twin(self, target: Path) -> str | None:
+        """The relative path of an existing folder or file on the way to `target` whose name differs from the
+        target's only in case (where the target's own name does not exist yet), or `None`."""
+        folder = self._base
+        for part in target.relative_to(self._base).parts:
+            try:
+                names = os.listdir(folder)
+            except OSError:
+                return None
+            twin = None if part in names else \
+                next((n for n in names if n.casefold() == part.casefold()), None)  # the scan reports twins
+            if twin is not None:
+                return (folder / twin).relative_to(self._base).as_posix()
+            folder = folder / part
+            if not folder.exists():
+                return None
+        return None
 
     def document_place(self, file_path: str) -> tuple[str, str]:
         """(category, file name) of a display path under the rule, or `UploadRejected` saying why not."""
@@ -395,7 +417,23 @@ class KnowledgeFolder:
                             refuse(entry.path, problem)
                 except OSError as exc:
                     refuse(entry.path, f"unreadable ({exc})")
-        return sorted(found), sorted(refused)
+        return self._without_case_twins(sorted(found), refused)
+
+    def _without_case_twins(self, found: list[str], refused: list[tuple[str, str]]
+                            ) -> tuple[list[str], list[tuple[str, str]]]:
+        """Paths that differ only in case are one file on a case-insensitive checkout (macOS, Windows): the
+        first (in sorted order) is the document, the others are refused and say which one they shadow."""
+        first: dict[str, str] = {}
+        kept: list[str] = []
+        for relative in found:
+            twin = first.setdefault(relative.casefold(), relative)
+            if twin == relative:
+                kept.append(relative)
+            else:
+                why = f"differs only in case from {self.display_path(twin)} (one file on case-insensitive systems)"
+                refused.append((relative, why))
+                self._warn_once(self._base / relative, why)
+        return kept, sorted(refused)
 
     def _warn_once(self, path: Path, why: str) -> None:
         key = (str(path), why)

@@ -232,9 +232,7 @@ class HybridLookup:
                     "keywords, and L1 passages are not split by section")
         supplement = None
         if l1_hits:
-            best = l1_hits[0]
-            if primary is not None:
-                best = next((h for h in l1_hits if h.source != primary.source), l1_hits[0])
+            best = self._supplement(l1_hits, primary, query_language(query, self._default_language))
             supplement = Supplement(content=best.content, source=best.source)
 
         head = [m for m in matches[:TRACE_MATCHES] if m.entry.file_path not in stale]
@@ -276,6 +274,17 @@ class HybridLookup:
         if len(content) > PRIMARY_MAX_CHARS:
             content = content[:PRIMARY_MAX_CHARS] + "..."
         return replace(primary, content=content, section=served.path), None
+
+    def _supplement(self, hits: list[L1Hit], primary: Primary | None, language: str) -> L1Hit:
+        """L1's best passage from another page than the primary's (its translations are the same page); of a
+        page L1 found in several languages, the version in the query's language."""
+        taken = {primary.source, *(source for source, _ in primary.translations)} if primary is not None else set()
+        best = next((h for h in hits if h.source not in taken), hits[0])
+        entry = self._index.get(best.source)
+        if entry is not None and entry.lang != language:
+            in_language = {v.file_path for v in self._index.versions(best.source) if v.lang == language}
+            best = next((h for h in hits if h.source in in_language and h.source not in taken), best)
+        return best
 
     def _in_language(self, entry: KnowledgeEntry, content: str | None, versions: tuple[KnowledgeEntry, ...],
                      language: str) -> tuple[KnowledgeEntry, str | None]:
