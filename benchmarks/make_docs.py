@@ -429,12 +429,13 @@ def _pct(value: float | None) -> str:
 
 
 def _quality_table(report: dict[str, Any]) -> list[str]:
-    out = ["| kind | queries | answered | right primary | high but wrong | not found (no answer) | "
+    out = ["| kind | queries | answered | right first | right primary | high but wrong | not found (no answer) | "
            "in the query's language | p50 / p99 |",
-           "|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|"]
     for k in (*report["kinds"], report["overall"]):
         name = "**all**" if k is report["overall"] else QUALITY_KINDS.get(k["kind"], k["kind"].replace("_", " "))
-        out.append(f"| {name} | {k['queries']} | {_pct(k['answered_pct'])} | {_pct(k['right_primary_pct'])} | "
+        out.append(f"| {name} | {k['queries']} | {_pct(k['answered_pct'])} | {_pct(k.get('right_first_pct'))} | "
+                   f"{_pct(k['right_primary_pct'])} | "
                    f"{_pct(k['high_but_wrong_pct'])} | {_pct(k['not_found_pct'])} | "
                    f"{_pct(k.get('in_language_pct'))} | {k['p50_ms']:.1f} / {k['p99_ms']:.1f} ms |")
     return out
@@ -463,8 +464,10 @@ def render_quality(docs: Path = DOCS) -> str:
         "Each line of the file is `{\"query\": ..., \"kind\": ..., \"expected\": [\"category/file.md\", ...]}` (an "
         "empty `expected` means the knowledge base has no answer and the query must come back `found: false`). The "
         "command runs every query through `lookup` and prints, per kind: **answered** (an expected document is the "
-        "primary or the supplement), **right primary**, **high but wrong** (confidence `high` on a document that is "
-        "not expected), **not found** for the queries without an answer, and latency; then the failed queries. "
+        "primary or the supplement), **right first** (the first thing an agent reads — the primary, else the "
+        "supplement — is an expected document), **right primary**, **high but wrong** (confidence `high` on a "
+        "document that is not expected), **not found** for the queries without an answer, **in the query's "
+        "language** (of the answers whose language is known), and latency; then the failed queries. "
         "\"Right primary\" counts only L0 answers (L1 answers in the supplement).")
     out += _para(
         f"The set: `tests/fixtures/realistic_kb/` — {run.get('documents', '?')} English and Chinese pages of two "

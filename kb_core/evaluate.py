@@ -65,6 +65,12 @@ class QueryOutcome:
         return self.primary is not None and self.primary in self.query.expected
 
     @property
+    def right_first(self) -> bool:
+        """The first thing an agent reads (the primary, else the supplement) is an expected document."""
+        first = self.primary if self.primary is not None else self.supplement
+        return first is not None and first in self.query.expected
+
+    @property
     def high_but_wrong(self) -> bool:
         return self.confidence == "high" and not self.right_primary
 
@@ -81,6 +87,7 @@ class KindReport:
     p50_ms: float
     p99_ms: float
     in_language_pct: float | None = None  # of the answers whose language is known: served in the query's
+    right_first_pct: float | None = None  # the primary, else the supplement, is an expected document
 
 
 @dataclass(frozen=True)
@@ -184,6 +191,7 @@ def _summarise(kind: str, outcomes: Sequence[QueryOutcome]) -> KindReport:
         p50_ms=round(statistics.median(latencies), 2) if latencies else 0.0,
         p99_ms=round(percentile(latencies, 99) or 0.0, 2),
         in_language_pct=_pct(sum(judged), len(judged)),
+        right_first_pct=_pct(sum(o.right_first for o in answerable), len(answerable)),
     )
 
 
@@ -191,14 +199,14 @@ def format_table(report: EvaluationReport) -> str:
     def cell(value: float | None) -> str:
         return "—" if value is None else f"{value:.1f} %"
 
-    lines = ["| kind | queries | answered | right primary | high but wrong | not found (no answer) | "
+    lines = ["| kind | queries | answered | right first | right primary | high but wrong | not found (no answer) | "
              "in the query's language | p50 / p99 |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for k in (*report.kinds, report.overall):
         name = f"**{k.kind}**" if k is report.overall else k.kind
-        lines.append(f"| {name} | {k.queries} | {cell(k.answered_pct)} | {cell(k.right_primary_pct)} | "
-                     f"{cell(k.high_but_wrong_pct)} | {cell(k.not_found_pct)} | {cell(k.in_language_pct)} | "
-                     f"{k.p50_ms:.1f} / {k.p99_ms:.1f} ms |")
+        lines.append(f"| {name} | {k.queries} | {cell(k.answered_pct)} | {cell(k.right_first_pct)} | "
+                     f"{cell(k.right_primary_pct)} | {cell(k.high_but_wrong_pct)} | {cell(k.not_found_pct)} | "
+                     f"{cell(k.in_language_pct)} | {k.p50_ms:.1f} / {k.p99_ms:.1f} ms |")
     return "\n".join(lines)
 
 

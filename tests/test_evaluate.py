@@ -71,6 +71,12 @@ def test_answer_quality_floors(reports):
     assert report.kind("identifier").answered_pct >= 95
     assert report.kind("unknown_code").not_found_pct >= 95
     assert report.overall.high_but_wrong_pct <= 2
+    # right first: the first thing an agent reads (the primary, else the supplement) is an expected document
+    assert report.kind("keyword_in_sentence").right_first_pct >= 95
+    assert report.kind("title").right_first_pct >= 85
+    assert report.kind("summary").right_first_pct >= 85
+    assert report.kind("body_sentence").right_first_pct >= 80
+    assert report.kind("identifier").right_first_pct >= 80
 
 
 @pytest.mark.slow
@@ -94,7 +100,7 @@ def test_evaluate_command_prints_the_table_and_writes_json(tmp_path, monkeypatch
     out = tmp_path / "report.json"
     assert main([str(queries), "--sync", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "| keyword | 1 | 100.0 % |" in printed and "| unknown_code | 1 | — | — | 0.0 % | 100.0 % |" in printed
+    assert "| keyword | 1 | 100.0 % |" in printed and "| unknown_code | 1 | — | — | — | 0.0 % | 100.0 % |" in printed
     data = json.loads(out.read_text(encoding="utf-8"))
     assert data["overall"]["queries"] == 2 and data["failures"] == []
 
