@@ -84,7 +84,8 @@ class Reconciler:
         rows = {r.file_path: r for r in self._metadata.list_documents()}
         documents, refused = self._folder.scan()
         on_disk = [self._folder.display_path(rel) for rel in documents]
-        gone = [row for path, row in sorted(rows.items()) if path not in set(on_disk)]
+        listed = set(on_disk)
+        gone = [row for path, row in sorted(rows.items()) if path not in listed]
         with self._l0.bulk():  # one L0 rebuild for the whole batch, not one per file
             report += self._index_files(on_disk, rows, progress)
             report += self._settle_missing(gone, delete_missing)
