@@ -56,6 +56,7 @@ from benchmarks.common import (
     generate_corpus,
     machine,
     percentile_of,
+    publish,
     query_mix,
     stats,
     time_calls,
@@ -817,10 +818,7 @@ def main(argv: list[str] | None = None) -> int:
                                           lookup_repeat=max(1, args.repeat // 4))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    write_json(args.json, report)
-    print(render(report))
-    print(f"\n(JSON: {args.json})")
-    return 0
+    return publish(args.json, report, render(report))
 
 
 if __name__ == "__main__":

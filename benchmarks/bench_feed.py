@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import NO_MODEL, generate_corpus, stats, write_json
+from benchmarks.common import NO_MODEL, generate_corpus, publish, stats
 from kb_core import KnowledgeBase, load_settings, open_knowledge_base, percentile
 from kb_core.testing.milvus_server import milvus_lite_server
 
@@ -278,10 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kb-bench-feed-") as workdir:
         report = bench_feed(Path(workdir), docs=args.docs, rounds=args.rounds, queries=args.queries,
                             blocks=args.blocks, seconds=args.seconds)
-    write_json(args.json, report)
-    print(render(report))
-    print(f"\n(JSON: {args.json})")
-    return 0
+    return publish(args.json, report, render(report))
 
 
 if __name__ == "__main__":

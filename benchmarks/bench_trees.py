@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import bench_settings, machine, percentile_of, stats, time_calls, write_json
+from benchmarks.common import bench_settings, machine, percentile_of, publish, stats, time_calls
 from kb_core import HybridLookup, KnowledgeIndex, L1Hit, open_knowledge_base
 
 log = logging.getLogger("benchmarks.bench_trees")
@@ -516,13 +516,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kb-bench-trees-") as workdir:
         report["trees"] = bench_trees(Path(workdir), files=args.files, docs=args.docs, queries=args.queries,
                                       repeat=args.repeat, lookup_repeat=args.lookup_repeat)
-    write_json(args.json, report)
     m = report["machine"]
-    print(f"machine: {m.get('cpu', '?')}, {m['cpus']} cores, {m.get('memory_gb', '?')} GiB, Python {m['python']}; "
-          f"load average {' → '.join(str(v) for v in report['trees']['load_average'])} (start → end)")
-    print("\n".join(render_trees(report["trees"])))
-    print(f"\n(JSON: {args.json})")
-    return 0
+    return publish(args.json, report, "\n".join([
+        f"machine: {m.get('cpu', '?')}, {m['cpus']} cores, {m.get('memory_gb', '?')} GiB, Python {m['python']}; "
+        f"load average {' → '.join(str(v) for v in report['trees']['load_average'])} (start → end)",
+        *render_trees(report["trees"])]))
 
 
 if __name__ == "__main__":

@@ -199,6 +199,14 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def publish(path: Path, report: dict[str, Any], table: str) -> int:
+    """The end of every benchmark command: the JSON written, the table printed; exit status 0."""
+    write_json(path, report)
+    print(table)
+    print(f"\n(JSON: {path})")
+    return 0
+
+
 def write_json(path: Path, report: dict[str, Any]) -> None:
     """The report as the docs expect it (copied into docs/bench-*.json after a run; benchmarks/make_docs.py)."""
     path.write_text(json.dumps(report, ensure_ascii=False, indent=2), encoding="utf-8")
