@@ -181,8 +181,12 @@ class KnowledgeBase:
 
     def _read_unindexed(self) -> tuple[str, ...]:
         stored = {d.file_path for d in self.documents()}
-        on_disk = (self._folder.display_path(rel) for rel in self._folder.markdown_files())
+        on_disk = (self._folder.display_path(rel) for rel in self._scan()[0])
         return tuple(path for path in on_disk if path not in stored)
+
+    def _scan(self, max_age: float | None = None) -> tuple[list[str], list[tuple[str, str]]]:
+        """The folder's documents and refused files: one walk serves the status and the unindexed files."""
+        return self._summaries.get("scan", self._folder.scan, max_age=max_age)
 
     def get(self, doc_id: int) -> DocumentRecord | None:
         return self._metadata.get(doc_id)
@@ -312,12 +316,13 @@ class KnowledgeBase:
         """What each store holds. Every page render shows it, so the counts are cached until a write of this
         process or a change from the feed (or `max_age` seconds; 5 s while a store is failing, to show its
         recovery soon). The model's state is read fresh: it changes while the model loads."""
-        status = self._summaries.get("status", self._read_status, max_age=max_age)
+        status = self._summaries.get("status", lambda: self._read_status(max_age), max_age=max_age)
         if status.database_error or status.milvus_error:
-            status = self._summaries.get("status", self._read_status, max_age=min(5.0, max_age or 5.0))
+            status = self._summaries.get("status", lambda: self._read_status(max_age),
+                                         max_age=min(5.0, max_age or 5.0))
         return dataclasses.replace(status, model=self._embedder.state, dense_search=self._searcher.dense_active())
 
-    def _read_status(self) -> KnowledgeBaseStatus:
+    def _read_status(self, max_age: float | None = None) -> KnowledgeBaseStatus:
         database_error = milvus_error = None
         try:
             db_count: int | None = self._metadata.count_documents()
@@ -343,7 +348,7 @@ class KnowledgeBase:
             milvus_count: int | None = db_count if chunks_agree else len(self._vectors.document_ids())
         except KnowledgeBaseError as exc:
             milvus_count, milvus_error = None, str(exc)
-        documents, refused = self._folder.scan()
+        documents, refused = self._scan(max_age)
         return KnowledgeBaseStatus(
             counts=StoreCounts(len(self._index), len(documents), db_count, milvus_count, db_chunks, milvus_chunks,
                                l0_outside, len(refused)),
