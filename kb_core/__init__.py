@@ -36,7 +36,6 @@ from kb_core.errors import (
 )
 from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
 from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match
-from kb_core.retrieval.keyword_map import GENERIC_MIN_DOCUMENTS
 from kb_core.retrieval.lookup import HybridLookup, L1Hit, L1Searcher, LookupResult, LookupTrace, Primary, Supplement
 from kb_core.settings import Settings, load_settings
 from kb_core.stats import percentile
@@ -47,7 +46,6 @@ __all__ = [
     "BatchAction",
     "BatchFile",
     "DocumentConflictError",
-    "GENERIC_MIN_DOCUMENTS",
     "MORE_SECTIONS",
     "categories_below",
     "category_folders",

@@ -38,6 +38,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("l0", "refresh-interval"): "refresh_interval",
     ("knowledge", "watch"): "watch",
     ("l0", "default-language"): "default_language",
+    ("l0", "generic-docs"): "l0_generic_docs",
 }
 _ENV_PREFIX = "KB_"
 
@@ -103,6 +104,10 @@ class Settings(BaseSettings):
     l0_matching: Literal["words", "substring"] = Field(
         default="words",
         description="KB_L0_MATCHING: words (word-aligned, ranked) or substring (decision I3 as written)")
+    l0_generic_docs: int | None = Field(
+        default=None, ge=1,
+        description="KB_L0_GENERIC_DOCS: a keyword claimed by more pages than this is generic and does not decide an "
+                    "answer alone (L1 does); default the larger of 5 and 1 % of the pages")
     default_language: str = Field(
         default="en", pattern=r"^[a-z]{2}$",
         description="KB_DEFAULT_LANGUAGE: the language of a query without CJK characters; a page with translations "

@@ -183,16 +183,25 @@ else:
                        else "The index is empty: L1 has no document to search." if index_empty
                        else "L1 found no relevant chunk.")
         else:
-            st.markdown(f":violet-badge[{supplement['matchType']}]  \n`{supplement['source']}`")
+            found_by = " + ".join(supplement.get("retrievers") or [])
+            st.markdown(f":violet-badge[{supplement['matchType']}]"
+                        + (f" :gray-badge[found by {found_by}]" if found_by else "")
+                        + f"  \n`{supplement['source']}`")
             with st.container(height=420):
                 st.markdown(_demote_headings(supplement["content"]))
+
+    if payload.get("alternatives"):
+        st.markdown("**Alternatives** — the answer is unsure; other pages worth reading, best first")
+        st.dataframe(payload["alternatives"], hide_index=True)
 
     st.subheader("Why")
     timing = " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in trace.timings_ms.items())
     st.caption(f"request `{trace.request_id}` · {timing}")
+    if trace.decision:
+        st.markdown(f"**Decided by** — {trace.decision}")
     st.markdown(f"**L0** — {trace.l0_count} document(s) matched")
-    if trace.primary_reason:
-        st.markdown(f"Primary: `{trace.l0_matches[0].entry.file_path}` — {trace.primary_reason}")
+    if trace.primary_reason and trace.primary_source:
+        st.markdown(f"Primary: `{trace.primary_source}` — {trace.primary_reason}")
     for match in trace.l0_matches:
         chips = " ".join(
             f":orange-background[**{kw}**]" if kw in match.keywords else f"`{kw}`" for kw in match.entry.keywords

@@ -14,14 +14,15 @@ from kb_core.retrieval.keyword_map import keyword_hits, keyword_map
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-def _index(root: Path, matching: str = "words") -> KnowledgeIndex:
+def _index(root: Path, matching: str = "words", generic_docs: int | None = 2) -> KnowledgeIndex:
     write_doc(root, "knowledge_base/gateway/intro.md", doc("Apache APISIX", ["Apache APISIX", "API Gateway", "Plugin"]))
     write_doc(root, "knowledge_base/gateway/routes.md", doc("Routes", ["APISIX", "route", "Plugin"]))
     write_doc(root, "knowledge_base/gateway/limit.md", doc("limit-req", ["limit-req", "Plugin", "如何", "e", "2.0"]))
     # another page claiming limit-req (not a translation of gateway/limit.md: another file name)
     write_doc(root, "knowledge_base/gateway-zh/limit-zh.md", doc("limit-req 限流", ["limit-req", "限流", "插件"]))
     write_doc(root, "knowledge_base/gateway/admin.md", doc("Admin API", ["Admin API", "API"]))
-    index = KnowledgeIndex("knowledge_base", app_root=root, matching=matching)
+    # five pages: with the default limit (more than 5 claimants) nothing here would be generic
+    index = KnowledgeIndex("knowledge_base", app_root=root, matching=matching, generic_docs=generic_docs)
     index.load()
     return index
 
@@ -41,6 +42,9 @@ def test_clashes_generic_and_weak_keywords(tmp_path):
     summary = keyword_map(_index(tmp_path).snapshot)
     rows = {r.keyword: r for r in summary}
     assert rows["Plugin"].kind == "generic" and len(rows["Plugin"].file_paths) == 3
+    assert summary.generic_limit == 2
+    default = {r.keyword: r for r in keyword_map(_index(tmp_path, generic_docs=None).snapshot)}
+    assert default["Plugin"].kind == "clash" and default["Plugin"].generic_limit == 5  # max(5, 1 % of 5 pages)
     assert rows["limit-req"].kind == "clash" and rows["limit-req"].hits == 2
     assert {r.keyword: r.weak for r in summary.weak} == {
         "如何": "a stop word", "e": "shorter than 2 characters", "2.0": "only digits or punctuation"}

@@ -98,7 +98,8 @@ def test_req_5_2_several_matches_return_first_l0_and_l1_supplement(sample_root):
     assert data["primary"]["confidence"] == "low"
     assert data["primary"]["availableSections"] == ["超时排查"]  # its frontmatter `sections`
     # the best hit from a *different* document than primary
-    assert data["supplement"] == {"content": "timeout chunk", "source": TIMEOUT, "matchType": "semantic_L1"}
+    assert data["supplement"] == {"content": "timeout chunk", "source": TIMEOUT, "matchType": "semantic_L1",
+                                  "retrievers": ["bm25"]}
 
 
 def test_req_5_2_ranked_first_l0_match_is_the_primary(index):
@@ -108,24 +109,38 @@ def test_req_5_2_ranked_first_l0_match_is_the_primary(index):
     result = HybridLookup(index, l1).lookup("超时")
     data = result.to_dict()
     assert data["primary"]["source"] == TIMEOUT and data["primary"]["confidence"] == "low"
-    assert data["supplement"] == {"content": "payment chunk", "source": PAYMENT, "matchType": "semantic_L1"}
+    assert data["supplement"] == {"content": "payment chunk", "source": PAYMENT, "matchType": "semantic_L1",
+                                  "retrievers": ["bm25"]}
     assert result.trace.primary_reason == "“接口超时” is claimed by 1 document; “超时” by 2"
 
 
-def test_req_5_2_supplement_falls_back_to_top_hit_when_all_share_primary(index):
-    l1 = RecordingL1([hit(TIMEOUT, "a"), hit(TIMEOUT, "b")])
+def test_when_l1_finds_only_the_primary_page_the_supplement_is_a_passage_the_primary_does_not_show(
+        index, sample_root):
+    text = (sample_root / TIMEOUT).read_text(encoding="utf-8")
+    shown = next(line for line in text.splitlines() if len(line) > 30 and not line.startswith(("#", "-", "title")))
+    beyond = "## 附录\n\n这一段在文档的两千字之后，主答案的内容里看不到它，所以补充它才有用。"
+    l1 = RecordingL1([hit(TIMEOUT, f"## 标题\n\n{shown}"), hit(TIMEOUT, beyond)])
     result = HybridLookup(index, l1).lookup("超时")
-    assert result.supplement.content == "a" and result.supplement.source == TIMEOUT
+    assert result.primary.source == TIMEOUT
+    assert result.supplement.content == beyond and result.supplement.source == TIMEOUT
+    # every passage L1 found is already in the primary: no supplement (it would repeat the answer)
+    result = HybridLookup(index, RecordingL1([hit(TIMEOUT, shown)])).lookup("超时")
+    assert result.primary.source == TIMEOUT and result.supplement is None and result.found
 
 
 def test_req_5_3_no_l0_match_returns_l1_only(index):
     l1 = RecordingL1([hit(CACHE, "缓存优化片段"), hit(TIMEOUT, "x")])
     result = HybridLookup(index, l1).lookup("如何优化性能")
-    assert result.to_dict() == {
+    data = result.to_dict()
+    assert data == {
         "found": True,
         "primary": None,
-        "supplement": {"content": "缓存优化片段", "source": CACHE, "matchType": "semantic_L1"},
+        "supplement": {"content": "缓存优化片段", "source": CACHE, "matchType": "semantic_L1", "retrievers": ["bm25"]},
+        # an answer led by L1 is unsure: L1's other pages are named for the agent to read
+        "alternatives": [{"source": TIMEOUT, "title": data["alternatives"][0]["title"], "lang": "zh",
+                          "why": "L1 rank 2 (bm25, score 0.9)"}],
     }
+    assert data["alternatives"][0]["title"]
 
 
 def test_req_5_4_nothing_found_anywhere(index):
@@ -203,7 +218,8 @@ def test_a_tie_among_thousands_is_broken_by_l1_without_building_every_tied_match
     folder.mkdir(parents=True)
     for i in range(3000):
         (folder / f"d{i}.md").write_text(f"---\ntitle: d{i}\nkeywords: [Apache Lumen]\n---\nbody {i}\n")
-    index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    # the keyword counts as specific here (a tie among specific keywords keeps an L0 primary, Spec 5.2)
+    index = KnowledgeIndex("knowledge_base", app_root=tmp_path, generic_docs=5000)
     index.load()
     chosen = "knowledge_base/x/d2500.md"
     assert index.match("Apache Lumen").tied_index(chosen) is not None

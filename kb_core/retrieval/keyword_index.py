@@ -45,7 +45,7 @@ class KnowledgeIndex:
 
     def __init__(self, base_path: str | os.PathLike[str] | None = None, *,
                  app_root: str | os.PathLike[str] | None = None, matching: str = "words",
-                 folder: KnowledgeFolder | None = None):
+                 folder: KnowledgeFolder | None = None, generic_docs: int | None = None):
         if matching not in MATCHING_MODES:
             raise ValueError(f"matching must be one of {', '.join(MATCHING_MODES)}, not {matching!r}")
         if folder is None:
@@ -54,7 +54,8 @@ class KnowledgeIndex:
             folder = KnowledgeFolder(base_path, app_root=app_root)
         self._folder = folder
         self._matching = matching
-        self._snapshot = Snapshot((), matching)
+        self._generic_docs = generic_docs
+        self._snapshot = Snapshot((), matching, generic_docs=generic_docs)
         self._write_lock = threading.RLock()
         self._bulk_depth = 0
         # entries changed inside bulk(), not yet built: path -> entry, in index order
@@ -88,7 +89,7 @@ class KnowledgeIndex:
             entries.append(entry)
         with self._write_lock:
             self._pending = None
-            self._snapshot = Snapshot(tuple(entries), self._matching, self._normalized)
+            self._snapshot = Snapshot(tuple(entries), self._matching, self._normalized, self._generic_docs)
         seconds = time.perf_counter() - started
         log.info(
             "L0 index loaded from %s: scanned=%d indexed=%d skipped=%d failed=%d in %.1f ms",
@@ -148,7 +149,7 @@ class KnowledgeIndex:
             self._pending = None
             if len(self._normalized) > 4 * sum(len(e.keywords) for e in entries.values()) + 1024:
                 self._normalized = {}  # keywords of removed documents pile up: start afresh now and then
-            self._snapshot = Snapshot(tuple(entries.values()), self._matching, self._normalized)
+            self._snapshot = Snapshot(tuple(entries.values()), self._matching, self._normalized, self._generic_docs)
 
     @contextlib.contextmanager
     def bulk(self) -> Iterator[None]:

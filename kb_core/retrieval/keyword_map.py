@@ -24,10 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
-from kb_core.retrieval.keyword_matching import Snapshot
+from kb_core.retrieval.keyword_matching import GENERIC_MIN_LIMIT, Snapshot
 from kb_core.terms import normalize_term
 
-GENERIC_MIN_DOCUMENTS = 3  # claimed by this many documents: a keyword says "what kind", not "which one"
 MAX_LISTED = 8  # keywords named in one row's explanation
 
 
@@ -42,6 +41,7 @@ class KeywordRow:
     shadows: tuple[str, ...] = ()  # keywords inside this one that a query naming it does not count
     weak: str | None = None  # why L0 ignores it, if it does
     pages: int | None = None  # the pages claiming it (a page's language versions count once); None: as files
+    generic_limit: int = GENERIC_MIN_LIMIT  # more claimants than this: generic (the lookup's own rule)
 
     @property
     def claimants(self) -> int:
@@ -57,7 +57,7 @@ class KeywordRow:
 
     @property
     def generic(self) -> bool:
-        return self.weak is None and self.claimants >= GENERIC_MIN_DOCUMENTS
+        return self.weak is None and self.claimants > self.generic_limit
 
     @property
     def problem(self) -> bool:
@@ -102,6 +102,7 @@ def _names(keywords: tuple[str, ...]) -> str:
 class KeywordMap:
     rows: tuple[KeywordRow, ...]  # problems first: generic (most claimed first), clashes, overlaps, weak; then ok
     documents: int  # documents in L0
+    generic_limit: int = GENERIC_MIN_LIMIT  # a keyword claimed by more pages is generic (`KB_L0_GENERIC_DOCS`)
 
     @property
     def problems(self) -> tuple[KeywordRow, ...]:
@@ -212,7 +213,8 @@ def _build(snapshot: Snapshot) -> KeywordMap:
             if others else ()
         paths = tuple(entries[p].file_path for p in snapshot.postings[i].tolist())
         rows.append(KeywordRow(spelled.get(term, term), paths, hits[term], overlaps,
-                               tuple(spelled.get(t, t) for t in shadows.get(term, ())), pages=snapshot.df[i]))
+                               tuple(spelled.get(t, t) for t in shadows.get(term, ())), pages=snapshot.df[i],
+                               generic_limit=snapshot.generic_limit))
     weak: dict[str, tuple[str, str, list[str]]] = {}
     for entry in entries:
         for keyword, reason in entry.ignored_keywords:
@@ -222,7 +224,7 @@ def _build(snapshot: Snapshot) -> KeywordMap:
     rows += [KeywordRow(keyword, tuple(paths), 0, weak=reason) for keyword, reason, paths in weak.values()]
     order = {"generic": 0, "clash": 1, "overlap": 2, "weak": 3, "shadows": 4, "ok": 5}
     rows.sort(key=lambda r: (order[r.kind], -len(r.file_paths), -r.hits, normalize_term(r.keyword)))
-    return KeywordMap(tuple(rows), len(entries))
+    return KeywordMap(tuple(rows), len(entries), snapshot.generic_limit)
 
 
 def keyword_hits(snapshot: Snapshot, keyword: str, limit: int = 200) -> list[KeywordHit]:

@@ -39,6 +39,16 @@ if TYPE_CHECKING:
     from kb_core.documents.entry import KnowledgeEntry
 
 MATCHING_MODES = ("words", "substring")
+GENERIC_MIN_LIMIT = 5  # a keyword is generic when more pages than max(this, 1 % of pages) claim it
+
+
+def generic_limit(pages: int, configured: int | None = None) -> int:
+    """Claimants a keyword may have before it is *generic* (`KB_L0_GENERIC_DOCS`; default the larger of 5
+    and 1 % of the pages): it says what kind of page this is ("Plugin" on a third of them), not which one, so
+    it does not decide an answer on its own."""
+    if configured is not None:
+        return max(1, configured)
+    return max(GENERIC_MIN_LIMIT, -(-pages // 100))
 _WORD_RUN = re.compile(f"[{WORD_CHARS}]+")
 _SEPARATOR = "\x00"  # normalize_term() removes NUL, so it never occurs inside a keyword or a query
 
@@ -64,7 +74,7 @@ class Snapshot:
     """An immutable view of the index: entries, their normalised keywords and the search structures."""
 
     def __init__(self, entries: tuple[KnowledgeEntry, ...], matching: str = "words",
-                 normalized_cache: dict[str, str] | None = None):
+                 normalized_cache: dict[str, str] | None = None, generic_docs: int | None = None):
         if matching not in MATCHING_MODES:
             raise ValueError(f"matching must be one of {MATCHING_MODES}, not {matching!r}")
         self.entries = entries
@@ -100,6 +110,9 @@ class Snapshot:
             else:
                 group_of[pos] = group_ids[f"\x00{pos}"] = len(group_ids)
         self.group_of = group_of
+        self.pages = len(group_ids)
+        self.generic_docs = generic_docs
+        self.generic_limit = generic_limit(self.pages, generic_docs)
         self.group_members = {gid: tuple(ps) for gid, ps in members.items() if len(ps) > 1}
         grouped = bool(self.group_members)
         self.df: tuple[int, ...] = tuple(
@@ -126,6 +139,9 @@ class Snapshot:
             for run in dict.fromkeys(_WORD_RUN.findall(term)):
                 runs.setdefault(run, []).append(i)
         self.word_runs = {run: tuple(ids) for run, ids in runs.items()}
+
+    def is_generic(self, claimants: int) -> bool:
+        return claimants > self.generic_limit
 
     def claimed_by(self, keyword: str) -> list[int]:
         """Positions of the documents whose keywords include `keyword` (normalised), in index order."""
@@ -265,6 +281,27 @@ class RankedMatches(Sequence[L0Match]):
         self._fill(1)
         found = np.flatnonzero(self._chunks[0] == position)
         return int(found[0]) if len(found) else None
+
+    @property
+    def generic_limit(self) -> int:
+        return self._snapshot.generic_limit
+
+    def is_generic(self, claimants: int) -> bool:
+        """A keyword claimed by this many pages is generic: it does not decide an answer on its own."""
+        return self._snapshot.is_generic(claimants)
+
+    def find(self, file_path: str) -> L0Match | None:
+        """The hit for `file_path`, or for another language version of its page; `None` when neither matched."""
+        snapshot = self._snapshot
+        position = snapshot.position.get(file_path)
+        if position is None or self._total == 0:
+            return None
+        members = snapshot.group_members.get(int(snapshot.group_of[position]), (position,))
+        matched = self._index_order()
+        for member in sorted(members, key=lambda p: p != position):  # the document itself first
+            if self._mask is not None and self._mask[member] or self._mask is None and member in matched:
+                return self._build(member)
+        return None
 
     def group_count(self, excluding: frozenset[str] = frozenset()) -> int:
         """How many pages matched: a page's translations count once (documents at `excluding` do not count)."""

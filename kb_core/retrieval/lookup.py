@@ -1,9 +1,14 @@
 """The L0 -> L1 decision and the result shape (Specs 4 and 5).
 
-Exactly one L0 hit answers at once with confidence "high" and L1 is not called (decision D1). Zero or
-several L0 hits call L1 once (`top_k=3, category=None`) and add its best chunk as the supplement. Among
-several L0 hits the primary is the best ranked (rarest keyword, then longer keyword); a tie at the top is
-broken by L1's order, then by index order. The primary's content is the frontmatter block plus the cleaned
+Exactly one L0 hit on a specific keyword answers at once with confidence "high" and L1 is not called
+(decision D1). Zero or several L0 hits call L1 once (`top_k=3, category=None`) and add its best chunk from
+another page as the supplement. Among several L0 hits the primary is the best ranked (rarest keyword, then
+longer keyword); a tie at the top is broken by L1's order, then by index order. Hits that rest only on
+*generic* keywords (claimed by more pages than `KB_L0_GENERIC_DOCS`: "Plugin", the product's name) do not
+decide: the one L1 ranks best is the primary (confidence "low"); when L1 ranks none of them, the query is
+answered as an L0 miss. An unsure answer (`low`, or led by L1) lists `alternatives`.
+
+The primary's content is the frontmatter block plus the cleaned
 body (no licence comments, `<head>` blocks or MDX imports), cut at 2,000 characters; with a `section_title`
 that names one of its sections, that section instead (the L0 -> L1 decision does not depend on it).
 """
@@ -75,9 +80,38 @@ class Supplement:
     content: str
     source: str
     match_type: str = "semantic_L1"
+    retrievers: tuple[str, ...] = ()  # which of L1's retrievers found it: "dense", "bm25"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"content": self.content, "source": self.source, "matchType": self.match_type}
+        payload: dict[str, Any] = {"content": self.content, "source": self.source, "matchType": self.match_type}
+        if self.retrievers:
+            payload["retrievers"] = list(self.retrievers)
+        return payload
+
+
+MAX_ALTERNATIVES = 5
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another candidate document of an unsure answer, for the agent to read if the first is not it."""
+
+    source: str
+    title: str
+    lang: str
+    why: str  # the keyword that matched, or L1's rank and retrievers
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "title": self.title, "lang": self.lang, "why": self.why}
+
+
+@runtime_checkable
+class Suggestion(Protocol):
+    """"Did you mean": an index keyword close to an identifier of the query, and its document."""
+
+    keyword: str
+    source: str
+    title: str
 
 
 # Why L1 did or did not run; the console's "why" panel shows these.
@@ -85,6 +119,18 @@ L1_SKIPPED_UNIQUE = "unique L0 hit: L1 not called"
 L1_SKIPPED_BLANK = "blank query: nothing to search"
 L1_CALLED_SEVERAL = "several L0 hits: L1 called to supplement"
 L1_CALLED_NONE = "no L0 hit: L1 called"
+L1_CALLED_GENERIC = "only generic keywords matched: L1 called to decide"
+
+# Which rule decided the answer, in one line (the "why" panel's first line).
+DECIDED_UNIQUE = "one page matched a specific keyword: answered from L0 with confidence high (L1 not called)"
+DECIDED_RANKED = "several pages matched: the rarest keyword decided (confidence low)"
+DECIDED_TIE = "several pages tie on the rarest keyword: L1's order broke the tie (confidence low)"
+DECIDED_GENERIC = "only generic keywords matched: L1 ranks this page best among them (confidence low)"
+DECIDED_GENERIC_MISS = ("only generic keywords matched and L1 ranks none of those pages among its best: "
+                        "answered as an L0 miss (L1 leads)")
+DECIDED_MISS = "no keyword matched: L1 answers"
+DECIDED_NOTHING = "no keyword matched and L1 found nothing relevant: not found"
+DECIDED_SUBSTRING = "KB_L0_MATCHING=substring: the first hit in index order (decision I3 as written)"
 
 
 @dataclass(frozen=True)
@@ -103,6 +149,9 @@ class LookupTrace:
     timings_ms: dict[str, float] = field(default_factory=dict)
     l0_total: int | None = None  # all L0 hits (None: as many as l0_matches)
     primary_reason: str = ""  # one line: why the primary won over the other L0 hits
+    decision: str = ""  # one line: which rule decided the answer
+    generic_limit: int | None = None  # claimants above which a keyword is generic (None: rule not applied)
+    primary_source: str | None = None  # the L0 hit that became the primary (before its language was chosen)
 
     @property
     def l0_count(self) -> int:
@@ -120,6 +169,8 @@ class LookupTrace:
             ],
             "l0Total": self.l0_count,
             "primaryReason": self.primary_reason,
+            "decision": self.decision,
+            "genericLimit": self.generic_limit,
             "l1Called": self.l1_called,
             "l1Reason": self.l1_reason,
             "l1Hits": [
@@ -140,16 +191,24 @@ class LookupResult:
     supplement: Supplement | None
     trace: LookupTrace
     note: str | None = None  # why a `section_title` was not served ("no section 'X'; available: …")
+    alternatives: tuple[Alternative, ...] = ()  # other candidates of an unsure answer, best first
+    suggestions: tuple[Suggestion, ...] = ()  # "did you mean" keywords when L0 had no hit
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec's JSON (Spec 5): `found`, `primary`, `supplement`, and `note` only when there is one."""
-        payload = {
+        """The spec's JSON (Spec 5): `found`, `primary`, `supplement`; `note`, `alternatives` and `suggestions`
+        only when there are some."""
+        payload: dict[str, Any] = {
             "found": self.found,
             "primary": self.primary.to_dict() if self.primary else None,
             "supplement": self.supplement.to_dict() if self.supplement else None,
         }
         if self.note is not None:
             payload["note"] = self.note
+        if self.alternatives:
+            payload["alternatives"] = [a.to_dict() for a in self.alternatives]
+        if self.suggestions:
+            payload["suggestions"] = [{"keyword": s.keyword, "source": s.source, "title": s.title}
+                                      for s in self.suggestions]
         return payload
 
     @property
@@ -171,6 +230,7 @@ class HybridLookup:
         request_id = uuid.uuid4().hex[:8]
         started = time.perf_counter()
         timings: dict[str, float] = {}
+        language = query_language(query, self._default_language) if isinstance(query, str) else self._default_language
 
         t = time.perf_counter()
         matches = self._index.match(query)
@@ -184,17 +244,21 @@ class HybridLookup:
         first, primary_content = self._first_readable(matches, 0, stale)
         # a page's language versions are one answer: "exactly one hit" counts pages, not files
         remaining = matches.group_count(frozenset(stale)) if first is not None else 0
+        # Ranking puts the rarest keyword first: when even the first hit's rarest keyword is generic, every hit
+        # rests on generic keywords alone.
+        words = self._index.matching == "words"
+        generic = words and first is not None and matches.is_generic(matches[first].claimed_by)
         timings["read"] = _ms(t)
 
         l1_hits: list[L1Hit] = []
         l1_error: str | None = None
-        if remaining == 1:
+        if remaining == 1 and not generic:
             l1_called, reason = False, L1_SKIPPED_UNIQUE
         elif not (isinstance(query, str) and query.strip()):
             l1_called, reason = False, L1_SKIPPED_BLANK
         else:
             l1_called = True
-            reason = L1_CALLED_SEVERAL if remaining else L1_CALLED_NONE
+            reason = L1_CALLED_GENERIC if generic else L1_CALLED_SEVERAL if remaining else L1_CALLED_NONE
             t = time.perf_counter()
             try:
                 l1_hits = list(self._l1.search(query, top_k=L1_TOP_K, category=None))
@@ -204,22 +268,38 @@ class HybridLookup:
             timings["l1"] = _ms(t)
         log.debug("[%s] %s", request_id, reason)
 
-        primary = None
+        chosen: L0Match | None = None
         primary_reason = ""
-        note = None
         if first is not None:
-            if remaining > 1:
+            chosen = matches[first]
+            if generic and l1_error is None:
+                chosen, primary_content = self._l1_pick(matches, l1_hits, stale)
+                decision = DECIDED_GENERIC if chosen is not None else DECIDED_GENERIC_MISS
+                if chosen is not None:
+                    primary_reason = (f"only generic keywords matched (“{chosen.rarest_keyword}” is claimed by "
+                                      f"{chosen.claimed_by} pages); L1 ranks this page highest among them")
+            elif remaining > 1:
                 first, primary_content, primary_reason = self._break_tie(matches, first, primary_content, l1_hits,
                                                                          stale)
-            entry = matches[first].entry
+                chosen = matches[first]
+                decision = DECIDED_SUBSTRING if not words else \
+                    DECIDED_TIE if primary_reason.startswith("tied") else DECIDED_RANKED
+            else:
+                decision = DECIDED_UNIQUE if not generic else DECIDED_RANKED
+        else:
+            decision = DECIDED_MISS
+
+        primary = None
+        note = None
+        if chosen is not None:
+            entry = chosen.entry
             versions = self._index.versions(entry.file_path)
             if len(versions) > 1:
-                entry, primary_content = self._in_language(entry, primary_content, versions,
-                                                           query_language(query, self._default_language))
+                entry, primary_content = self._in_language(entry, primary_content, versions, language)
             primary = Primary(
                 content=primary_content or "",
                 source=entry.file_path,
-                confidence="high" if remaining == 1 else "low",
+                confidence="high" if remaining == 1 and not generic else "low",
                 available_sections=entry.sections,
                 translations=tuple((v.file_path, v.lang) for v in versions if v.file_path != entry.file_path),
             )
@@ -232,15 +312,18 @@ class HybridLookup:
                     "keywords, and L1 passages are not split by section")
         supplement = None
         if l1_hits:
-            best = self._supplement(l1_hits, primary, query_language(query, self._default_language))
-            supplement = Supplement(content=best.content, source=best.source)
+            best = self._supplement(l1_hits, primary, language)
+            if best is not None:
+                supplement = Supplement(content=best.content, source=best.source, retrievers=best.retrievers)
+        if primary is None and supplement is None and decision == DECIDED_MISS:
+            decision = DECIDED_NOTHING
+        alternatives: tuple[Alternative, ...] = ()
+        if (primary is not None and primary.confidence == "low") or (primary is None and supplement is not None):
+            alternatives = self._alternatives(matches, l1_hits, primary, supplement, stale, language)
 
         head = [m for m in matches[:TRACE_MATCHES] if m.entry.file_path not in stale]
-        if first is not None and first >= TRACE_MATCHES:
-            head = [matches[first], *head[: TRACE_MATCHES - 1]]
-        elif first is not None and head and head[0] is not matches[first]:
-            head.remove(matches[first])
-            head.insert(0, matches[first])
+        if chosen is not None:
+            head = [chosen, *(m for m in head if m.entry.file_path != chosen.entry.file_path)][:TRACE_MATCHES]
         timings["total"] = _ms(started)
         trace = LookupTrace(
             request_id=request_id,
@@ -255,9 +338,13 @@ class HybridLookup:
             timings_ms=timings,
             l0_total=total - len(stale),
             primary_reason=primary_reason,
+            decision=decision,
+            generic_limit=matches.generic_limit if words else None,
+            primary_source=chosen.entry.file_path if chosen is not None else None,
         )
         result = LookupResult(found=primary is not None or supplement is not None,
-                              primary=primary, supplement=supplement, trace=trace, note=note)
+                              primary=primary, supplement=supplement, trace=trace, note=note,
+                              alternatives=alternatives)
         log.info("[%s] lookup %r: found=%s l0=%d l1=%s in %.1f ms", request_id, query, result.found,
                  remaining, "called" if l1_called else "skipped", timings["total"])
         return result
@@ -275,16 +362,80 @@ class HybridLookup:
             content = content[:PRIMARY_MAX_CHARS] + "..."
         return replace(primary, content=content, section=served.path), None
 
-    def _supplement(self, hits: list[L1Hit], primary: Primary | None, language: str) -> L1Hit:
-        """L1's best passage from another page than the primary's (its translations are the same page); of a
-        page L1 found in several languages, the version in the query's language."""
+    def _supplement(self, hits: list[L1Hit], primary: Primary | None, language: str) -> L1Hit | None:
+        """L1's best passage from another page than the primary's (its translations are the same page), in the
+        query's language when L1 found that page in several; when L1 found only the primary's page, its best
+        passage that `primary.content` does not already show (else none: it would add nothing)."""
         taken = {primary.source, *(source for source, _ in primary.translations)} if primary is not None else set()
-        best = next((h for h in hits if h.source not in taken), hits[0])
+        others = [h for h in hits if h.source not in taken]
+        if not others:
+            shown = _collapsed(primary.content) if primary is not None else ""
+            return next((h for h in hits if not _shows(shown, h.content)), None)
+        best = others[0]
         entry = self._index.get(best.source)
         if entry is not None and entry.lang != language:
             in_language = {v.file_path for v in self._index.versions(best.source) if v.lang == language}
-            best = next((h for h in hits if h.source in in_language and h.source not in taken), best)
+            best = next((h for h in others if h.source in in_language), best)
         return best
+
+    def _l1_pick(self, matches: RankedMatches, l1_hits: list[L1Hit],
+                 stale: list[str]) -> tuple[L0Match | None, str | None]:
+        """The L0 hit whose page L1 ranks best, with its content; `(None, None)` when L1 found none of them."""
+        for hit in l1_hits:
+            match = matches.find(hit.source)
+            if match is None or match.entry.file_path in stale:
+                continue
+            text = self._index.read_document(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
+            if text is None:
+                stale.append(match.entry.file_path)
+                continue
+            return match, text
+        return None, None
+
+    def _alternatives(self, matches: RankedMatches, l1_hits: list[L1Hit], primary: Primary | None,
+                      supplement: Supplement | None, stale: list[str], language: str) -> tuple[Alternative, ...]:
+        """Up to five other candidate pages, best first: pages both tiers found, then pages a specific keyword
+        matched, then L1's other pages, then pages only a generic keyword matched. One entry per page, in
+        the query's language when the page has that version."""
+        taken: set[str] = set()
+        for source in (primary.source if primary else None, supplement.source if supplement else None):
+            if source is not None:
+                taken.update(v.file_path for v in self._index.versions(source) or ())
+                taken.add(source)
+        ranked: list[tuple[int, int, str, str]] = []  # (class, order, file_path, why)
+        in_l0: set[str] = set()
+        for order, hit in enumerate(l1_hits):
+            retrievers = "+".join(hit.retrievers) or "L1"
+            match = matches.find(hit.source)
+            if match is not None:
+                in_l0.add(match.entry.file_path)
+                ranked.append((0, order, hit.source, f"L1 rank {order + 1} ({retrievers}) and keyword "
+                                                     f"“{match.rarest_keyword}”"))
+            else:
+                ranked.append((2, order, hit.source, f"L1 rank {order + 1} ({retrievers}, score {hit.score:g})"))
+        for order, match in enumerate(matches[:TRACE_MATCHES]):
+            path = match.entry.file_path
+            if path in in_l0 or path in stale:
+                continue
+            generic = matches.is_generic(match.claimed_by)
+            ranked.append((3 if generic else 1, order, path,
+                           f"keyword “{match.rarest_keyword}” ({'generic, ' if generic else ''}claimed by "
+                           f"{_documents(match.claimed_by)})"))
+        found: list[Alternative] = []
+        for _cls, _order, path, why in sorted(ranked, key=lambda r: (r[0], r[1])):
+            if path in taken:
+                continue
+            versions = self._index.versions(path)
+            taken.update(v.file_path for v in versions)
+            taken.add(path)
+            entry = next((v for v in versions if v.lang == language), None) or self._index.get(path)
+            if entry is None:  # an L1 hit without an L0 entry (no frontmatter)
+                found.append(Alternative(path, "", "und", why))
+            else:
+                found.append(Alternative(entry.file_path, entry.title, entry.lang, why))
+            if len(found) >= MAX_ALTERNATIVES:
+                break
+        return tuple(found)
 
     def _in_language(self, entry: KnowledgeEntry, content: str | None, versions: tuple[KnowledgeEntry, ...],
                      language: str) -> tuple[KnowledgeEntry, str | None]:
@@ -342,6 +493,17 @@ class HybridLookup:
                                      f"“{runner_up.rarest_keyword}” by {runner_up.claimed_by}")
         return chosen, content, (f"“{won.rarest_keyword}” is longer than “{runner_up.rarest_keyword}” "
                                  f"(each claimed by {_documents(won.claimed_by)})")
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _shows(shown: str, passage: str) -> bool:
+    """Whether `shown` (collapsed) already contains `passage`: its first line of text after a heading."""
+    lines = [line for line in passage.strip().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    probe = _collapsed(" ".join(lines))[:80]
+    return bool(shown) and (not probe or probe in shown)
 
 
 def _documents(n: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import GENERIC_MIN_DOCUMENTS, KnowledgeBase, KnowledgeBaseError
+from kb_core import KnowledgeBase, KnowledgeBaseError
 from pages.shell.views import flash, render_preview, selected_row, show_flash, table_key
 
 PROBLEMS, ALL = "Problems only", "All keywords"
@@ -29,7 +29,8 @@ def render_keyword_map(kb: KnowledgeBase) -> None:
     m4.metric("Weak (ignored by L0)", len(summary.weak), help="Shorter than 2 characters, only digits or "
               "punctuation, a stop word, or beyond a document's 64th keyword: they would match almost anything.")
     if summary.generic:
-        st.caption(f"Generic (claimed by {GENERIC_MIN_DOCUMENTS}+ documents, most first): " + ", ".join(
+        st.caption(f"Generic (claimed by more than {summary.generic_limit} pages, most first; they do not decide "
+                   "an answer alone — L1 does): " + ", ".join(
             f"`{r.keyword}` ({len(r.file_paths)})" for r in summary.generic[:12]))
 
     f1, f2 = st.columns([1, 2])
