@@ -153,8 +153,10 @@ def test_playground_several_hits_show_primary_supplement_and_why(synced_sample):
     assert "confidence: low" in markdown and "semantic_L1" in markdown
     assert "several L0 hits" in markdown
     assert ":orange-background[**超时**]" in markdown  # the matched keyword is highlighted
-    hits = at.dataframe[0].value
+    alternatives, hits = (frame.value for frame in at.dataframe)  # the answer is unsure: alternatives first
     assert "bm25" in " ".join(hits["found by"])
+    assert set(alternatives.columns) == {"source", "title", "lang", "why"} and len(alternatives) >= 1
+    assert "Decided by" in markdown and "found by bm25" in markdown
 
 
 def test_playground_no_l0_hit_answers_from_l1_only(synced_sample):

@@ -1,8 +1,8 @@
 """Answer quality on documentation shaped like the real thing (tests/fixtures/realistic_kb: 49 English and
 Chinese pages with shared generic keywords, short keywords, bilingual pairs, licence comments, MDX imports
-and Docusaurus heading ids) and 185 labelled queries. The floors are the evaluation command's own numbers: a
-change that lowers answer quality fails here. Real stores: SQLite, Milvus Lite, BM25 (no model: the default when
-BGE-M3 is not in the local cache)."""
+and Docusaurus heading ids) and 200-odd labelled queries, off-topic questions in both languages among them.
+The floors are the evaluation command's own numbers: a change that lowers answer quality fails here. Real
+stores: SQLite, Milvus Lite, BM25 (no model: the default when BGE-M3 is not in the local cache)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_fixture_set_is_realistic_and_large_enough():
     queries = load_queries(QUERIES)
     kinds = {q.kind for q in queries}
     assert len(queries) >= 150 and {"keyword_in_sentence", "title", "summary", "body_sentence", "identifier",
-                                    "unknown_code"} <= kinds
+                                    "unknown_code", "off_topic"} <= kinds
     docs = list((FIXTURES / "realistic_kb").rglob("*.md"))
     assert len(docs) >= 40
     texts = [d.read_text(encoding="utf-8") for d in docs]
@@ -70,6 +70,7 @@ def test_answer_quality_floors(reports):
     assert report.kind("body_sentence").answered_pct >= 93
     assert report.kind("identifier").answered_pct >= 95
     assert report.kind("unknown_code").not_found_pct >= 95
+    assert report.kind("off_topic").not_found_pct >= 95  # questions about something else, in both languages
     assert report.overall.high_but_wrong_pct <= 2
     # right first: the first thing an agent reads (the primary, else the supplement) is an expected document
     assert report.kind("keyword_in_sentence").right_first_pct >= 95

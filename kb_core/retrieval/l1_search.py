@@ -4,8 +4,10 @@ The two searches run separately and are fused here (RRF, k=60) rather than with 
 so every hit knows which retrievers found it — the console's "why" panel shows it. Then:
 
 - Relevance, not mere nearness: a hit needs at least half of the query's content terms (question words and
-  filler such as "如何", "有关", "what", "explain" do not count), or, for a dense-only hit, a cosine of at
-  least `min_dense_score`. An identifier in the query (`key_claim_name`, `E73011`, `proxy-rewrite`) counts
+  filler such as "如何", "有关", "what", "explain" do not count), and at least `min_weighted_coverage` of
+  them weighted by rarity (BM25's idf over the chunks, when the full-text engine knows it), so that words
+  found on every page ("做", "plugin") cannot carry an off-topic question; or, for a dense-only hit, a
+  cosine of at least `min_dense_score`. An identifier in the query (`key_claim_name`, `E73011`, `proxy-rewrite`) counts
   only where it occurs whole, and a hit must contain at least one of the query's identifiers: a code that
   occurs nowhere finds nothing (Spec 5.4's "完全不存在的内容XYZ" → found: false).
 - Titles: a query equal to a document's title, or containing all of its content words, ranks that
@@ -17,6 +19,7 @@ so every hit knows which retrievers found it — the console's "why" panel shows
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 from kb_core import terms as text_analysis
@@ -48,12 +51,14 @@ class VectorSearcher:
         embedder: Embedder | None,
         *,
         min_coverage: float = 0.5,
+        min_weighted_coverage: float = 0.4,
         min_dense_score: float = 0.4,
         candidates: int = 20,
     ):
         self._store = store
         self._embedder = embedder
         self._min_coverage = min_coverage
+        self._min_weighted = min_weighted_coverage
         self._min_dense_score = min_dense_score
         self._candidates = candidates
 
@@ -79,6 +84,8 @@ class VectorSearcher:
 
         analysed = text_analysis.analyse_query(query)
         query_terms, whole, required = list(analysed.terms), analysed.whole, analysed.required
+        weights = self._weights(query_terms, whole)
+        total_weight = sum(weights.values())
         title_rank = _TitleMatcher(query, query_terms)
         ranked = sorted(fused.values(), key=lambda c: (title_rank(c.row), c.rrf), reverse=True)
         hits: list[L1Hit] = []
@@ -91,7 +98,10 @@ class VectorSearcher:
             identifier_share = text_analysis.coverage(required, cand.row.text, whole)[0] if required else 1.0
             has_identifier = identifier_share > 0
             # every identifier of the query, found whole, is evidence enough ("admin_key_required 设置成 false")
-            lexical = cand.bm25 is not None and (share >= self._min_coverage or (required and identifier_share == 1))
+            weighted = sum(weights[t] for t in _matched) / total_weight if total_weight else share
+            lexical = cand.bm25 is not None and (
+                (share >= self._min_coverage and weighted >= self._min_weighted)
+                or (required and identifier_share == 1))
             semantic = cand.dense is not None and cand.dense >= self._min_dense_score
             if not (title_match or (has_identifier and (lexical or semantic))):
                 continue
@@ -109,6 +119,19 @@ class VectorSearcher:
         log.debug("L1 %r: %d candidates, %d relevant (terms %s)", query, len(fused), len(hits), query_terms)
         return hits
 
+    def _weights(self, query_terms: list[str], whole: frozenset[str]) -> dict[str, float]:
+        """Each content term's weight: BM25's idf over the chunks (a term on every page weighs little, one on
+        none weighs most); identifiers weigh most. Equal weights when the engine cannot say."""
+        try:
+            stats = self._store.document_frequencies([t for t in query_terms if t not in whole])
+        except KnowledgeBaseError as exc:
+            log.warning("term statistics unavailable, weighting the query's terms equally: %s", exc)
+            stats = None
+        if stats is None:
+            return dict.fromkeys(query_terms, 1.0)
+        counts, total = stats
+        return {t: _idf(0 if t in whole else counts.get(t, 0), total) for t in query_terms}
+
     def _body_of(self, meta: ChunkRow, ranked: list[_Candidate], used: set[str]) -> ChunkRow:
         """The document's best-ranked body chunk among the candidates, else its first body chunk."""
         for cand in ranked:
@@ -120,6 +143,11 @@ class VectorSearcher:
             log.warning("cannot read the body of document %d, answering with its metadata: %s", meta.doc_id, exc)
             return meta
         return body[0] if body else meta
+
+
+def _idf(df: int, total: int) -> float:
+    """BM25's idf (always positive)."""
+    return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
 
 
 def _is_frontmatter(row: ChunkRow) -> bool:

@@ -145,6 +145,10 @@ class ChunkStore(Protocol):
 
     def search_dense(self, vector: Vector, *, limit: int, category: str | None = None) -> list[ScoredChunk]: ...
 
+    def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int] | None:
+        """Chunks holding each term and the chunk count (how rare a query's terms are); None: not known."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -370,6 +370,13 @@ class MilvusVectorStore:
         # Milvus Lite reports BM25 as negative distances; a server reports positive scores.
         return [ScoredChunk(self._row(h), abs(float(h["distance"]))) for h in hits]
 
+    def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int] | None:
+        """From the SQLite FTS5 vocabulary; Milvus' own BM25 does not expose its term statistics (None)."""
+        if self._fulltext is None:
+            return None
+        with self._milvus("read term statistics"):
+            return self._fulltext.document_frequencies(terms)
+
     def search_dense(self, vector: list[float], *, limit: int, category: str | None = None) -> list[ScoredChunk]:
         if self._dense_dim is None:
             return []
