@@ -7,6 +7,8 @@ knowledge base has no answer and the query must come back `found: false`.
 
 Per query kind it reports:
 - answered: an expected document is the primary or the supplement;
+- right first: the first thing an agent reads (the primary, else the supplement) is an expected document;
+- named: the answer names an expected document anywhere (primary, supplement, alternatives, suggestions);
 - right primary: the primary is an expected document;
 - high but wrong: confidence "high" on a document that is not expected (the worst answer there is);
 - not found: share of the no-answer queries that came back `found: false`;
@@ -51,6 +53,8 @@ class QueryOutcome:
     # whether the first thing an agent reads (the primary, else the supplement) is in the query's language;
     # None when nothing was served or its language is unknown
     in_query_language: bool | None = None
+    # the documents an unsure answer offers besides (alternatives, "did you mean" suggestions), relative paths
+    named: tuple[str, ...] = ()
 
     @property
     def has_answer(self) -> bool:
@@ -59,6 +63,10 @@ class QueryOutcome:
     @property
     def answered(self) -> bool:
         return any(p in self.query.expected for p in (self.primary, self.supplement) if p)
+
+    @property
+    def named_anywhere(self) -> bool:
+        return self.answered or any(p in self.query.expected for p in self.named)
 
     @property
     def right_primary(self) -> bool:
@@ -88,6 +96,7 @@ class KindReport:
     p99_ms: float
     in_language_pct: float | None = None  # of the answers whose language is known: served in the query's
     right_first_pct: float | None = None  # the primary, else the supplement, is an expected document
+    named_pct: float | None = None  # an expected document is named anywhere in the answer
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,7 @@ def evaluate(kb: Any, queries: Sequence[LabelledQuery],
             supplement=_relative(kb, result.supplement.source) if result.supplement else None,
             latency_ms=latency,
             in_query_language=_in_query_language(kb, item.query, result),
+            named=tuple(_relative(kb, n.source) for n in (*result.alternatives, *result.suggestions)),
         ))
         if progress is not None:
             progress(i + 1, len(queries))
@@ -192,6 +202,7 @@ def _summarise(kind: str, outcomes: Sequence[QueryOutcome]) -> KindReport:
         p99_ms=round(percentile(latencies, 99) or 0.0, 2),
         in_language_pct=_pct(sum(judged), len(judged)),
         right_first_pct=_pct(sum(o.right_first for o in answerable), len(answerable)),
+        named_pct=_pct(sum(o.named_anywhere for o in answerable), len(answerable)),
     )
 
 
@@ -199,12 +210,13 @@ def format_table(report: EvaluationReport) -> str:
     def cell(value: float | None) -> str:
         return "—" if value is None else f"{value:.1f} %"
 
-    lines = ["| kind | queries | answered | right first | right primary | high but wrong | not found (no answer) | "
-             "in the query's language | p50 / p99 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| kind | queries | answered | right first | named | right primary | high but wrong | "
+             "not found (no answer) | in the query's language | p50 / p99 |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for k in (*report.kinds, report.overall):
         name = f"**{k.kind}**" if k is report.overall else k.kind
         lines.append(f"| {name} | {k.queries} | {cell(k.answered_pct)} | {cell(k.right_first_pct)} | "
+                     f"{cell(k.named_pct)} | "
                      f"{cell(k.right_primary_pct)} | {cell(k.high_but_wrong_pct)} | {cell(k.not_found_pct)} | "
                      f"{cell(k.in_language_pct)} | {k.p50_ms:.1f} / {k.p99_ms:.1f} ms |")
     return "\n".join(lines)
