@@ -469,8 +469,8 @@ def render_quality(docs: Path = DOCS) -> str:
         "supplement — is an expected document), **named** (an expected document is named anywhere in the answer: "
         "primary, supplement, `alternatives` or `suggestions`), **right primary**, **high but wrong** "
         "(confidence `high` on a document that is not expected), **not found** for the queries without an "
-        "answer, **in the query's language** (of the answers whose language is known), and latency; then the "
-        "failed queries. "
+        "answer, **in the query's language** (of the answers whose page exists in that language), and latency; then"
+        " the failed queries. "
         "\"Right primary\" counts only L0 answers (L1 answers in the supplement).")
     out += _para(
         f"The set: `tests/fixtures/realistic_kb/` — {run.get('documents', '?')} English and Chinese pages of two "

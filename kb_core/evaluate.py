@@ -10,6 +10,8 @@ Per query kind it reports:
 - right first: the first thing an agent reads (the primary, else the supplement) is an expected document;
 - named: the answer names an expected document anywhere (primary, supplement, alternatives, suggestions);
 - right primary: the primary is an expected document;
+- in the query's language: the first thing served is in the query's language, of the answers whose page has
+  a version in it;
 - high but wrong: confidence "high" on a document that is not expected (the worst answer there is);
 - not found: share of the no-answer queries that came back `found: false`;
 - latency p50 / p99 of `lookup`.
@@ -170,11 +172,16 @@ def evaluate(kb: Any, queries: Sequence[LabelledQuery],
 
 
 def _in_query_language(kb: Any, query: str, result: Any) -> bool | None:
+    """Whether the first thing served is in the query's language; `None` (not judged) when its language is
+    unknown or its page has no version in that language (serving the only version is right)."""
     served = result.primary or result.supplement
     entry = kb.l0_entry(served.source) if served is not None else None
     if entry is None or entry.lang == "und":
         return None
-    return entry.lang == query_language(query, kb.settings.default_language)
+    language = query_language(query, kb.settings.default_language)
+    if entry.lang != language and all(v.lang != language for v in kb.language_versions(served.source)):
+        return None
+    return entry.lang == language
 
 
 def _relative(kb: Any, source: str) -> str:

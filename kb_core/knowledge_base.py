@@ -251,6 +251,10 @@ class KnowledgeBase:
         """What L0 holds for a document (keywords it matches and ignores, sections), or `None`."""
         return self._index.get(file_path)
 
+    def language_versions(self, file_path: str) -> tuple[KnowledgeEntry, ...]:
+        """The versions of a document's page in every language L0 holds (itself included; empty: not in L0)."""
+        return self._index.versions(file_path)
+
     def relative_path(self, file_path: str) -> str | None:
         """`api/x.md` for `knowledge_base/api/x.md`; `None` outside the knowledge base."""
         return self._folder.relative_path(file_path)
