@@ -1,0 +1,121 @@
+"""Who may do what: roles, the acting identity, and the role map from settings (`auth.roles` / `KB_ROLES`).
+
+Three roles, each including the one before: a **viewer** looks things up and reads documents and tool calls;
+a **curator** also uploads, edits and deletes; an **admin** also reconciles, re-indexes and sees settings.
+The console maps a signed-in user's e-mail address (or domain, or group) to a role; agents' in-process calls
+and the CLI act as the service identity (`KB_SERVICE_IDENTITY`, an admin). The facade checks the actor on
+every write (`KnowledgeBase.as_user`), so a page that shows a button by mistake still cannot write.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kb_core.errors import KnowledgeBaseError, SettingsError
+
+
+class Role(enum.IntEnum):
+    VIEWER = 1
+    CURATOR = 2
+    ADMIN = 3
+
+    @classmethod
+    def parse(cls, name: str) -> Role:
+        try:
+            return cls[str(name).strip().upper()]
+        except KeyError:
+            raise SettingsError(f"unknown role {name!r}: use viewer, curator or admin") from None
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class AccessDeniedError(KnowledgeBaseError):
+    """The acting user's role does not allow this."""
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: a signed-in user (`name` is the e-mail address) or a service identity (`agent`, `cli`,
+    `mcp`, `watcher`); recorded on every write."""
+
+    name: str
+    role: Role
+
+    def require(self, role: Role, action: str) -> None:
+        if self.role < role:
+            raise AccessDeniedError(f"{self.name} ({self.role.label}) may not {action}: it needs the "
+                                    f"{role.label} role")
+
+    def may(self, role: Role) -> bool:
+        return self.role >= role
+
+
+def service_actor(name: str = "agent") -> Actor:
+    """Agents' in-process calls, the CLI and the watcher act with every right: they run on the server itself."""
+    return Actor(name, Role.ADMIN)
+
+
+@dataclass(frozen=True)
+class RoleMap:
+    """E-mail addresses, domains (`@example.com` or `example.com`) and groups (`group:ops`) -> roles. The most
+    specific entry wins (address, then group, then domain); several groups: the highest role."""
+
+    addresses: Mapping[str, Role]
+    domains: Mapping[str, Role]
+    groups: Mapping[str, Role]
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str] | str | None) -> RoleMap:
+        """From `auth.roles` in kb.yaml (a mapping) or `KB_ROLES` (JSON, or `who=role,who=role`)."""
+        if raw is None or raw == "":
+            return cls({}, {}, {})
+        if isinstance(raw, str):
+            text = raw.strip()
+            if text.startswith("{"):
+                try:
+                    raw = json.loads(text)
+                except ValueError as exc:
+                    raise SettingsError(f"KB_ROLES is not valid JSON: {exc}") from exc
+            else:
+                pairs = [p for p in (part.strip() for part in text.split(",")) if p]
+                if any("=" not in p for p in pairs):
+                    raise SettingsError("KB_ROLES must be JSON or 'who=role,who=role'")
+                raw = dict(p.split("=", 1) for p in pairs)
+        if not isinstance(raw, Mapping):
+            raise SettingsError("auth.roles must map e-mail addresses, domains or groups to roles")
+        addresses: dict[str, Role] = {}
+        domains: dict[str, Role] = {}
+        groups: dict[str, Role] = {}
+        for who, role_name in raw.items():
+            key = str(who).strip().casefold()
+            role = Role.parse(role_name)
+            if key.startswith("group:"):
+                groups[key[len("group:"):].strip()] = role
+            elif key.startswith("@") or "@" not in key:
+                domains[key.lstrip("@")] = role
+            else:
+                addresses[key] = role
+        return cls(addresses, domains, groups)
+
+    def role_of(self, email: str | None, groups: Iterable[str] = ()) -> Role | None:
+        """The role of a signed-in user, or `None`: not allowed in at all."""
+        if email:
+            address = email.strip().casefold()
+            if address in self.addresses:
+                return self.addresses[address]
+        found = [self.groups[g] for g in (str(g).casefold() for g in groups) if g in self.groups]
+        if found:
+            return max(found)
+        if email and "@" in email:
+            domain = email.strip().casefold().rsplit("@", 1)[1]
+            if domain in self.domains:
+                return self.domains[domain]
+        return None
+
+    def __bool__(self) -> bool:
+        return bool(self.addresses or self.domains or self.groups)
