@@ -1,4 +1,5 @@
-"""kb_core: the knowledge-base library behind the console and the agents' `lookup_knowledge` tool.
+"""kb_core: the knowledge-base library behind the console and the agents' tools (`lookup_knowledge`,
+`read_document`).
 
 It never imports streamlit. Heavy dependencies (torch, FlagEmbedding, pymilvus) load lazily.
 
@@ -8,15 +9,24 @@ Layout (each sub-package's docstring says what it owns and what it may import):
   the document service that writes to every store);
 - `kb_core.retrieval`: answering a query (L0 keyword index, L1 searcher, the hybrid lookup and its result);
 - `kb_core.storage`: the adapters and their ports (SQL metadata + migrations, Milvus, embedding models);
-- `kb_core.agent`: `lookup_knowledge` for agents (tool, schema, call log and its statistics, MCP server);
+- `kb_core.agent`: the agents' tools, `lookup_knowledge` and `read_document` (schemas, response model, call log
+  and its statistics, MCP server);
 - top level: this public API, `settings`, `errors`, `terms` (text normalisation), `progress`, `stats`,
   `knowledge_base` (the `KnowledgeBase` facade) and `bootstrap` (the composition root);
   the `kb` command (`cli`); `kb_core.testing` holds offline test helpers.
 """
 
 from kb_core.agent.call_stats import confidence_of
-from kb_core.agent.tool import TOOL_DESCRIPTION, TOOL_NAME, openai_tool_schema
-from kb_core.bootstrap import default_knowledge_base, lookup_knowledge, open_knowledge_base
+from kb_core.agent.tool import (
+    READ_TOOL_DESCRIPTION,
+    READ_TOOL_NAME,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    openai_read_tool_schema,
+    openai_tool_schema,
+    openai_tool_schemas,
+)
+from kb_core.bootstrap import default_knowledge_base, lookup_knowledge, open_knowledge_base, read_document
 from kb_core.documents.batch import BatchAction, BatchFile
 from kb_core.documents.cleaning import clean_document
 from kb_core.documents.entry import KnowledgeEntry
@@ -66,8 +76,13 @@ __all__ = [
     "default_knowledge_base",
     "lookup_knowledge",
     "openai_tool_schema",
+    "openai_tool_schemas",
+    "openai_read_tool_schema",
+    "read_document",
     "TOOL_NAME",
     "TOOL_DESCRIPTION",
+    "READ_TOOL_NAME",
+    "READ_TOOL_DESCRIPTION",
     "Frontmatter",
     "FrontmatterError",
     "HybridLookup",

@@ -140,3 +140,17 @@ def lookup_knowledge(query: str, section_title: str | None = None) -> dict:
         return {"found": False, "primary": None, "supplement": None,
                 "error": f"the knowledge base could not be opened: {exc}"}
     return kb.lookup_knowledge(query, section_title, caller="python")
+
+
+def read_document(source: str, section_title: str | None = None) -> dict:
+    """The `read_document` agent tool on the default knowledge base: the document at `source` (a source from a
+    `lookup_knowledge` answer) served like a primary, or its section `section_title`. Logged with caller
+    "python". Never raises: an unknown source, bad arguments, or a knowledge base that cannot be opened return
+    the same shape plus an `error` string."""
+    try:
+        kb = default_knowledge_base()
+    except Exception as exc:  # noqa: BLE001 - an agent loop must get a readable answer, not a crash
+        log.error("the knowledge base could not be opened: %s", exc)
+        return {"found": False, "primary": None, "supplement": None,
+                "error": f"the knowledge base could not be opened: {exc}"}
+    return kb.read_document_tool(source, section_title, caller="python")

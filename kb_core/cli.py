@@ -31,10 +31,10 @@ _DELEGATED: dict[str, tuple[str, str]] = {
                  "reports, per kind of query, how often an expected document is answered, the right primary, "
                  "'high but wrong' and latency. Options: QUERIES.jsonl [--json OUT] [--failures N] [--sync]. "
                  "Same as `python -m kb_core.evaluate`."),
-    "mcp": ("serve lookup_knowledge to agents over MCP",
-            "Serves the lookup_knowledge tool over stdio (or with --http [--port 8765] over streamable HTTP on "
-            "127.0.0.1), on the same settings as the console. Options: [--http] [--port N] [--log-level LEVEL]. "
-            "Same as `python -m kb_core.mcp`."),
+    "mcp": ("serve lookup_knowledge and read_document to agents over MCP",
+            "Serves the lookup_knowledge and read_document tools over stdio (or with --http [--port 8765] over "
+            "streamable HTTP on 127.0.0.1), on the same settings as the console. Options: [--http] [--port N] "
+            "[--log-level LEVEL]. Same as `python -m kb_core.mcp`."),
     "migrate": ("bring the database schema up to date",
                 "Migrates the configured database to REVISION (default head); --current only prints the current "
                 "revision. Opening the knowledge base migrates too. Same as `python -m kb_core.migrate`."),

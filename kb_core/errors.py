@@ -5,7 +5,8 @@ KnowledgeBaseError
 ├── InvalidInputError        the caller's input is wrong: fix it and try again
 │   ├── SettingsError        a setting (env KB_*, kb.yaml); the message names it
 │   ├── FrontmatterError     a frontmatter block that is not usable
-│   └── ToolArgumentError    `lookup_knowledge` arguments an agent got wrong
+│   ├── ToolArgumentError    tool arguments an agent got wrong (`lookup_knowledge`, `read_document`)
+│   └── UnknownSourceError   `read_document` of a source that is no indexed document
 ├── BackendError             a backend failed: retry, or fix the backend
 │   ├── MetadataStoreError   the SQL database
 │   ├── VectorStoreError     Milvus
@@ -38,7 +39,13 @@ class FrontmatterError(InvalidInputError):
 
 
 class ToolArgumentError(InvalidInputError):
-    """`lookup_knowledge` was called with arguments it cannot use; the agent gets the message as `error`."""
+    """A tool (`lookup_knowledge`, `read_document`) was called with arguments it cannot use; the agent gets the
+    message as `error`."""
+
+
+class UnknownSourceError(InvalidInputError):
+    """`read_document` was asked for a source that is no indexed document (unknown, outside the knowledge base,
+    or its file is gone); the agent gets the message as `error`."""
 
 
 class BackendError(KnowledgeBaseError):

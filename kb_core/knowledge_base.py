@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
-from kb_core.agent.tool import CallRecorder, LookupTool, ToolResponse
+from kb_core.agent.tool import (
+    READ_TOOL_NAME,
+    TOOL_NAME,
+    TOOL_NAMES,
+    CallRecorder,
+    LookupTool,
+    ReadDocumentTool,
+    ToolResponse,
+)
 from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.folder import KnowledgeFolder
@@ -28,6 +36,7 @@ from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.keyword_map import KeywordHit, KeywordMap, keyword_hits, keyword_map
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
+from kb_core.retrieval.reading import DocumentReader
 from kb_core.settings import Settings
 from kb_core.storage.embedding import ModelState
 from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
@@ -129,7 +138,8 @@ class KnowledgeBase:
         self._follower = follower
         self._watcher = watcher
         self._recorder = CallRecorder(metadata)
-        self._tool = LookupTool(lookup, self._recorder)
+        self._tools = {TOOL_NAME: LookupTool(lookup, self._recorder),
+                       READ_TOOL_NAME: ReadDocumentTool(DocumentReader(index), self._recorder)}
         self._write_counter = itertools.count(1)  # next() is atomic: concurrent writes never share a number
         self._writes = 0  # moved before and after each write: with the feed, the version summaries are keyed on
         self._summaries = SummaryCache(self._version)
@@ -150,12 +160,26 @@ class KnowledgeBase:
         """The agent tool: exactly the spec's JSON (plus `error` for refused arguments). Logged to `tool_call`."""
         return self.call_tool({"query": query, "section_title": section_title}, caller=caller).payload
 
-    def call_tool(self, arguments: object, *, caller: str = "python") -> ToolResponse:
-        """`lookup_knowledge` with raw arguments, returning the payload *and* the trace (the playground's view)."""
-        return self._tool.call(arguments, caller=caller)
+    def read_document_tool(self, source: str, section_title: str | None = None, *, caller: str = "python") -> dict:
+        """The `read_document` agent tool: the document at `source` (a source from an answer, or
+        `category/file.md`) served like a lookup's primary, or its section `section_title`; an `error` result for
+        a source that is no indexed document. Logged to `tool_call`. (`read_document` is the raw file text.)"""
+        return self.call_tool({"source": source, "section_title": section_title}, caller=caller,
+                              tool=READ_TOOL_NAME).payload
+
+    def call_tool(self, arguments: object, *, caller: str = "python", tool: str = TOOL_NAME) -> ToolResponse:
+        """A tool (`lookup_knowledge` by default, or `read_document`) with raw arguments, returning the payload
+        *and* the result (a lookup's has the trace: the playground's view). An unknown `tool` name gives an
+        error result (not logged), as an agent that made one up should read."""
+        handler = self._tools.get(tool) if isinstance(tool, str) else None
+        if handler is None:
+            error = f"unknown tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}"
+            return ToolResponse({"found": False, "primary": None, "supplement": None, "error": error}, None, error,
+                                0.0)
+        return handler.call(arguments, caller=caller)
 
     def tool_calls(self, limit: int = 500) -> list[ToolCallRecord]:
-        """The most recent `lookup_knowledge` calls, newest first."""
+        """The most recent tool calls (`lookup_knowledge` and `read_document`), newest first."""
         self._recorder.flush(2)
         return self._metadata.recent_tool_calls(limit)
 
@@ -245,6 +269,7 @@ class KnowledgeBase:
         return tuple(sorted(folders | stored))
 
     def read_document(self, file_path: str, max_chars: int = 1_000_000) -> str | None:
+        """The raw text of a document's file (cut at `max_chars`); the agents' tool is `read_document_tool`."""
         return self._folder.read_text(file_path, max_chars)
 
     def l0_entry(self, file_path: str) -> KnowledgeEntry | None:

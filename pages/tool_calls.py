@@ -24,7 +24,8 @@ def _utc_iso(moment: datetime) -> str:
 
 kb = knowledge_base()
 st.title("🧾 Tool calls")
-st.caption("Every `lookup_knowledge` call, from agents (python, MCP) and from this console's playground.")
+st.caption("Every `lookup_knowledge` and `read_document` call, from agents (python, MCP) and from this console's "
+           "playground. The found rate and the to-do list count lookups only: a read serves the document asked for.")
 
 period = st.radio("Period", list(PERIODS), index=1, key="period", horizontal=True)
 span = PERIODS[period]
@@ -89,16 +90,24 @@ except KnowledgeBaseError as exc:
     st.error(str(exc))
     st.stop()
 
-f1, f2, f3, f4, f5 = st.columns([1, 1, 1, 1, 2])
+f0, f1, f2, f3, f4, f5 = st.columns([1, 1, 1, 1, 1, 2])
+tools = f0.multiselect("Tool", sorted({c.tool_name for c in calls}), key="f_tool")
 callers = f1.multiselect("Caller", sorted({c.caller for c in calls}), key="f_caller")
 found = f2.selectbox("Found", ["any", "found", "not found"], key="f_found")
-kinds = f3.multiselect("Answer", ["exact_L0", "semantic_L1", "error"], key="f_kind")
+kinds = f3.multiselect("Answer", ["exact_L0", "semantic_L1", "read", "error"], key="f_kind")
 confidences = f4.multiselect("Confidence", ["high", "low", "none"], key="f_confidence",
                              help="The primary (L0) answer's confidence; none: no L0 answer")
-text = f5.text_input("Query contains", key="f_text").strip().casefold()
+text = f5.text_input("Query (or source read) contains", key="f_text").strip().casefold()
+
+
+def asked(call) -> str:
+    """What the call asked: a lookup's query, a read's source."""
+    return str(call.arguments.get("query", call.arguments.get("source", "")))
 
 
 def shown(call) -> bool:
+    if tools and call.tool_name not in tools:
+        return False
     if callers and call.caller not in callers:
         return False
     if found != "any" and call.found != (found == "found"):
@@ -108,7 +117,7 @@ def shown(call) -> bool:
         return False
     if confidences and confidence_of(call) not in confidences:
         return False
-    return not text or text in str(call.arguments.get("query", "")).casefold()
+    return not text or text in asked(call).casefold()
 
 
 visible = [c for c in calls if shown(c)]
@@ -120,8 +129,8 @@ m3.metric("p50 latency", f"{percentile(latencies, 50):.1f} ms" if visible else "
 m4.metric("p95 latency", f"{percentile(latencies, 95):.1f} ms" if visible else "—")
 
 st.dataframe(
-    [{"time (UTC)": c.created_at.strftime("%Y-%m-%d %H:%M:%S"), "caller": c.caller,
-      "query": c.arguments.get("query", c.arguments), "found": c.found,
+    [{"time (UTC)": c.created_at.strftime("%Y-%m-%d %H:%M:%S"), "tool": c.tool_name, "caller": c.caller,
+      "query": c.arguments.get("query", c.arguments.get("source", c.arguments)), "found": c.found,
       # section_title asked -> heading path served ("—": none served, the answer's note said why)
       "section": f"{c.arguments['section_title']} → {c.arguments.get('_section') or '—'}"
       if c.arguments.get("section_title") else "",

@@ -52,6 +52,26 @@ def test_needs_attention_groups_not_found_l1_only_and_low_confidence(synced_samp
     assert todo["open"].iloc[0] == "./?q=err_no_such_code"  # a link that opens (and shares) the lookup
 
 
+def test_read_document_calls_are_listed_and_never_need_attention(synced_sample):
+    from kb_core import load_settings, open_knowledge_base
+
+    kb = open_knowledge_base(load_settings())  # an agent reads two documents on the same stores
+    try:
+        kb.read_document_tool("knowledge_base/domain/cache-optimization.md", caller="mcp")
+        kb.read_document_tool("api/nope.md", caller="mcp")
+        kb.flush_call_log()
+    finally:
+        kb.close()
+    at = _tool_calls_after(run_page("playground"), "完全不存在的内容XYZ")
+    calls = _frame(at, "tool")
+    assert list(zip(calls["tool"], calls["query"], calls["answer"], strict=True)) == [
+        ("lookup_knowledge", "完全不存在的内容XYZ", "—"), ("read_document", "api/nope.md", "error"),
+        ("read_document", "knowledge_base/domain/cache-optimization.md", "read")]
+    assert list(_frame(at, "low confidence")["query"]) == ["完全不存在的内容XYZ"]  # the lookup only
+    at.multiselect(key="f_tool").set_value(["read_document"]).run()
+    assert list(_frame(at, "tool")["tool"]) == ["read_document", "read_document"]
+
+
 def test_a_row_opens_in_the_playground_with_the_query(synced_sample):
     at = _tool_calls_after(run_page("playground"), "超时", "完全不存在的内容XYZ")
     at.selectbox(key="attention_query").set_value("超时").run()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import internals
 
-from kb_core import TOOL_NAME, lookup_knowledge, openai_tool_schema
+from kb_core import TOOL_NAME, lookup_knowledge, openai_tool_schema, read_document
 from kb_core.agent.call_stats import misses_by_query, percentile
 
 REPO = Path(__file__).resolve().parent.parent
@@ -123,6 +123,9 @@ def test_module_level_helper_uses_the_default_knowledge_base(monkeypatch, sample
     monkeypatch.setattr(bootstrap, "_default", None)
     try:
         assert lookup_knowledge("ERR_TIMEOUT")["primary"]["source"] == PAYMENT
+        read = read_document("api/payment-errors.md", "超时排查")
+        assert read["primary"]["source"] == PAYMENT and read["primary"]["section"] == "1. 超时类错误"
+        assert read_document("api/nope.md")["error"].startswith("no indexed document")
         assert bootstrap.default_knowledge_base() is bootstrap.default_knowledge_base()
     finally:
         if bootstrap._default is not None:

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from kb_core.stats import percentile
 from kb_core.storage.metadata_store import ToolCallRecord
-from kb_core.storage.tool_call_log import Bucket, CallBucket
+from kb_core.storage.tool_call_log import LOOKUP_TOOL, Bucket, CallBucket
 from kb_core.terms import normalize_term
 
 __all__ = ["AttentionGroup", "Bucket", "CallBucket", "MissGroup", "bucket_for", "confidence_of", "is_miss",
@@ -45,9 +45,10 @@ MissGroup = AttentionGroup  # the earlier name
 
 
 def is_miss(call: ToolCallRecord) -> bool:
-    """Needs attention: answered without error, but not found, L1 only, or with a low-confidence primary."""
-    return call.error is None and (not call.found or "exact_L0" not in call.match_types
-                                   or call.confidence == "low")
+    """Needs attention: a lookup answered without error, but not found, L1 only, or with a low-confidence
+    primary (a `read_document` call serves the document asked for: never a miss)."""
+    return call.tool_name == LOOKUP_TOOL and call.error is None and (
+        not call.found or "exact_L0" not in call.match_types or call.confidence == "low")
 
 
 def needs_attention(calls: Sequence[ToolCallRecord]) -> list[AttentionGroup]:

@@ -18,16 +18,15 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kb_core.documents.language import DEFAULT_LANGUAGE, query_language
-from kb_core.documents.sections import serve_section
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
+from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
 
 log = logging.getLogger(__name__)
 
-PRIMARY_MAX_CHARS = 2000
 L1_TOP_K = 3
 TRACE_MATCHES = 20  # the "why" panel lists this many L0 hits and "and N more"
 
@@ -49,30 +48,6 @@ class L1Hit:
 @runtime_checkable
 class L1Searcher(Protocol):
     def search(self, query: str, top_k: int = 3, category: str | None = None) -> list[L1Hit]: ...
-
-
-@dataclass(frozen=True)
-class Primary:
-    content: str
-    source: str
-    confidence: str  # "high" | "low"
-    match_type: str = "exact_L0"
-    available_sections: tuple[str, ...] | None = None  # heading paths or curator's names; None: no headings
-    section: str | None = None  # the heading path served instead of the document's head (`section_title`)
-    translations: tuple[tuple[str, str], ...] = ()  # (source, lang) of the page's other language versions
-
-    def to_dict(self) -> dict[str, Any]:
-        payload = {
-            "content": self.content,
-            "source": self.source,
-            "matchType": self.match_type,
-            "confidence": self.confidence,
-            "availableSections": list(self.available_sections) if self.available_sections is not None else None,
-            "section": self.section,
-        }
-        if self.translations:  # only for a page with translations: the spec's shape is unchanged otherwise
-            payload["translations"] = [{"source": source, "lang": lang} for source, lang in self.translations]
-        return payload
 
 
 @dataclass(frozen=True)
@@ -225,6 +200,7 @@ class HybridLookup:
         self._index = index
         self._l1 = l1
         self._default_language = default_language
+        self._reader = DocumentReader(index)
 
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
         request_id = uuid.uuid4().hex[:8]
@@ -351,16 +327,7 @@ class HybridLookup:
 
     def _serve_section(self, primary: Primary, entry: KnowledgeEntry, title: str) -> tuple[Primary, str | None]:
         """The primary with `content` = the named section (cut like any answer), or unchanged and a note."""
-        text = self._index.read_document(entry.file_path, -1)
-        if text is None:
-            return primary, f"section '{title}' could not be read: the document is gone"
-        served = serve_section(text, title, entry.section_names, entry.sections)
-        if served.content is None:
-            return primary, served.note
-        content = served.content
-        if len(content) > PRIMARY_MAX_CHARS:
-            content = content[:PRIMARY_MAX_CHARS] + "..."
-        return replace(primary, content=content, section=served.path), None
+        return self._reader.serve_section(primary, entry, title)
 
     def _supplement(self, hits: list[L1Hit], primary: Primary | None, language: str) -> L1Hit | None:
         """L1's best passage from another page than the primary's (its translations are the same page), in the

@@ -20,6 +20,9 @@ from kb_core.storage.db_models import ToolCall
 
 Bucket = Literal["hour", "day"]
 
+# Only lookups are judged (found rate, needs attention): `read_document` serves the document an agent named.
+LOOKUP_TOOL = "lookup_knowledge"
+
 _FORMATS = {  # (hour, day) per dialect; every one yields "YYYY-MM-DD HH:00:00"
     "sqlite": ("%Y-%m-%d %H:00:00", "%Y-%m-%d 00:00:00"),
     "mysql": ("%Y-%m-%d %H:00:00", "%Y-%m-%d 00:00:00"),
@@ -32,15 +35,18 @@ class CallBucket:
     """The calls of one hour or day (UTC)."""
 
     start: datetime
-    calls: int
-    found: int
+    calls: int  # every tool call (lookups and reads)
+    found: int  # lookups that found something
     errors: int
     p50_ms: float | None
     p95_ms: float | None
+    lookups: int | None = None  # `lookup_knowledge` calls (None: as many as `calls`)
 
     @property
     def found_rate(self) -> float | None:
-        return self.found / self.calls if self.calls else None
+        """Found among lookups (a `read_document` call is not a search)."""
+        judged = self.calls if self.lookups is None else self.lookups
+        return self.found / judged if judged else None
 
 
 def _naive_utc(value: datetime) -> datetime:
@@ -49,8 +55,8 @@ def _naive_utc(value: datetime) -> datetime:
 
 
 def needs_attention_clause() -> ColumnElement[bool]:
-    """Answered without error, but not found, found through L1 only, or with a low-confidence primary."""
-    return and_(ToolCall.error.is_(None),
+    """Lookups answered without error, but not found, found through L1 only, or with a low-confidence primary."""
+    return and_(ToolCall.tool_name == LOOKUP_TOOL, ToolCall.error.is_(None),
                 or_(ToolCall.found.is_(False), ToolCall.match_types.not_like("%exact_L0%"),
                     ToolCall.confidence == "low"))
 
@@ -74,6 +80,7 @@ class ToolCallQueries:
             select(
                 slot,
                 ToolCall.found.label("found"),
+                (ToolCall.tool_name == LOOKUP_TOOL).label("lookup"),
                 ToolCall.error.label("error"),
                 ToolCall.latency_ms.label("latency"),
                 func.row_number().over(partition_by=slot, order_by=ToolCall.latency_ms).label("rn"),
@@ -91,10 +98,11 @@ class ToolCallQueries:
             select(
                 ranked.c.slot,
                 func.count(),
-                func.sum(case((ranked.c.found.is_(True), 1), else_=0)),
+                func.sum(case((and_(ranked.c.found.is_(True), ranked.c.lookup.is_(True)), 1), else_=0)),
                 func.sum(case((ranked.c.error.is_not(None), 1), else_=0)),
                 nearest_rank(50),
                 nearest_rank(95),
+                func.sum(case((ranked.c.lookup.is_(True), 1), else_=0)),
             )
             .group_by(ranked.c.slot)
             .order_by(ranked.c.slot)
@@ -109,8 +117,9 @@ class ToolCallQueries:
                 errors=int(errors or 0),
                 p50_ms=None if p50 is None else float(p50),
                 p95_ms=None if p95 is None else float(p95),
+                lookups=int(lookups or 0),
             )
-            for slot, calls, found, errors, p50, p95 in rows
+            for slot, calls, found, errors, p50, p95, lookups in rows
         ]
 
     def tool_calls_needing_attention(self, since: datetime, limit: int = 5000) -> list[ToolCallRecord]:
