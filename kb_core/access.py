@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kb_core.errors import KnowledgeBaseError, SettingsError
+from kb_core.errors import AccessDeniedError, SettingsError
 
 
 class Role(enum.IntEnum):
@@ -32,10 +32,6 @@ class Role(enum.IntEnum):
     @property
     def label(self) -> str:
         return self.name.lower()
-
-
-class AccessDeniedError(KnowledgeBaseError):
-    """The acting user's role does not allow this."""
 
 
 @dataclass(frozen=True)

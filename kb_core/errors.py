@@ -93,3 +93,7 @@ class DocumentConflictError(KnowledgeBaseError):
         self.path = path
         self.expected = expected
         self.current = current
+
+
+class AccessDeniedError(KnowledgeBaseError):
+    """The acting user's role does not allow this (see `kb_core.access`); nothing was done."""
