@@ -9,9 +9,11 @@ every write (`KnowledgeBase.as_user`), so a page that shows a button by mistake 
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from kb_core.errors import AccessDeniedError, SettingsError
@@ -115,3 +117,22 @@ class RoleMap:
 
     def __bool__(self) -> bool:
         return bool(self.addresses or self.domains or self.groups)
+
+
+_ACTING: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("kb_acting", default=None)
+
+
+@contextlib.contextmanager
+def acting(actor: Actor) -> Iterator[None]:
+    """Every write made inside records `actor` as who did it (the change feed, the document row)."""
+    token = _ACTING.set(actor)
+    try:
+        yield
+    finally:
+        _ACTING.reset(token)
+
+
+def acting_name() -> str | None:
+    """Who the write in progress acts for; None outside any facade call (recovery at open)."""
+    actor = _ACTING.get()
+    return actor.name if actor is not None else None

@@ -6,8 +6,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from kb_core import terms as text_analysis
+from kb_core.access import acting, service_actor
 from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher, paths_changed_while_unwatched
 from kb_core.documents.reconcile import Reconciler
@@ -81,7 +84,11 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     watcher = None
     if settings.watch:
         # one watcher per database and folder; the lock name does not depend on where this process sits
-        watcher = FolderWatcher(folder.base_dir, lambda paths: reconciler.reconcile(paths, delete_missing=True),
+        def reconcile_changed(paths: Iterable[str]) -> Any:
+            with acting(service_actor("watcher")):  # recorded as the watcher's change, not an agent's
+                return reconciler.reconcile(paths, delete_missing=True)
+
+        watcher = FolderWatcher(folder.base_dir, reconcile_changed,
                                 metadata.lease("kbwatch", folder.display_path("")),
                                 catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
     kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,

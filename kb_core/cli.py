@@ -152,7 +152,10 @@ def _reconcile(paths: Sequence[str], *, delete_missing: bool) -> int:
         return 1
     try:
         kb.wait_for_model()
-        report = kb.reconcile(_paths(paths) or None, delete_missing=delete_missing, progress=_progress_printer())
+        from kb_core.access import service_actor
+
+        report = kb.as_user(service_actor("cli")).reconcile(_paths(paths) or None, delete_missing=delete_missing,
+                                                            progress=_progress_printer())
         print(report.summary())
         for path in getattr(report, "missing_files", ()):  # rows kept because their file has gone
             print(f"  file missing: {path} (run with --delete-missing to remove its row and vectors)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import itertools
 import logging
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from kb_core.access import Actor, Role, acting, service_actor
 from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import (
     READ_TOOL_NAME,
@@ -140,13 +142,25 @@ class KnowledgeBase:
         self._recorder = CallRecorder(metadata)
         self._tools = {TOOL_NAME: LookupTool(lookup, self._recorder),
                        READ_TOOL_NAME: ReadDocumentTool(DocumentReader(index), self._recorder)}
-        self._write_counter = itertools.count(1)  # next() is atomic: concurrent writes never share a number
-        self._writes = 0  # moved before and after each write: with the feed, the version summaries are keyed on
+        self._clock = _WriteClock()  # shared with every `as_user` view of this knowledge base
+        self._actor = service_actor(settings.service_identity)
         self._summaries = SummaryCache(self._version)
-        self._closed = False
 
     def _version(self) -> tuple[int, int]:
-        return self._writes, self._follower.changes_applied if self._follower is not None else 0
+        return self._clock.writes, self._follower.changes_applied if self._follower is not None else 0
+
+    def as_user(self, actor: Actor) -> KnowledgeBase:
+        """This knowledge base acting for `actor`: the same stores and caches, and every write checks the
+        actor's role (`AccessDeniedError`) and records who made it. The console opens one per signed-in user;
+        without `as_user`, calls act as the service identity (`KB_SERVICE_IDENTITY`)."""
+        view = copy.copy(self)
+        view._actor = actor
+        return view
+
+    @property
+    def actor(self) -> Actor:
+        """Who this knowledge base acts for."""
+        return self._actor
 
     @property
     def settings(self) -> Settings:
@@ -304,19 +318,19 @@ class KnowledgeBase:
                if_match: str | None = None) -> UploadOutcome:
         """`if_match`: the sha256 of the version this replaces (`DocumentRecord.content_sha256`, or what the
         upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing."""
-        with self._writing():
+        with self._writing(Role.CURATOR, "upload documents"):
             return self._documents.upload(file_name, data, category, if_match=if_match, **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
-        with self._writing():
+        with self._writing(Role.CURATOR, "delete documents"):
             return self._documents.delete(doc_id)
 
     def reindex(self, doc_id: int, *, progress: Progress | None = None) -> DocumentRecord:
-        with self._writing():
+        with self._writing(Role.ADMIN, "re-index documents"):
             return self._documents.reindex(doc_id, **_p(progress))
 
     def reindex_all(self, *, progress: Progress | None = None) -> ReindexReport:
-        with self._writing():
+        with self._writing(Role.ADMIN, "re-index documents"):
             return self._documents.reindex_all(**_p(progress))
 
     def reconcile(self, paths: Iterable[str | os.PathLike[str]] | None = None, *, delete_missing: bool = False,
@@ -324,21 +338,24 @@ class KnowledgeBase:
         """Bring disk, database, Milvus and L0 into agreement: files added or changed by hand are indexed,
         interrupted writes finished or undone, stray and missing vectors fixed, and rows whose file has gone
         reported (removed with `delete_missing`). `paths` (files or folders) limits it to those."""
-        with self._writing():
+        with self._writing(Role.ADMIN, "reconcile the knowledge base"):
             return self._reconciler.reconcile(paths, delete_missing=delete_missing, **_p(progress))
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Move the version before a write (no page caches a half-done state as final) and after it."""
-        if self._closed:
+    def _writing(self, role: Role, action: str) -> Iterator[None]:
+        """Check the actor may do it; move the version before the write (no page caches a half-done state as
+        final) and after it; record the actor on what the write stores."""
+        self._actor.require(role, action)
+        if self._clock.closed:
             # its stores are released and it no longer follows other processes: a write now would act on a stale
             # view (and could reopen the Milvus Lite directory another process has taken over since)
             raise KnowledgeBaseError("this knowledge base was closed: open it again to write")
-        self._writes = next(self._write_counter)
+        self._clock.tick()
         try:
-            yield
+            with acting(self._actor):
+                yield
         finally:
-            self._writes = next(self._write_counter)
+            self._clock.tick()
 
     # -- status --------------------------------------------------------------------------------------
     def status(self, max_age: float | None = None) -> KnowledgeBaseStatus:
@@ -394,7 +411,7 @@ class KnowledgeBase:
         )
 
     def close(self) -> None:
-        self._closed = True
+        self._clock.closed = True
         if self._watcher is not None:
             self._watcher.stop()  # releases the lease: another process takes over
         if self._follower is not None:
@@ -402,6 +419,19 @@ class KnowledgeBase:
         self._recorder.flush(5)
         self._vectors.close()
         self._metadata.dispose()
+
+
+class _WriteClock:
+    """Moved before and after each write (the version the summaries are keyed on), and whether the knowledge
+    base was closed: one per knowledge base, shared by its `as_user` views."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(1)  # next() is atomic: concurrent writes never share a number
+        self.writes = 0
+        self.closed = False
+
+    def tick(self) -> None:
+        self.writes = next(self._counter)
 
 
 def _p(progress: Progress | None) -> dict:

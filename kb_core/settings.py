@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from kb_core.access import RoleMap
 from kb_core.errors import SettingsError
 
 CONFIG_FILE_NAME = "kb.yaml"
@@ -39,6 +40,8 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("knowledge", "watch"): "watch",
     ("l0", "default-language"): "default_language",
     ("l0", "generic-docs"): "l0_generic_docs",
+    ("auth", "roles"): "roles",
+    ("auth", "service-identity"): "service_identity",
 }
 _ENV_PREFIX = "KB_"
 
@@ -104,6 +107,14 @@ class Settings(BaseSettings):
     l0_matching: Literal["words", "substring"] = Field(
         default="words",
         description="KB_L0_MATCHING: words (word-aligned, ranked) or substring (decision I3 as written)")
+    roles: dict[str, str] | str | None = Field(
+        default=None,
+        description="KB_ROLES: who may use the console once sign-in is configured: e-mail addresses, domains "
+                    "(@example.com) or groups (group:ops) -> viewer, curator or admin (JSON or who=role,who=role)")
+    service_identity: str = Field(
+        default="agent", min_length=1, max_length=64,
+        description="KB_SERVICE_IDENTITY: who in-process calls without a user act as (an admin), as recorded on "
+                    "their writes")
     l0_generic_docs: int | None = Field(
         default=None, ge=1,
         description="KB_L0_GENERIC_DOCS: a keyword claimed by more pages than this is generic and does not decide an "
@@ -171,6 +182,19 @@ class Settings(BaseSettings):
             raise ValueError("KB_MILVUS_URI: a Milvus Lite path must end with '.db' (it is created as a directory); "
                              "a server is reached as http://host:19530")
         return value.rstrip("/") if value else value
+
+    @field_validator("roles")
+    @classmethod
+    def _roles_parse(cls, value: dict[str, str] | str | None) -> dict[str, str] | str | None:
+        try:
+            RoleMap.parse(value)
+        except SettingsError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    @property
+    def role_map(self) -> RoleMap:
+        return RoleMap.parse(self.roles)
 
     @field_validator("embedding_model")
     @classmethod

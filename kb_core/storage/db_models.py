@@ -54,6 +54,8 @@ class ApiDocument(Base):
     # ("host:pid:start"), so opening the knowledge base after a crash can finish or undo it.
     pending_operation: Mapped[str | None] = mapped_column(String(16), nullable=True)
     pending_owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # who made the last change: a console user's e-mail, or a service identity ("agent", "cli", "mcp", "watcher")
+    changed_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 class ToolCall(Base):
@@ -86,3 +88,4 @@ class Change(Base):
     operation: Mapped[str] = mapped_column(String(16))  # "upsert" | "delete"
     content_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    actor: Mapped[str | None] = mapped_column(String(255), nullable=True)  # who made the change

@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from kb_core.access import acting_name
 from kb_core.errors import MetadataStoreError, SettingsError
 from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, utcnow
 from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name
@@ -60,6 +61,7 @@ class DocumentRecord(DocumentValues):
     updated_at: datetime
     pending_operation: str | None = None  # while PENDING: "upload" | "delete" (the intent record)
     pending_owner: str | None = None  # the process writing it: "host:pid:token"
+    changed_by: str | None = None  # who made the last change (a user's e-mail or a service identity)
 
     @property
     def frontmatter(self) -> dict[str, Any] | None:
@@ -197,6 +199,7 @@ class MetadataStore(ToolCallQueries):
                 setattr(row, f.name, getattr(values, f.name))
             row.pending_operation, row.pending_owner = pending or (None, None)
             row.updated_at = utcnow()
+            row.changed_by = acting_name() or row.changed_by
             session.flush()
             return row.id
 
@@ -218,8 +221,9 @@ class MetadataStore(ToolCallQueries):
                 row.status, row.last_error = status, last_error
                 row.pending_operation = row.pending_owner = None
                 row.updated_at = utcnow()
+                row.changed_by = acting_name() or row.changed_by
                 session.add(Change(file_path=row.file_path, operation="upsert", content_sha256=row.content_sha256,
-                                   created_at=utcnow()))
+                                   created_at=utcnow(), actor=acting_name()))
 
     # -- change feed ---------------------------------------------------------------------------------
     def latest_change_id(self) -> int:
@@ -315,7 +319,8 @@ class MetadataStore(ToolCallQueries):
             row = session.get(ApiDocument, doc_id)
             if row is None:
                 return False
-            session.add(Change(file_path=row.file_path, operation="delete", content_sha256=None, created_at=utcnow()))
+            session.add(Change(file_path=row.file_path, operation="delete", content_sha256=None, created_at=utcnow(),
+                               actor=acting_name()))
             session.delete(row)
             return True
 
