@@ -1,6 +1,8 @@
 """MCP server for agents: `python -m kb_core.mcp` serves `lookup_knowledge` and `read_document` over stdio, or
 with `--http` over streamable HTTP on 127.0.0.1. It opens the knowledge base from the same settings as the
-console.
+console. Over HTTP, `KB_MCP_TOKEN` / `KB_MCP_TOKENS_FILE` require `Authorization: Bearer <token>` (401
+otherwise); `--host` beyond loopback refuses to start without one. Idle sessions are closed, and their number
+is capped.
 
 It runs beside the console and other agent processes on the same settings: they share the Milvus Lite
 directory (the first to open it serves it to the others) and follow each other's writes through the change feed.
@@ -14,9 +16,13 @@ an error result (and logged), never silently ignored.
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import logging
+import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from kb_core.agent.response import LookupResponse, ReadDocumentResponse
@@ -28,6 +34,7 @@ from kb_core.agent.tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
 )
+from kb_core.errors import SettingsError
 from kb_core.knowledge_base import KnowledgeBase
 
 log = logging.getLogger(__name__)
@@ -80,11 +87,83 @@ def _tool(kb: KnowledgeBase, name: str, description: str, input_schema: dict[str
                 fn_metadata=FuncMetadata(arg_model=Arguments, output_model=response))
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+SESSION_IDLE_SECONDS = 600
+MAX_SESSIONS = 100
+
+
+def load_tokens(token: str | None = None, tokens_file: str | None = None) -> tuple[str, ...]:
+    """The accepted bearer tokens: `KB_MCP_TOKEN`, and one per line of `KB_MCP_TOKENS_FILE` (blank lines and
+    `#` comments skipped). A token shorter than 16 characters is refused: it could be guessed."""
+    tokens = [token.strip()] if token and token.strip() else []
+    if tokens_file:
+        try:
+            lines = Path(tokens_file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise SettingsError(f"KB_MCP_TOKENS_FILE: cannot read {tokens_file}: {exc}") from exc
+        tokens += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    short = [t for t in tokens if len(t) < 16]
+    if short:
+        raise SettingsError("an MCP token must be at least 16 characters (use e.g. `openssl rand -hex 32`)")
+    return tuple(dict.fromkeys(tokens))
+
+
+class BearerTokenGate:
+    """ASGI middleware: an HTTP request without `Authorization: Bearer <one of the tokens>` gets 401 and never
+    reaches the MCP app. Tokens are compared in constant time (`hmac.compare_digest`)."""
+
+    def __init__(self, app: Any, tokens: Sequence[str]):
+        self._app = app
+        self._tokens = [t.encode() for t in tokens]
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not self._allowed(dict(scope.get("headers") or ()).get(b"authorization")):
+            body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"www-authenticate", b'Bearer realm="knowledge-base"'),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self._app(scope, receive, send)
+
+    def _allowed(self, header: bytes | None) -> bool:
+        if not header or not header[:7].lower() == b"bearer ":
+            return False
+        offered = header[7:].strip()
+        # compare with every token, always: how long it takes says nothing about which one nearly matched
+        return any([hmac.compare_digest(offered, token) for token in self._tokens])
+
+
+def serve_http(server: Any, *, host: str, port: int, tokens: Sequence[str],
+               session_idle: float = SESSION_IDLE_SECONDS, max_sessions: int = MAX_SESSIONS) -> None:
+    """Streamable HTTP on `host:port`, behind the bearer-token gate when there are tokens. Beyond loopback
+    without a token it refuses to start (`SettingsError`): anyone who reaches the port could call the tools."""
+    import uvicorn
+
+    if host not in LOOPBACK and not tokens:
+        raise SettingsError(f"refusing to listen on {host} without a token: set KB_MCP_TOKEN or "
+                            "KB_MCP_TOKENS_FILE (or listen on 127.0.0.1)")
+    app = server.streamable_http_app(session_idle_timeout=session_idle, max_sessions=max_sessions, host=host)
+    if tokens:
+        app = BearerTokenGate(app, tokens)
+    log.info("serving %s, %s on http://%s:%d/mcp (%s; sessions idle for %.0f s are closed, at most %d open)",
+             TOOL_NAME, READ_TOOL_NAME, host, port, "bearer token required" if tokens else "no token: loopback only",
+             session_idle, max_sessions)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
 def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--http", action="store_true", help="serve streamable HTTP on 127.0.0.1 instead of stdio")
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="HTTP address (default 127.0.0.1; any other needs KB_MCP_TOKEN or KB_MCP_TOKENS_FILE)")
     parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765)")
+    parser.add_argument("--session-idle", type=float, default=SESSION_IDLE_SECONDS, metavar="SECONDS",
+                        help=f"close an HTTP session idle this long (default {SESSION_IDLE_SECONDS})")
+    parser.add_argument("--max-sessions", type=int, default=MAX_SESSIONS,
+                        help=f"open HTTP sessions at most; more get 503 (default {MAX_SESSIONS})")
     parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default INFO)")
     args = parser.parse_args(argv)
     # stdout carries the MCP protocol on stdio: every log line goes to stderr.
@@ -95,6 +174,11 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
     from kb_core.errors import KnowledgeBaseError
 
     try:
+        tokens = load_tokens(os.environ.get("KB_MCP_TOKEN"), os.environ.get("KB_MCP_TOKENS_FILE")) \
+            if args.http else ()
+        if args.http and args.host not in LOOPBACK and not tokens:  # say so before opening anything
+            raise SettingsError(f"refusing to listen on {args.host} without a token: set KB_MCP_TOKEN or "
+                                "KB_MCP_TOKENS_FILE (or listen on 127.0.0.1)")
         kb = open_knowledge_base()
     except KnowledgeBaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -102,8 +186,8 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
     server = build_server(kb)
     try:
         if args.http:
-            log.info("serving %s, %s on http://127.0.0.1:%d/mcp", TOOL_NAME, READ_TOOL_NAME, args.port)
-            server.run("streamable-http", host="127.0.0.1", port=args.port)
+            serve_http(server, host=args.host, port=args.port, tokens=tokens, session_idle=args.session_idle,
+                       max_sessions=args.max_sessions)
         else:
             server.run("stdio")
     finally:

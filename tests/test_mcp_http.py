@@ -1,0 +1,140 @@
+"""The MCP server over streamable HTTP, as a real process (`python -m kb_core.mcp --http`): a bearer token
+when one is configured, a refusal to listen beyond loopback without one, and idle sessions closed and
+capped (issue 22)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from conftest import NO_MODEL, free_port
+
+from kb_core.agent.mcp_server import BearerTokenGate, load_tokens
+from kb_core.errors import SettingsError
+
+pytestmark = pytest.mark.processes
+
+TOKEN = "t0k3n-for-the-tests-only-0123456789"
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "test", "version": "1"}}}
+
+
+def _env(root: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_MCP_")}
+    return {**env, "KB_APP_ROOT": str(root), "KB_EMBEDDING_MODEL": NO_MODEL, **extra}
+
+
+def _start(root: Path, *args: str, **env: str) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    log = open(root / f"mcp-{port}.log", "wb")  # noqa: SIM115 - closed with the process below
+    proc = subprocess.Popen([sys.executable, "-m", "kb_core.mcp", "--http", "--port", str(port), *args],
+                            env=_env(root, **env), stdout=log, stderr=subprocess.STDOUT)
+    proc.log = log  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until the port answers (anything, even 401)
+        if proc.poll() is not None:
+            pytest.fail(f"the MCP server exited with {proc.returncode}: {(root / f'mcp-{port}.log').read_text()}")
+        try:  # a path outside /mcp: the probe must not open a session
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).close()
+            return proc, port
+        except urllib.error.HTTPError:
+            return proc, port
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    pytest.fail("the MCP server did not listen within 60 s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+    proc.log.close()  # type: ignore[attr-defined]
+
+
+def _post(port: int, body: dict, *, token: str | None, session: str | None = None) -> tuple[int, dict, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+        headers["Mcp-Protocol-Version"] = "2025-06-18"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=json.dumps(body).encode(),
+                                     headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read().decode()
+
+
+def test_a_token_is_required_when_configured(sample_root):
+    proc, port = _start(sample_root, KB_MCP_TOKEN=TOKEN)
+    try:
+        status, headers, _ = _post(port, INITIALIZE, token=None)
+        assert status == 401 and headers["www-authenticate"].startswith("Bearer")
+        assert _post(port, INITIALIZE, token="wrong-token-of-the-same-shape-000000")[0] == 401
+        assert _post(port, INITIALIZE, token=TOKEN[:-1])[0] == 401
+        status, headers, body = _post(port, INITIALIZE, token=TOKEN)
+        assert status == 200 and "knowledge-base" in body
+        session = headers["mcp-session-id"]
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "lookup_knowledge", "arguments": {"query": "ERR_TIMEOUT"}}}
+        _post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, token=TOKEN, session=session)
+        status, _, body = _post(port, call, token=TOKEN, session=session)
+        assert status == 200 and "payment-errors.md" in body
+        assert _post(port, call, token=None, session=session)[0] == 401  # a session id is no credential
+    finally:
+        _stop(proc)
+
+
+def test_beyond_loopback_without_a_token_refuses_to_start(sample_root):
+    done = subprocess.run([sys.executable, "-m", "kb_core.mcp", "--http", "--host", "0.0.0.0",
+                           "--port", str(free_port())], env=_env(sample_root), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1 and "refusing to listen on 0.0.0.0 without a token" in done.stderr
+
+
+def test_idle_sessions_close_and_their_number_is_capped(sample_root):
+    proc, port = _start(sample_root, "--max-sessions", "2", "--session-idle", "2")
+    try:
+        sessions = [_post(port, INITIALIZE, token=None)[1]["mcp-session-id"] for _ in range(2)]
+        status, _, body = _post(port, INITIALIZE, token=None)
+        assert status == 503 and "Too many open sessions" in body
+        deadline = time.monotonic() + 60
+        # at the cap a new session is refused without touching the open ones; once the idle ones are closed
+        # (no request may reach them meanwhile: that would keep them alive) there is room again
+        while _post(port, INITIALIZE, token=None)[0] == 503:
+            assert time.monotonic() < deadline, "idle sessions stayed open"
+            time.sleep(0.5)
+        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+        assert _post(port, ping, token=None, session=sessions[0])[0] == 404  # that session is gone
+    finally:
+        _stop(proc)
+
+
+def test_tokens_come_from_the_variable_and_the_file(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("# one per line\n\nabcdefghijklmnop-1\n  abcdefghijklmnop-2  \n", encoding="utf-8")
+    assert load_tokens("abcdefghijklmnop-0", str(tokens)) == ("abcdefghijklmnop-0", "abcdefghijklmnop-1",
+                                                             "abcdefghijklmnop-2")
+    assert load_tokens(None, None) == ()
+    with pytest.raises(SettingsError, match="at least 16 characters"):
+        load_tokens("short")
+    with pytest.raises(SettingsError, match="cannot read"):
+        load_tokens(None, str(tmp_path / "missing"))
+    gate = BearerTokenGate(None, ["abcdefghijklmnop-0"])
+    assert gate._allowed(b"Bearer abcdefghijklmnop-0") and gate._allowed(b"bearer abcdefghijklmnop-0")
+    assert not gate._allowed(b"Basic abcdefghijklmnop-0") and not gate._allowed(None)
+    assert not gate._allowed(b"Bearer ") and not gate._allowed(b"Bearer abcdefghijklmnop-00")
