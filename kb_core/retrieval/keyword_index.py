@@ -20,10 +20,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kb_core.documents.entry import KnowledgeEntry, entry_of_bytes, entry_of_file, split_keywords
 from kb_core.documents.folder import KnowledgeFolder, read_regular
 from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, RankedMatches, Snapshot
+
+if TYPE_CHECKING:
+    from kb_core.retrieval.suggestions import Suggestion
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +192,11 @@ class KnowledgeIndex:
         """The matched documents, ranked (the lookup's primary is the first), with the keywords that matched
         each. A lazy sequence: `len()` is the total; only the items read are built."""
         return self._snapshot.match(query if isinstance(query, str) else "")
+
+    def suggest(self, query: str, limit: int = 3, lang: str | None = None) -> list[Suggestion]:
+        """"Did you mean": keywords a typing slip away from the identifiers of a query that hit nothing
+        (`kb_core.retrieval.suggestions`); the suggester is built once per snapshot, on first use."""
+        return self._snapshot.suggester().suggest(query, limit, lang)
 
     def get(self, file_path: str) -> KnowledgeEntry | None:
         snapshot = self._snapshot

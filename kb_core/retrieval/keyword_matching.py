@@ -37,6 +37,7 @@ from kb_core.terms import WORD_CHARS, aligned, normalize_term
 
 if TYPE_CHECKING:
     from kb_core.documents.entry import KnowledgeEntry
+    from kb_core.retrieval.suggestions import Suggester
 
 MATCHING_MODES = ("words", "substring")
 _WORD_RUN = re.compile(f"[{WORD_CHARS}]+")
@@ -126,6 +127,16 @@ class Snapshot:
             for run in dict.fromkeys(_WORD_RUN.findall(term)):
                 runs.setdefault(run, []).append(i)
         self.word_runs = {run: tuple(ids) for run, ids in runs.items()}
+        self._suggester: Suggester | None = None
+
+    def suggester(self) -> Suggester:
+        """"Did you mean" over this snapshot's identifier keywords (`kb_core.retrieval.suggestions`), built on
+        first use: most snapshots never need it. Two threads racing here build it twice, harmlessly."""
+        if self._suggester is None:
+            from kb_core.retrieval.suggestions import Suggester
+
+            self._suggester = Suggester(self)
+        return self._suggester
 
     def claimed_by(self, keyword: str) -> list[int]:
         """Positions of the documents whose keywords include `keyword` (normalised), in index order."""
