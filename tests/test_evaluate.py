@@ -1,6 +1,6 @@
 """Answer quality on documentation shaped like the real thing (tests/fixtures/realistic_kb: 49 English and
 Chinese pages with shared generic keywords, short keywords, bilingual pairs, licence comments, MDX imports
-and Docusaurus heading ids) and 185 labelled queries. The floors are the evaluation command's own numbers: a
+and Docusaurus heading ids) and 213 labelled queries. The floors are the evaluation command's own numbers: a
 change that lowers answer quality fails here. Real stores: SQLite, Milvus Lite, BM25 (no model: the default when
 BGE-M3 is not in the local cache)."""
 
