@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,14 @@ def test_the_prefilter_never_drops_a_keyword_within_reach():
                                  edited[:at] + edited[at + 1:at + 2] + edited[at] + edited[at + 2:]])
         a, b = _signature(edited)
         assert int(a ^ once[i]).bit_count() + int(b ^ twice[i]).bit_count() <= 2 * edits
+
+
+@pytest.mark.parametrize("query", ["x" * 100_000, "x1" * 50_000, "a_" * 50_000 + "_", "ab-" * 30_000,
+                                   "word " * 20_000, "E7310 " * 10_000, "超时" * 50_000])
+def test_hostile_queries_cost_linear_time(snapshot, query):
+    """No pattern is quadratic in the query (an all-letter 100,000-character token once took 100 s), and a
+    query is read for its first MAX_SCANNED tokens only."""
+    started = time.perf_counter()
+    got = snapshot.suggester().suggest(query)
+    assert time.perf_counter() - started < 1.0
+    assert got == ([] if not query.startswith("E7310") else [Suggestion("E7301", "kb/errors/e7301.md", "E7301")])

@@ -42,6 +42,7 @@ so the rebuild after an upload analyses only the new keywords. `benchmarks/bench
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -60,11 +61,15 @@ if TYPE_CHECKING:
 MAX_SUGGESTIONS = 3
 MAX_TOKENS = 8  # identifier tokens of one query that get a fuzzy search (a pasted log line has dozens)
 MIN_LENGTH = 4  # shorter tokens and keywords take no part
+MAX_LENGTH = 128  # nor do longer ones (a pasted blob is no identifier)
+MAX_SCANNED = 256  # tokens of one query looked at (identifiers or not): a 100,000-character query costs no more
 
 # A run of ASCII letters and digits, possibly joined by - _ . (a trailing "." or "-" is not part of it).
 _TOKEN = re.compile(r"(?<![0-9A-Za-z_])[0-9A-Za-z]+(?:[-_.]+[0-9A-Za-z]+)*(?![0-9A-Za-z_])")
 _SEPARATORS = re.compile(r"[-_.]+")
-_SHAPED = re.compile(r"[-_.]|[0-9].*[A-Za-z]|[A-Za-z].*[0-9]|[a-z][A-Z]")
+_JOINED_OR_CAMEL = re.compile(r"[-_.]|[a-z][A-Z]")
+_DIGIT = re.compile(r"[0-9]")
+_LETTER = re.compile(r"[A-Za-z]")
 _RUNS = re.compile(r"[0-9]+|[a-z]+")
 _NON_DIGITS = re.compile(r"[^0-9]+")
 
@@ -97,7 +102,11 @@ def max_distance(length: int) -> int:
 def identifier_shaped(token: str) -> bool:
     """True for a token (original spelling, one `_TOKEN` match) that names a thing rather than being a word:
     joined parts (snake, kebab, dotted), letters with digits, camelCase, or an upper-case code of 4+ letters."""
-    return bool(_SHAPED.search(token)) or (len(token) >= MIN_LENGTH and token.isalpha() and token.isupper())
+    if _JOINED_OR_CAMEL.search(token):
+        return True
+    if _DIGIT.search(token):
+        return bool(_LETTER.search(token))
+    return len(token) >= MIN_LENGTH and token.isalpha() and token.isupper()
 
 
 def identifier_tokens(query: str) -> list[str]:
@@ -141,7 +150,7 @@ def _digits(folded: str) -> str:
 def _analyse(keyword: str) -> tuple[str, str, str] | bool:
     """(normalised term, folded form, sorted digits) of an identifier-shaped keyword; False for the others."""
     text = unicodedata.normalize("NFKC", keyword).strip()
-    if len(text) < MIN_LENGTH or not _TOKEN.fullmatch(text) or not identifier_shaped(text):
+    if not MIN_LENGTH <= len(text) <= MAX_LENGTH or not _TOKEN.fullmatch(text) or not identifier_shaped(text):
         return False
     term = normalize_term(keyword)
     folded = fold(term)
@@ -270,10 +279,12 @@ class Suggester:
         text = unicodedata.normalize("NFKC", query)
         best: dict[int, tuple[int, int]] = {}  # index into self._folded -> (edits, length difference), fewest
         searched = 0
-        for token in dict.fromkeys(_TOKEN.findall(text)):
+        for token in dict.fromkeys(m.group() for m in itertools.islice(_TOKEN.finditer(text), MAX_SCANNED)):
+            if not MIN_LENGTH <= len(token) <= MAX_LENGTH:
+                continue
             term = normalize_term(token)
-            if len(term) < MIN_LENGTH or term in self._snapshot.term_id:
-                continue  # too short, or a keyword itself (L0's business)
+            if term in self._snapshot.term_id:
+                continue  # a keyword itself (L0's business)
             folded = fold(term)
             if identifier_shaped(token):
                 if searched == MAX_TOKENS:
