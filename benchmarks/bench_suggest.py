@@ -231,9 +231,9 @@ def _load_average() -> float | None:
 def render_suggest(r: dict[str, Any]) -> list[str]:
     lines = ["", f"Did you mean (Snapshot.suggester().suggest) at {r['documents']:,} documents: {r['keywords']:,} "
              f"keywords, {r['terms']:,} terms, {r['identifier_keywords']:,} identifier keywords; suggester built "
-             f"in {r['build_s'] * 1000:.0f} ms on first use, {r['rebuild_s'] * 1000:.0f} ms for the snapshot after "
-             f"an upload; {r['queries_per_class']} queries per class × {r['repeat']}; one-minute load average "
-             f"{' → '.join(str(v) for v in r['load_average'])} (start → end)",
+             f"in {r['build_s'] * 1000:.0f} ms on first use, in {r['rebuild_s'] * 1000:.0f} ms by the writer for the "
+             f"snapshot after an upload; {r['queries_per_class']} queries per class × {r['repeat']}; one-minute "
+             f"load average {' → '.join(str(v) for v in r['load_average'])} (start → end)",
              "| class | p50 / p99 ms | CPU p50 / p99 ms | with suggestions | meant keyword first / named |",
              "|---|---|---|---|---|"]
     for name, c in [*r["classes"].items(), ("all", r["all"])]:

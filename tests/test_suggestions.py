@@ -141,8 +141,13 @@ def test_the_suggester_is_built_once_per_snapshot_on_first_use(snapshot, tmp_pat
     index = KnowledgeIndex("knowledge_base/", app_root=tmp_path)
     index.add(ENTRIES[0])
     assert [s.keyword for s in index.suggest("ERR_TIMOUT")] == ["ERR_TIMEOUT"]
-    index.add(entry("knowledge_base/b.md", "ERR_TIMEOUTS"))  # a new snapshot, a new suggester
+    index.add(entry("knowledge_base/b.md", "ERR_TIMEOUTS"))  # a new snapshot, a new suggester ...
+    assert index.snapshot.has_suggester  # ... built by the writer, once suggestions are in use
     assert [s.keyword for s in index.suggest("ERR_TIMOUT")] == ["ERR_TIMEOUT", "ERR_TIMEOUTS"]
+    unused = KnowledgeIndex("knowledge_base/", app_root=tmp_path)
+    unused.add(ENTRIES[0])
+    unused.add(ENTRIES[1])
+    assert not unused.snapshot.has_suggester  # never asked: never built
 
 
 def test_identifier_shapes():

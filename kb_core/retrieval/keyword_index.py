@@ -92,7 +92,7 @@ class KnowledgeIndex:
             entries.append(entry)
         with self._write_lock:
             self._pending = None
-            self._snapshot = Snapshot(tuple(entries), self._matching, self._normalized)
+            self._swap(Snapshot(tuple(entries), self._matching, self._normalized))
         seconds = time.perf_counter() - started
         log.info(
             "L0 index loaded from %s: scanned=%d indexed=%d skipped=%d failed=%d in %.1f ms",
@@ -152,7 +152,14 @@ class KnowledgeIndex:
             self._pending = None
             if len(self._normalized) > 4 * sum(len(e.keywords) for e in entries.values()) + 1024:
                 self._normalized = {}  # keywords of removed documents pile up: start afresh now and then
-            self._snapshot = Snapshot(tuple(entries.values()), self._matching, self._normalized)
+            self._swap(Snapshot(tuple(entries.values()), self._matching, self._normalized))
+
+    def _swap(self, snapshot: Snapshot) -> None:
+        """Swap in a new snapshot. Once "did you mean" is in use (the current snapshot built its suggester), the
+        writer builds the new one's too before the swap: the first lookup after a change stays as fast as any."""
+        if self._snapshot.has_suggester:
+            snapshot.suggester()
+        self._snapshot = snapshot
 
     @contextlib.contextmanager
     def bulk(self) -> Iterator[None]:
@@ -195,7 +202,8 @@ class KnowledgeIndex:
 
     def suggest(self, query: str, limit: int = 3, lang: str | None = None) -> list[Suggestion]:
         """"Did you mean": keywords a typing slip away from the identifiers of a query that hit nothing
-        (`kb_core.retrieval.suggestions`); the suggester is built once per snapshot, on first use."""
+        (`kb_core.retrieval.suggestions`). The suggester is built on first use; from then on the writer builds each
+        new snapshot's before swapping it in."""
         return self._snapshot.suggester().suggest(query, limit, lang)
 
     def get(self, file_path: str) -> KnowledgeEntry | None:

@@ -138,6 +138,11 @@ class Snapshot:
             self._suggester = Suggester(self)
         return self._suggester
 
+    @property
+    def has_suggester(self) -> bool:
+        """Whether `suggester()` has been built (the index then builds the next snapshot's eagerly)."""
+        return self._suggester is not None
+
     def claimed_by(self, keyword: str) -> list[int]:
         """Positions of the documents whose keywords include `keyword` (normalised), in index order."""
         term_id = self.term_id.get(normalize_term(keyword))

@@ -35,9 +35,9 @@ Cost: a search looks only at the keywords with the same digits (sorted: a swap k
 reach (the vocabulary is sorted by digits, then length), drops in numpy those whose character classes differ
 too much (an edit changes at most two "has a c" / "has two c" bits, a swap none), and measures the few that
 remain with rapidfuzz. At most `MAX_TOKENS` identifiers of a query are searched. The suggester is built once
-per snapshot, on first use (`Snapshot.suggester()`); what it learns of each keyword is kept across snapshots,
-so the rebuild after an upload analyses only the new keywords. `benchmarks/bench_suggest.py` measures both at
-10,000 documents.
+per snapshot, on first use (`Snapshot.suggester()`); once one was, `KnowledgeIndex` builds the next snapshot's
+in the writer, before the swap. What it learns of each keyword is kept across snapshots, so the rebuild after
+an upload analyses only the new keywords. `benchmarks/bench_suggest.py` measures both at 10,000 documents.
 """
 
 from __future__ import annotations
