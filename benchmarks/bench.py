@@ -25,6 +25,10 @@ over many calls, and ratios between variants run in the same process a moment ap
 - Trees: reconcile of a generated 1,000-file documentation tree (time, memory), and L0 with translation groups
   at 10,000 documents against the same entries without groups (`benchmarks.bench_trees`).
 
+- Suggest: "did you mean" (`Snapshot.suggester().suggest`) at 10,000 documents per query class (typos, another
+  digit, unknown codes, plain sentences, long queries), and how often the meant keyword is named
+  (`benchmarks.bench_suggest`).
+
 The L1 collection for the lookup runs holds the generated documents' chunks with random unit vectors:
 those runs measure latency (query encoding + BM25 + dense search + fusion), not retrieval quality.
 """
@@ -49,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_pages import bench_pages, render_pages
+from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_trees import bench_trees, render_trees
 from benchmarks.common import (
     Corpus,
@@ -745,6 +750,8 @@ def render(report: dict[str, Any]) -> str:
         lines += render_pages(report["pages"])
     if report.get("trees"):
         lines += render_trees(report["trees"])
+    if report.get("suggest"):
+        lines += render_suggest(report["suggest"])
     return "\n".join(lines)
 
 
@@ -767,7 +774,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page-runs", type=int, default=5, help="reruns per page (the median is reported)")
     parser.add_argument("--tree-files", type=int, default=1000, help="Markdown files in the reconciled tree")
     parser.add_argument("--tree-docs", type=int, default=10000, help="documents for L0 with translation groups")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["l0", "lookups", "l1", "ingest", "pages", "trees"])
+    parser.add_argument("--suggest-docs", type=int, default=10000, help="documents for the did-you-mean timings")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest"])
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -777,6 +786,7 @@ def main(argv: list[str] | None = None) -> int:
         args.l1_chunks, args.l1_class_queries = 400, 10
         args.page_docs, args.page_runs = 50, 2
         args.tree_files, args.tree_docs = 20, 200
+        args.suggest_docs = 200
 
     configured = load_settings().embedding_model
     bge: Path | None = None
@@ -816,6 +826,11 @@ def main(argv: list[str] | None = None) -> int:
         if "trees" not in args.skip:
             report["trees"] = bench_trees(workdir, files=args.tree_files, docs=args.tree_docs, repeat=args.repeat,
                                           lookup_repeat=max(1, args.repeat // 4))
+            write_json(args.json, report)
+        if "suggest" not in args.skip:
+            print(f"did you mean at {args.suggest_docs:,} documents ...", file=sys.stderr)
+            report["suggest"] = bench_suggest(docs=args.suggest_docs, count=50 if args.quick else 200,
+                                              repeat=args.repeat)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return publish(args.json, report, render(report))

@@ -123,9 +123,10 @@ def render_performance(docs: Path = DOCS) -> str:
     out += ["```bash",
             "kb bench                 # or python -m benchmarks: prints the tables, writes bench-results.json",
             "kb bench --quick         # a smoke run: N=50, few repetitions, no BGE-M3-shaped model",
-            "kb bench --skip lookups ingest l1 pages trees --no-bge   # only L0 (sections: l0 lookups l1 ingest "
-            "pages trees)",
+            "kb bench --skip lookups ingest l1 pages trees suggest --no-bge   # only L0 (sections: l0 lookups l1 "
+            "ingest pages trees suggest)",
             "python -m benchmarks.bench_trees   # the trees section alone: a 1,000-file tree, L0 with translations",
+            "python -m benchmarks.bench_suggest   # the suggest section alone: did you mean at 10,000 documents",
             "```", ""]
     out += _para(
         "`--quick` also renders the pages at 50 documents (`--page-docs`, `--page-runs`). The change-feed "

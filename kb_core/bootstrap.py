@@ -53,6 +53,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
     follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
     index.load()
+    threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
     if embedder is None:
         embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
                                 precision=settings.embedding_precision)

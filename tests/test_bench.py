@@ -12,6 +12,8 @@ import pytest
 from naive_l0 import NaiveIndex
 
 from benchmarks.bench import L1_CLASSES, bench_lookups, chunk_rows, l1_chunks, l1_documents, l1_queries, main
+from benchmarks.bench_suggest import bench_suggest, render_suggest
+from benchmarks.bench_suggest import main as suggest_main
 from benchmarks.bench_trees import generate_tree, tree_queries
 from benchmarks.bench_trees import main as trees_main
 from benchmarks.common import bench_settings, generate_corpus, query_mix
@@ -56,6 +58,8 @@ def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatc
     # the trees section at its quick sizes: a 20-file tree reconciled, L0 with translation groups at 200 documents
     assert "Reconcile of a documentation tree" in printed
     assert report["trees"]["reconcile"]["documents"] == 17 and report["trees"]["l0_groups"]["documents"] == 200
+    # did you mean at 200 documents
+    assert "Did you mean" in printed and report["suggest"]["documents"] == 200
 
 
 @pytest.mark.slow
@@ -187,3 +191,18 @@ def test_the_benchmarks_import_each_other_in_one_direction_and_use_kb_cores_publ
         assert "kb_core.bench" not in imported and "kb_core.bootstrap" not in imported, name
     for path in BENCHMARKS.glob("*.py"):
         assert not re.search(r"\bkb\._", path.read_text(encoding="utf-8")), f"{path.name} reaches into a kb's internals"
+
+
+def test_suggest_bench_at_300_documents(tmp_path, capsys):
+    """The did-you-mean benchmark (benchmarks/bench_suggest.py; the `suggest` section of `kb bench`) at a size
+    that runs in a second: every class timed, typos named, far codes and plain sentences left alone."""
+    report = bench_suggest(docs=300, count=20, repeat=1)
+    assert set(report["classes"]) == {"typo", "wrong digit", "unknown code", "plain", "long"}
+    assert all(c["n"] == 20 and c["cpu"]["n"] == 20 for c in report["classes"].values())
+    assert report["classes"]["typo"]["meant_first"] >= 0.9
+    assert report["classes"]["unknown code"]["with_suggestions"] == 0 == report["classes"]["plain"]["with_suggestions"]
+    assert report["identifier_keywords"] > 300 and report["budget_met"]  # n/a below 10,000 documents
+    assert "| class | p50 / p99 ms | CPU p50 / p99 ms |" in "\n".join(render_suggest(report))
+    out = tmp_path / "suggest.json"
+    assert suggest_main(["--docs", "300", "--queries", "10", "--repeat", "1", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["suggest"]["documents"] == 300 and "Did you mean" in capsys.readouterr().out

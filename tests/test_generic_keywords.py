@@ -147,3 +147,14 @@ def test_translations_count_once_toward_the_limit(tmp_path):
 def test_the_limit_is_a_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("KB_L0_GENERIC_DOCS", "40")
     assert make_settings(tmp_path).l0_generic_docs == 40
+
+
+def test_a_typo_of_an_identifier_gets_suggestions_and_found_stays_honest(tree):
+    result = HybridLookup(index_of(tree), RecordingL1([])).lookup("plugin-gizp")
+    data = result.to_dict()
+    assert data["found"] is False and data["primary"] is None
+    assert data["suggestions"] == [{"keyword": "plugin-gzip", "source": page("gzip"), "title": "The gzip plugin"}]
+    assert "suggest" in result.trace.timings_ms
+    # a hit needs no suggestion; a plain sentence gets none either
+    assert "suggestions" not in HybridLookup(index_of(tree), RecordingL1([])).lookup("plugin-gzip").to_dict()
+    assert "suggestions" not in HybridLookup(index_of(tree), RecordingL1([])).lookup("brewing coffee").to_dict()

@@ -169,9 +169,23 @@ def test_stdio_entry_point_serves_the_tool(sample_root, tmp_path):
         read = await client.call_tool("read_document", {"source": "domain/cache-optimization.md",
                                                         "section_title": "Nope"})
         extra = await client.call_tool("lookup_knowledge", {"query": "ERR_TIMEOUT", "top_k": 3})
-        return tools, answer, section, read, extra
+        unsure = await client.call_tool("lookup_knowledge", {"query": "超时"})
+        typo = await client.call_tool("lookup_knowledge", {"query": "ERR_TIMOUT"})
+        return tools, answer, section, read, extra, unsure, typo
 
-    tools, answer, section, read, extra = _run(_session(params, call))
+    tools, answer, section, read, extra, unsure, typo = _run(_session(params, call))
+    # the optional fields reach an MCP client too, valid against the published output schema
+    for result in (unsure, typo):
+        _validate(listed_schema := {t.name: t for t in tools.tools}["lookup_knowledge"].output_schema,
+                  result.structured_content)
+    low = _payload(unsure)
+    assert low["primary"]["confidence"] == "low" and low["alternatives"]
+    assert set(low["alternatives"][0]) == {"source", "title", "lang", "why"}
+    assert low["supplement"] is None or low["supplement"]["retrievers"] == ["bm25"]
+    assert _payload(typo)["suggestions"][0] == {"keyword": "ERR_TIMEOUT", "source": PAYMENT,
+                                                "title": _payload(answer)["primary"]["content"].split("title: ")[1]
+                                                .split("\n")[0]}
+    assert listed_schema
     listed = {t.name: t for t in tools.tools}
     assert list(listed) == ["lookup_knowledge", "read_document"]
     assert all(t.output_schema and t.input_schema["additionalProperties"] is False for t in listed.values())

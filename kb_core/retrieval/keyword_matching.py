@@ -37,6 +37,7 @@ from kb_core.terms import WORD_CHARS, aligned, normalize_term
 
 if TYPE_CHECKING:
     from kb_core.documents.entry import KnowledgeEntry
+    from kb_core.retrieval.suggestions import Suggester
 
 MATCHING_MODES = ("words", "substring")
 GENERIC_MIN_LIMIT = 5  # a keyword is generic when more pages than max(this, 1 % of pages) claim it
@@ -139,6 +140,21 @@ class Snapshot:
             for run in dict.fromkeys(_WORD_RUN.findall(term)):
                 runs.setdefault(run, []).append(i)
         self.word_runs = {run: tuple(ids) for run, ids in runs.items()}
+        self._suggester: Suggester | None = None
+
+    def suggester(self) -> Suggester:
+        """"Did you mean" over this snapshot's identifier keywords (`kb_core.retrieval.suggestions`), built on
+        first use: most snapshots never need it. Two threads racing here build it twice, harmlessly."""
+        if self._suggester is None:
+            from kb_core.retrieval.suggestions import Suggester
+
+            self._suggester = Suggester(self)
+        return self._suggester
+
+    @property
+    def has_suggester(self) -> bool:
+        """Whether `suggester()` has been built (the index then builds the next snapshot's eagerly)."""
+        return self._suggester is not None
 
     def is_generic(self, claimants: int) -> bool:
         return claimants > self.generic_limit

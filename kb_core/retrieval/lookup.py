@@ -65,6 +65,7 @@ class Supplement:
 
 
 MAX_ALTERNATIVES = 5
+MAX_SUGGESTIONS = 3
 
 
 @dataclass(frozen=True)
@@ -297,6 +298,13 @@ class HybridLookup:
         if (primary is not None and primary.confidence == "low") or (primary is None and supplement is not None):
             alternatives = self._alternatives(matches, l1_hits, primary, supplement, stale, language)
 
+        suggestions: tuple[Suggestion, ...] = ()
+        if primary is None and isinstance(query, str) and query.strip():
+            # no keyword named a page: an identifier a typing slip away from one may have meant it
+            t = time.perf_counter()
+            suggestions = tuple(self._index.suggest(query, limit=MAX_SUGGESTIONS, lang=language))
+            timings["suggest"] = _ms(t)
+
         head = [m for m in matches[:TRACE_MATCHES] if m.entry.file_path not in stale]
         if chosen is not None:
             head = [chosen, *(m for m in head if m.entry.file_path != chosen.entry.file_path)][:TRACE_MATCHES]
@@ -320,7 +328,7 @@ class HybridLookup:
         )
         result = LookupResult(found=primary is not None or supplement is not None,
                               primary=primary, supplement=supplement, trace=trace, note=note,
-                              alternatives=alternatives)
+                              alternatives=alternatives, suggestions=suggestions)
         log.info("[%s] lookup %r: found=%s l0=%d l1=%s in %.1f ms", request_id, query, result.found,
                  remaining, "called" if l1_called else "skipped", timings["total"])
         return result
