@@ -16,6 +16,7 @@ Layout (each sub-package's docstring says what it owns and what it may import):
   the `kb` command (`cli`); `kb_core.testing` holds offline test helpers.
 """
 
+from kb_core.access import Actor, Role, RoleMap, service_actor
 from kb_core.agent.call_stats import confidence_of
 from kb_core.agent.tool import (
     READ_TOOL_DESCRIPTION,
@@ -37,6 +38,7 @@ from kb_core.documents.sections import MORE as MORE_SECTIONS
 from kb_core.documents.sections import SectionChips, section_chips
 from kb_core.documents.service import DeleteOutcome, UploadOutcome
 from kb_core.errors import (
+    AccessDeniedError,
     DocumentConflictError,
     DocumentError,
     FrontmatterError,
@@ -53,6 +55,11 @@ from kb_core.stats import percentile
 SyncReport = ReconcileReport  # the report of `reconcile` (named for the sync it replaced)
 
 __all__ = [
+    "AccessDeniedError",
+    "Actor",
+    "Role",
+    "RoleMap",
+    "service_actor",
     "BatchAction",
     "BatchFile",
     "DocumentConflictError",
