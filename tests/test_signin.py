@@ -1,0 +1,192 @@
+"""Sign-in and roles in the console (issue 22): with `[auth]` configured an anonymous visitor sees only the
+sign-in page, a viewer reads but cannot upload or delete, a curator can; without it the console is what it
+always was. AppTest for each role's pages; a real `streamlit run app.py` in chromium signing in through a
+local OpenID provider (oidc-provider-mock) for the whole flow."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import APP, CHROMIUM, CHROMIUM_ARGS, NO_MODEL, REPO, VIEWPORT, doc, free_port, wait_healthy
+
+AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
+        "client_id": "kb-console", "client_secret": "s" * 16,
+        "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}
+ROLES = {"vera@example.com": "viewer", "carl@example.com": "curator", "ada@example.com": "admin"}
+
+
+def _app(user: dict | None, *, signin: bool = True):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    if signin:
+        at.secrets["auth"] = AUTH
+    if user is not None:
+        at.user = user
+    return at
+
+
+def _user(email: str) -> dict:
+    return {"is_logged_in": True, "email": email}
+
+
+def _texts(at) -> str:
+    return " ".join([*(m.value for m in at.markdown), *(c.value for c in at.caption),
+                     *(i.value for i in at.info), *(e.value for e in at.error), *(t.value for t in at.title)])
+
+
+@pytest.fixture
+def roles(synced_sample, monkeypatch):
+    import json
+
+    monkeypatch.setenv("KB_ROLES", json.dumps(ROLES))
+    return synced_sample
+
+
+def test_anonymous_sees_only_sign_in(roles):
+    at = _app({"is_logged_in": False})
+    at.run()
+    assert not at.exception
+    assert [b.label for b in at.button] == ["Sign in"]
+    assert "Sign in to use the console" in _texts(at)
+    assert not at.text_input and not at.dataframe  # no playground, no status, no documents
+
+
+def test_a_signed_in_user_without_a_role_has_no_access(roles):
+    at = _app(_user("mallory@elsewhere.net"))
+    at.run()
+    assert "has no role here" in _texts(at) and [b.label for b in at.button] == ["Sign out"]
+
+
+def test_a_viewer_looks_things_up_but_has_no_upload_page_and_no_write_buttons(roles):
+    at = _app(_user("vera@example.com"))
+    at.run()
+    assert not at.exception
+    assert "Signed in as vera@example.com · viewer" in _texts(at)
+    at.text_input(key="query").set_value("ERR_TIMEOUT")
+    next(b for b in at.button if b.label == "Look up").click().run()
+    assert "payment-errors.md" in _texts(at)
+    at.switch_page("../pages/documents.py").run()
+    labels = {b.label for b in at.button}
+    assert not any(label.startswith(("Delete", "Reconcile", "Re-index", "Save")) for label in labels), labels
+    at.switch_page("../pages/upload.py").run()
+    assert "needs the curator role" in _texts(at) and not at.get("file_uploader")
+
+
+def test_a_curator_uploads_but_does_not_reconcile(roles):
+    at = _app(_user("carl@example.com"))
+    at.run()
+    at.switch_page("../pages/documents.py").run()
+    labels = {b.label for b in at.button}
+    assert any(label.startswith("Delete") for label in labels)
+    assert "Reconcile" not in labels and "Re-index all" not in labels
+    at.switch_page("../pages/upload.py").run()
+    assert "needs the curator role" not in _texts(at)
+
+
+def test_an_admin_has_everything(roles):
+    at = _app(_user("ada@example.com"))
+    at.run()
+    at.switch_page("../pages/documents.py").run()
+    labels = {b.label for b in at.button}
+    assert "Reconcile" in labels and "Re-index all" in labels
+
+
+def test_without_sign_in_configured_the_console_is_as_before(synced_sample):
+    at = _app(None, signin=False)
+    at.run()
+    assert not at.exception and "Sign in" not in {b.label for b in at.button}
+    at.switch_page("../pages/documents.py").run()
+    assert "Reconcile" in {b.label for b in at.button}
+
+
+# -- the whole flow in a real browser -----------------------------------------------------------------------
+@contextlib.contextmanager
+def _provider():
+    from oidc_provider_mock import User, run_server_in_thread
+
+    users = [User(sub=email, claims={"email": email, "email_verified": True}) for email in ROLES]
+    with run_server_in_thread(user_claims=users) as server:
+        yield f"http://localhost:{server.server_port}"
+
+
+@contextlib.contextmanager
+def _console(root: Path, tmp_path: Path, provider: str):
+    port = free_port()
+    secrets_file = tmp_path / "secrets.toml"
+    secrets_file.write_text(
+        "[auth]\n"
+        f'redirect_uri = "http://localhost:{port}/oauth2callback"\n'
+        f'cookie_secret = "{secrets.token_hex(32)}"\n'
+        'client_id = "kb-console"\nclient_secret = "kb-console-secret"\n'
+        f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")}
+    import json
+
+    env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, KB_ROLES=json.dumps(ROLES), KB_WATCH="0",
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    log = tmp_path / "streamlit.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
+             "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none", "--secrets.files", str(secrets_file)],
+            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
+        yield f"http://localhost:{port}", log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+def _sign_in(page, url: str, email: str) -> None:
+    page.goto(url)
+    page.get_by_role("button", name="Sign in").click(timeout=60_000)
+    page.wait_for_url("**/authorize**", timeout=60_000)  # the provider's form
+    page.locator("input[name=sub]").fill(email)
+    page.locator("button[value=authorize], button[type=submit]").first.click()
+    page.get_by_text(f"Signed in as {email}").wait_for(timeout=60_000)
+
+
+@pytest.mark.browser
+@pytest.mark.processes
+def test_sign_in_through_a_real_openid_provider(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    root = tmp_path / "root"
+    (root / "knowledge_base/api").mkdir(parents=True)
+    (root / "knowledge_base/api/orders.md").write_text(doc("Orders", ["ORDER_LOCKED"]), encoding="utf-8")
+    with _provider() as provider, _console(root, tmp_path, provider) as (url, log), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            anonymous = browser.new_page(viewport=VIEWPORT)
+            anonymous.goto(url)
+            anonymous.get_by_role("button", name="Sign in").wait_for(timeout=60_000)
+            assert anonymous.get_by_text("Lookup playground").count() == 0  # no navigation, no console
+
+            viewer = browser.new_context(viewport=VIEWPORT).new_page()
+            _sign_in(viewer, url, "vera@example.com")
+            assert viewer.get_by_role("link", name="Upload").count() == 0
+            viewer.goto(f"{url}/documents")
+            viewer.get_by_text("orders.md").first.wait_for(timeout=60_000)
+            assert viewer.get_by_role("button", name="Reconcile").count() == 0
+
+            curator = browser.new_context(viewport=VIEWPORT).new_page()
+            _sign_in(curator, url, "carl@example.com")
+            curator.get_by_role("link", name="Upload").wait_for(timeout=60_000)
+        finally:
+            browser.close()
+    text = log.read_text(errors="replace")
+    assert "Traceback" not in text, text[-3000:]
