@@ -359,3 +359,32 @@ def wait_healthy(url: str, server: subprocess.Popen, log: Path, deadline_s: floa
             pass
         time.sleep(0.5)
     pytest.fail(f"streamlit did not become healthy within {deadline_s:.0f} s:\n{log.read_text(errors='replace')}")
+
+
+# -- who can reach a listening socket (loopback by default: issue 22) ----------------------------------------------
+def machine_addresses() -> list[str]:
+    """This machine's non-loopback IP addresses (`hostname -I`): what other machines would connect to."""
+    import ipaddress
+
+    found = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split()
+    return [a for a in found if not ipaddress.ip_address(a.split("%")[0]).is_loopback]
+
+
+def listening_addresses(port: int) -> set:
+    """The local addresses of the TCP sockets listening on `port` (from /proc/net/tcp and tcp6), IPv4-mapped IPv6
+    addresses as IPv4."""
+    import ipaddress
+
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            ip_hex, port_hex = local.split(":")
+            if state != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(ip_hex)  # host byte order per 32-bit word
+            words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            ip = ipaddress.ip_address(words)
+            found.add(getattr(ip, "ipv4_mapped", None) or ip)  # gRPC binds 127.0.0.1 as ::ffff:127.0.0.1
+    return found
