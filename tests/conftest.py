@@ -323,6 +323,14 @@ def run_page(page: str, **session):
     return at
 
 
+def shown(markdown: str) -> str:
+    """The text a Markdown value shows once its backslash escapes are read (pages/shell/safe.py escapes what
+    documents, queries and messages bring)."""
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
 def look_up(at, query: str):
     """Type a query into the playground and press "Look up"."""
     at.text_input(key="query").set_value(query)
