@@ -189,7 +189,7 @@ else:
             found_by = " + ".join(supplement.get("retrievers") or [])
             st.markdown(f":violet-badge[{supplement['matchType']}]"
                         + (f" :gray-badge[found by {found_by}]" if found_by else "")
-                        + f"  \n`{supplement['source']}`")
+                        + f"  \n{inline_code(supplement['source'])}")
             with st.container(height=420):
                 st.markdown(neutralize_images(_demote_headings(supplement["content"])))
 
