@@ -102,6 +102,9 @@ import uuid  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The console's own .streamlit/config.toml binds 127.0.0.1, but AppTest reads it only when pytest runs from the
+# checkout: state it for any working directory (tests/test_exposure.py sets other addresses on purpose).
+os.environ.setdefault("STREAMLIT_SERVER_ADDRESS", "127.0.0.1")
 
 MYSQL_SERVER = os.environ.get("KB_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306")
 NO_MODEL = "no-such-org/no-such-model"  # not a folder, not in the hub cache: BM25 only
@@ -444,3 +447,36 @@ def hostile_queries(beacon: str) -> tuple[str, str]:
     image and a `]`."""
     return (f"{HOSTILE_KEYWORD} `![query]({beacon}/query.png)` ]",
             f"`![nothing]({beacon}/nothing.png)` ] :red[x]")
+
+
+def _backtick_run(text: str, at: int) -> int:
+    return len(text[at:]) - len(text[at:].lstrip("`"))
+
+
+def outside_code(markdown: str) -> str:
+    """`markdown` without its code spans (CommonMark: a backtick run up to the next run of the same length;
+    backslash escapes outside them), where `![` is text and starts no image."""
+    out, i = [], 0
+    while i < len(markdown):
+        char = markdown[i]
+        if char == "\\":
+            out.append(markdown[i:i + 2])
+            i += 2
+            continue
+        if char != "`":
+            out.append(char)
+            i += 1
+            continue
+        run, j, close = _backtick_run(markdown, i), i + _backtick_run(markdown, i), None
+        while j < len(markdown) and close is None:
+            if markdown[j] == "`":
+                close = j if _backtick_run(markdown, j) == run else None
+                j += _backtick_run(markdown, j)
+            else:
+                j += 1
+        if close is None:  # no closing run: literal backticks
+            out.append("`" * run)
+            i += run
+        else:
+            i = close + run
+    return "".join(out)

@@ -9,7 +9,16 @@ nothing and runs no script is tests/test_browser_safety.py."""
 from __future__ import annotations
 
 import pytest
-from conftest import APP, HOSTILE_KEYWORD, HOSTILE_PATH, hostile_document, hostile_fields, hostile_queries, write_doc
+from conftest import (
+    APP,
+    HOSTILE_KEYWORD,
+    HOSTILE_PATH,
+    hostile_document,
+    hostile_fields,
+    hostile_queries,
+    outside_code,
+    write_doc,
+)
 from google.protobuf.message import Message
 from streamlit.testing.v1 import AppTest
 
@@ -60,39 +69,6 @@ def markdown_sources(at: AppTest) -> list[tuple[str, str]]:
         found += [("table", str(c)) for c in frame.columns]
         found += [("table", str(v)) for v in frame.astype(str).to_numpy().ravel()]
     return found
-
-
-def _run(text: str, at: int) -> int:
-    return len(text[at:]) - len(text[at:].lstrip("`"))
-
-
-def outside_code(markdown: str) -> str:
-    """`markdown` without its code spans (CommonMark: a backtick run up to the next run of the same length;
-    backslash escapes outside them), where `![` is text and starts no image."""
-    out, i = [], 0
-    while i < len(markdown):
-        char = markdown[i]
-        if char == "\\":
-            out.append(markdown[i:i + 2])
-            i += 2
-            continue
-        if char != "`":
-            out.append(char)
-            i += 1
-            continue
-        run, j, close = _run(markdown, i), i + _run(markdown, i), None
-        while j < len(markdown) and close is None:
-            if markdown[j] == "`":
-                close = j if _run(markdown, j) == run else None
-                j += _run(markdown, j)
-            else:
-                j += 1
-        if close is None:  # no closing run: literal backticks
-            out.append("`" * run)
-            i += run
-        else:
-            i = close + run
-    return "".join(out)
 
 
 def assert_no_image(at: AppTest) -> list[tuple[str, str]]:
