@@ -157,3 +157,20 @@ def test_no_backtick_run_closes_an_inline_code_span_early(text):
 @given(st.text(alphabet=st.sampled_from("![]()\\`ab\n")))
 def test_no_image_syntax_survives(markdown):
     assert "![" not in neutralize_images(markdown)
+
+
+def test_no_page_renders_raw_html_or_loads_an_image():
+    """Streamlit shows HTML in Markdown as text unless a call says otherwise, and loads images only where a page
+    asks for one: no page may (st.html, st.image, components, ImageColumn, unsafe_allow_html)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for path in [root / "app.py", *(root / "pages").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "unsafe_allow_html":
+                offenders.append(f"{path.name}:{node.value.lineno} unsafe_allow_html")
+            if isinstance(node, ast.Attribute) and node.attr in ("html", "image", "components", "ImageColumn"):
+                offenders.append(f"{path.name}:{node.lineno} .{node.attr}")
+    assert offenders == []
