@@ -148,10 +148,21 @@ def _wait_idle(page) -> None:
     expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=TIMEOUT_MS)
 
 
-def _click_first_row(page, grid) -> None:
-    """Select the first row of an `st.dataframe` (drawn on a canvas): its selection marker at the left edge."""
-    grid.click(position={"x": 18, "y": 35 + 17})  # scrolls it into view; re-found if a rerun replaced it
-    _wait_idle(page)
+def _select_first_row(page, grid, shows) -> None:
+    """Select the first row of an `st.dataframe` (drawn on a canvas: click its selection marker at the left edge)
+    until `shows` is visible. A grid that a rerun has just replaced may miss the first click; a click that
+    took is seen within seconds, so another one is sent only after that long."""
+    from playwright.sync_api import expect
+
+    for attempt in range(3):
+        grid.click(position={"x": 18, "y": 35 + 17})
+        _wait_idle(page)
+        try:
+            expect(shows).to_be_visible(timeout=15_000)
+            return
+        except AssertionError:
+            if attempt == 2:
+                raise
 
 
 @pytest.fixture
@@ -217,8 +228,8 @@ def test_a_hostile_document_and_hostile_links_load_nothing_and_run_nothing(hosti
         search.press("Enter")
         expect(page.get_by_text("1 of ", exact=False).first).to_be_visible(timeout=TIMEOUT_MS)
         _wait_idle(page)
-        _click_first_row(page, page.get_by_test_id("stDataFrame").first)
-        expect(page.get_by_role("heading", name=fields["title"])).to_be_visible(timeout=TIMEOUT_MS)
+        _select_first_row(page, page.get_by_test_id("stDataFrame").first,
+                          page.get_by_role("heading", name=fields["title"]))
         for tab in ("Frontmatter", "Raw file", "Chunks"):
             page.get_by_role("tab", name=tab).click()
             _wait_idle(page)
@@ -233,8 +244,8 @@ def test_a_hostile_document_and_hostile_links_load_nothing_and_run_nothing(hosti
         find.press("Enter")
         expect(page.get_by_text("1 of ", exact=False).first).to_be_visible(timeout=TIMEOUT_MS)
         _wait_idle(page)
-        _click_first_row(page, page.get_by_test_id("stDataFrame").first)
-        expect(page.get_by_role("heading").filter(has_text="keyword.png")).to_be_visible(timeout=TIMEOUT_MS)
+        _select_first_row(page, page.get_by_test_id("stDataFrame").first,
+                          page.get_by_role("heading").filter(has_text="keyword.png"))
 
         # 3. Upload: the preview of a hostile file under a hostile name, then the upload itself.
         page.goto(f"{url}/upload")
