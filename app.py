@@ -17,10 +17,13 @@ if str(APP_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from pages.shell.exposure import current_exposure, render_refusal  # noqa: E402
 from pages.shell.sidebar import render_status  # noqa: E402
 from pages.shell.wiring import knowledge_base, run_by_app_py  # noqa: E402
 
 st.set_page_config(page_title="Knowledge base console", page_icon="📚", layout="wide")
+# Served beyond loopback without sign-in: every URL shows why instead of the console (pages/shell/exposure.py).
+refusal = current_exposure()
 
 # One script per page at the top of pages/, no url_path: each URL is its file name (/upload is pages/upload.py),
 # the same name Streamlit's legacy pages/ mode gives it on a fresh server's first request (see pages/__init__.py).
@@ -31,8 +34,11 @@ navigation = st.navigation(
         st.Page(PAGES / "documents.py", title="Documents", icon="📚"),
         st.Page(PAGES / "upload.py", title="Upload", icon="⬆️"),
         st.Page(PAGES / "tool_calls.py", title="Tool calls", icon="🧾"),
-    ]
+    ],
+    position="hidden" if refusal else "sidebar",
 )
+if refusal:
+    render_refusal(refusal)  # ends the run: no page, no knowledge base, no sidebar status
 with run_by_app_py():
     kb = knowledge_base()
     navigation.run()

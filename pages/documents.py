@@ -8,6 +8,7 @@ import streamlit as st
 from kb_core import KnowledgeBaseError, categories_below, category_folders
 from pages.shell.inspector import render_inspector
 from pages.shell.keyword_map_view import render_keyword_map
+from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import flash, selected_row, show_flash, table_key
 from pages.shell.wiring import knowledge_base
 
@@ -29,7 +30,7 @@ def _progress_runner(label: str, action):
             report = action(progress)
         except KnowledgeBaseError as exc:
             box.update(label=f"{label}: failed", state="error")
-            st.error(str(exc))
+            st.error(escape_markdown(exc))
             return None
         box.update(label=f"{label}: done", state="complete")
         return report
@@ -52,13 +53,13 @@ try:
     documents = kb.documents()
     missing = kb.missing_files()
 except KnowledgeBaseError as exc:
-    st.error(str(exc))
+    st.error(escape_markdown(exc))
     st.stop()
 
 if missing:
     st.warning(f"{len(missing)} document(s) are indexed but their file has gone from disk (deleted or moved by "
                "hand). Lookups cannot answer with them: run **Reconcile** (Maintenance tab) with *remove documents "
-               "whose file is gone*.  \n" + "  \n".join(f"`{d.file_path}`" for d in missing))
+               "whose file is gone*.  \n" + "  \n".join(inline_code(d.file_path) for d in missing))
 
 tab_list, tab_keywords, tab_maintenance = st.tabs(["Documents", "Keyword map", "Maintenance"],
                                                   key="documents_tab", on_change="rerun")
@@ -148,7 +149,8 @@ if tab_list.open:
         show_flash("bulk")
         if pending and pending.get("where") == "bulk":
             names = [d.file_path for d in documents if d.id in pending["ids"]]
-            st.warning("Delete for good (file, database row, vectors and L0 entry)?  \n" + "  \n".join(names))
+            st.warning("Delete for good (file, database row, vectors and L0 entry)?  \n"
+                       + "  \n".join(map(escape_markdown, names)))
             confirm = st.container(horizontal=True)
             confirm.button("Confirm delete", type="primary", on_click=_delete, args=(list(pending["ids"]), "bulk"))
             confirm.button("Cancel", on_click=lambda: state.update(confirm_delete=None))
@@ -170,11 +172,11 @@ if tab_maintenance.open:
             report = _progress_runner("Reconciling", lambda progress: kb.reconcile(delete_missing=delete_missing,
                                                                                   progress=progress))
             if report is not None:
-                st.success(report.summary() + f"; {len(report.unchanged)} unchanged")
+                st.success(escape_markdown(report.summary() + f"; {len(report.unchanged)} unchanged"))
                 for path in report.removed:
-                    st.info(f"removed from the index: {path}")
+                    st.info(escape_markdown(f"removed from the index: {path}"))
                 for path, reason in report.failed:
-                    st.error(f"{path}: {reason}")
+                    st.error(escape_markdown(f"{path}: {reason}"))
                 if report.refused:  # each once, with the reason (a copied tree can bring hundreds)
                     st.warning(f"{len(report.refused)} .md file(s) are not indexed: the path rule refuses them. "
                                "Rename or move them, then reconcile again.")
@@ -186,4 +188,4 @@ if tab_maintenance.open:
             if report is not None:
                 st.success(f"{len(report.reindexed)} re-indexed")
                 for path, reason in report.failed:
-                    st.error(f"{path}: {reason}")
+                    st.error(escape_markdown(f"{path}: {reason}"))

@@ -8,6 +8,7 @@ import re
 import streamlit as st
 
 from kb_core import MORE_SECTIONS, KnowledgeBaseError, section_chips, split_body
+from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -30,7 +31,7 @@ if linked.strip() and linked != state.get("linked_query"):
 try:
     counts = kb.status().counts
 except KnowledgeBaseError as exc:
-    st.error(str(exc))
+    st.error(escape_markdown(exc))
     st.stop()
 # L1 (and the database) knows no document yet: answers can only come from L0, and "nothing found" would
 # blame the query for what is an empty index.
@@ -51,7 +52,7 @@ def _section_chips(query: str, sections: list[str] | None, served: str | None) -
     key_of = {name: i for i, name in enumerate(sections)}
 
     def chip(name: str) -> None:
-        st.button(name, key=f"chip-{key_of[name]}", type="primary" if name in picked else "secondary",
+        st.button(escape_markdown(name), key=f"chip-{key_of[name]}", type="primary" if name in picked else "secondary",
                   on_click=_rerun, args=(query, name))
 
     with st.container(horizontal=True, gap="small", key="section-chips"):
@@ -94,7 +95,7 @@ if unindexed > 0:
             try:
                 report = kb.reconcile(progress=_progress)
             except KnowledgeBaseError as exc:
-                st.error(str(exc))
+                st.error(escape_markdown(exc))
             else:
                 state.index_report = report.summary()
                 st.rerun()
@@ -102,7 +103,7 @@ elif counts.files == 0 and counts.database == 0:
     st.info("The index is empty: there are no documents yet. Upload Markdown files on the **Upload** page, or "
             "put them under the knowledge-base folder and reconcile.")
 if state.get("index_report"):
-    st.success(f"Indexed: {state.pop('index_report')}")
+    st.success(escape_markdown(f"Indexed: {state.pop('index_report')}"))
 
 
 def _new_query_clears_the_section() -> None:
@@ -126,7 +127,7 @@ if submitted or state.run_query:
     try:
         response = kb.call_tool({"query": query, "section_title": section or None}, caller="console")
     except KnowledgeBaseError as exc:
-        st.error(str(exc))
+        st.error(escape_markdown(exc))
         st.stop()
     state.last = response
     state.answered = (query, section or None)
@@ -145,7 +146,7 @@ if response is None:
     st.info("Type a query: an error code such as `ERR_TIMEOUT` (one exact L0 hit), an ambiguous term such as "
             "`超时` (several L0 hits, L1 supplements), or a question such as `如何优化缓存` (L1 only).")
 elif response.error:
-    st.error(response.error)
+    st.error(escape_markdown(response.error))
     st.subheader("Raw JSON (what the agent receives)")
     st.json(response.payload)
 else:
@@ -166,15 +167,17 @@ else:
         else:
             badge = ":green-badge[confidence: high]" if primary["confidence"] == "high" else \
                 ":orange-badge[confidence: low]"
-            served = f" :violet-badge[section: {primary['section']}]" if primary.get("section") else ""
-            st.markdown(f":blue-badge[{primary['matchType']}] {badge}{served}  \n`{primary['source']}`")
+            served = (f" :violet-badge[{escape_markdown('section: ' + primary['section'])}]"
+                      if primary.get("section") else "")
+            st.markdown(f":blue-badge[{primary['matchType']}] {badge}{served}  \n{inline_code(primary['source'])}")
             if primary.get("translations"):  # served in the query's language; the page's other versions
-                st.caption("Also in " + ", ".join(f"**{t['lang']}** `{t['source']}`" for t in primary["translations"]))
+                st.caption("Also in " + ", ".join(f"**{escape_markdown(t['lang'])}** {inline_code(t['source'])}"
+                                                  for t in primary["translations"]))
             if payload.get("note"):
-                st.info(payload["note"])
+                st.info(escape_markdown(payload["note"]))
             _section_chips(state.answered[0], primary.get("availableSections"), primary.get("section"))
             with st.container(height=420):
-                st.markdown(_demote_headings(split_body(primary["content"])))
+                st.markdown(neutralize_images(_demote_headings(split_body(primary["content"]))))
     with col_supplement:
         st.subheader("Supplement")
         supplement = payload["supplement"]
@@ -186,9 +189,9 @@ else:
             found_by = " + ".join(supplement.get("retrievers") or [])
             st.markdown(f":violet-badge[{supplement['matchType']}]"
                         + (f" :gray-badge[found by {found_by}]" if found_by else "")
-                        + f"  \n`{supplement['source']}`")
+                        + f"  \n{inline_code(supplement['source'])}")
             with st.container(height=420):
-                st.markdown(_demote_headings(supplement["content"]))
+                st.markdown(neutralize_images(_demote_headings(supplement["content"])))
 
     if payload.get("alternatives"):
         st.markdown("**Alternatives** — the answer is unsure; other pages worth reading, best first")
@@ -201,21 +204,21 @@ else:
         st.markdown(f"**Decided by** — {trace.decision}")
     st.markdown(f"**L0** — {trace.l0_count} document(s) matched")
     if trace.primary_reason and trace.primary_source:
-        st.markdown(f"Primary: `{trace.primary_source}` — {trace.primary_reason}")
+        st.markdown(f"Primary: {inline_code(trace.primary_source)} — {escape_markdown(trace.primary_reason)}")
     for match in trace.l0_matches:
-        chips = " ".join(
-            f":orange-background[**{kw}**]" if kw in match.keywords else f"`{kw}`" for kw in match.entry.keywords
-        )
+        chips = " ".join(f":orange-background[**{escape_markdown(kw)}**]" if kw in match.keywords else inline_code(kw)
+                         for kw in match.entry.keywords)
         how = ", ".join(match.explain())
         rarity = f" · rarest: “{match.rarest_keyword}” (claimed by {match.claimed_by})" if match.claimed_by else ""
-        st.markdown(f"- `{match.entry.file_path}` — {match.entry.title}  \n  {chips}  \n  _{how}{rarity}_")
+        st.markdown(f"- {inline_code(match.entry.file_path)} — {escape_markdown(match.entry.title)}  \n  {chips}  \n  "
+                    f"_{escape_markdown(how + rarity)}_")
     if trace.l0_count > len(trace.l0_matches):
         st.caption(f"… and {trace.l0_count - len(trace.l0_matches)} more")
     for stale in trace.stale_sources:
-        st.markdown(f"- ~~`{stale}`~~ matched but its file is gone (skipped)")
-    st.markdown(f"**L1** — {trace.l1_reason}")
+        st.markdown(f"- ~~{inline_code(stale)}~~ matched but its file is gone (skipped)")
+    st.markdown(f"**L1** — {escape_markdown(trace.l1_reason)}")
     if trace.l1_error:
-        st.error(f"L1 failed, answered with L0 only: {trace.l1_error}")
+        st.error(escape_markdown(f"L1 failed, answered with L0 only: {trace.l1_error}"))
     if trace.l1_hits:
         st.dataframe(
             [{"source": h.source, "heading": h.heading, "fused score": h.score,
@@ -234,8 +237,8 @@ if state.history:
     st.subheader("Recent queries")
     for i, item in enumerate(state.history):
         cols = st.columns([4, 2, 1, 1])
-        section_note = f" · section `{item['section_title']}`" if item["section_title"] else ""
-        cols[0].markdown(f"`{item['query']}`{section_note}")
+        section_note = f" · section {inline_code(item['section_title'])}" if item["section_title"] else ""
+        cols[0].markdown(f"{inline_code(item['query'])}{section_note}")  # a `?q=` link's query is anyone's text
         cols[1].caption(f"{'found' if item['found'] else 'not found'} · {item['answer']}")
         cols[2].caption(f"{item['ms']:.1f} ms")
         cols[3].button("Run again", key=f"again-{i}", on_click=_rerun, args=(item["query"], item["section_title"]))

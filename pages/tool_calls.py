@@ -10,6 +10,7 @@ import altair as alt
 import streamlit as st
 
 from kb_core import KnowledgeBaseError, confidence_of, percentile
+from pages.shell.safe import escape_markdown
 from pages.shell.wiring import knowledge_base
 
 PLAYGROUND = Path(__file__).resolve().parent / "playground.py"
@@ -33,7 +34,7 @@ try:
     buckets = kb.tool_call_buckets(span)
     groups = kb.needs_attention(span)
 except KnowledgeBaseError as exc:
-    st.error(str(exc))
+    st.error(escape_markdown(exc))
     st.stop()
 
 # -- over time ---------------------------------------------------------------------------------------------
@@ -87,7 +88,7 @@ limit = st.select_slider("Window (most recent calls)", options=[50, 100, 200, 50
 try:
     calls = kb.tool_calls(limit)
 except KnowledgeBaseError as exc:
-    st.error(str(exc))
+    st.error(escape_markdown(exc))
     st.stop()
 
 f0, f1, f2, f3, f4, f5 = st.columns([1, 1, 1, 1, 1, 2])

@@ -8,6 +8,8 @@ import math
 import streamlit as st
 
 from kb_core import BatchAction, BatchFile, DocumentConflictError, DocumentError, KnowledgeBaseError
+from pages.shell.safe import escape_markdown
+from pages.shell.views import render_frontmatter
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -73,12 +75,12 @@ if left_out:
         return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
     st.caption("Skipped " + "; ".join(f"{len(paths)} {'hidden' if why == 'hidden' else 'non-Markdown'} file(s): "
-                                      f"{_some(paths)}" for why, paths in left_out.items()))
+                                      f"{escape_markdown(_some(paths))}" for why, paths in left_out.items()))
 if checked.category_problem and (category or files):  # checked as soon as typed; "choose one" once files come
     where = col_new if choice == NEW_CATEGORY else col_pick
-    where.error(checked.category_problem)
+    where.error(escape_markdown(checked.category_problem))
     if checked.suggested_category and choice == NEW_CATEGORY:
-        where.button(f"Use “{checked.suggested_category}”", key="use-suggestion",
+        where.button(f"Use “{escape_markdown(checked.suggested_category)}”", key="use-suggestion",
                      on_click=lambda: state.update(new_category=checked.suggested_category))
 
 ticked: set[str] = set()
@@ -93,26 +95,26 @@ if batch is not None:
             continue  # listed once, with the reason, under "Refused"
         fid = uploaded.file_id
         act = bool(verdict.same_target_as or verdict.errors or verdict.action == REPLACE or verdict.duplicate_of)
-        label = f"{_ICONS[verdict.action]} {verdict.upload_name} → {verdict.file_path or 'not accepted'}"
+        label = (f"{_ICONS[verdict.action]} {escape_markdown(verdict.upload_name)} → "
+                 f"{escape_markdown(verdict.file_path or 'not accepted')}")
         with st.expander(label, expanded=act):
             if verdict.same_target_as or state.get(f"rename-{fid}"):
                 st.text_input("New file name", key=f"rename-{fid}", placeholder=verdict.preview.file_name,
                               help="Stored under this name instead; two files of a batch cannot share a path.")
-            fm = verdict.preview.frontmatter
-            if fm is not None:
-                st.markdown(f"**{fm.title or '(no title)'}**  \n{fm.summary or '(no summary)'}")
-                st.markdown("Keywords: " + (" ".join(f"`{k}`" for k in fm.keywords) or "(none)"))
+            render_frontmatter(verdict.preview.frontmatter)
             for finding in verdict.findings:
-                {"error": st.error, "warning": st.warning, "info": st.info}[finding.severity](finding.message)
+                {"error": st.error, "warning": st.warning, "info": st.info}[finding.severity](
+                    escape_markdown(finding.message))
             if verdict.action == REPLACE:
-                if st.checkbox(f"Replace {verdict.file_path} (version {verdict.if_match[:12]})", key=f"replace-{fid}"):
+                if st.checkbox(f"Replace {escape_markdown(verdict.file_path)} (version {verdict.if_match[:12]})",
+                               key=f"replace-{fid}"):
                     ticked.add(fid)
     if batch.refused:
         st.markdown(f"**Refused ({len(batch.refused)})** — fix these files and drop them in again:")
         for verdict in batch.refused:
-            st.error(f"{verdict.upload_name}: {'; '.join(verdict.errors)}")
+            st.error(escape_markdown(f"{verdict.upload_name}: {'; '.join(verdict.errors)}"))
     if batch.blocked and not batch.category_problem:
-        st.warning(batch.blocked)
+        st.warning(escape_markdown(batch.blocked))
 state.upload_shown = {f.file_id: v.if_match for f, v in zip(files or [], batch.files if batch else (), strict=True)}
 
 if batch is not None:
@@ -129,7 +131,7 @@ if batch is not None:
         overall = st.progress(0.0, text=f"0 of {len(todo)} files") if len(todo) > 1 else None
         slots = [(f, v, st.empty()) for f, v in todo]
         for _f, v, slot in slots:  # every file's bar is on the page from the start
-            slot.progress(0.0, text=f"{v.preview.file_name}: waiting")
+            slot.progress(0.0, text=f"{escape_markdown(v.preview.file_name)}: waiting")
         for f, v, slot in slots:
             name = v.preview.file_name
 
@@ -137,7 +139,7 @@ if batch is not None:
                 base = _STAGES.get(stage, 0.5)
                 fraction = base + ((0.4 if stage == "embedding" else 0.1) * done / total if total else 0)
                 label = f"{stage} {done} of {total}" if stage == "embedding" and total else stage
-                slot.progress(min(fraction, 1.0), text=f"{name}: {label}")
+                slot.progress(min(fraction, 1.0), text=f"{escape_markdown(name)}: {label}")
 
             base_version = shown_before[f.file_id] if f.file_id in shown_before else v.if_match
             row = {"file": v.upload_name, "result": "failed", "document": v.file_path, "chunks": 0, "detail": ""}
@@ -145,7 +147,7 @@ if batch is not None:
                 outcome = kb.upload(name, f.getvalue(), v.category, progress=progress, if_match=base_version)
                 row.update(result=outcome.action, chunks=outcome.document.chunk_count,
                            detail="; ".join(outcome.warnings))
-                slot.progress(1.0, text=f"{name}: {outcome.action}")
+                slot.progress(1.0, text=f"{escape_markdown(name)}: {outcome.action}")
             except DocumentConflictError as exc:
                 row.update(result="conflict", detail=str(exc))
             except DocumentError as exc:
@@ -153,7 +155,7 @@ if batch is not None:
             except KnowledgeBaseError as exc:
                 row.update(detail=str(exc))
             if row["result"] in ("failed", "conflict"):
-                slot.error(f"{v.upload_name}: {row['detail']}")
+                slot.error(escape_markdown(f"{v.upload_name}: {row['detail']}"))
             results.append(row)
             if overall is not None:
                 overall.progress(len(results) / len(todo), text=f"{len(results)} of {len(todo)} files")
@@ -174,5 +176,5 @@ if shown and batch is not None and shown["for"] == (category, keep_top, tuple(f.
     st.success(", ".join(f"{n} {result}" for result, n in counts.items()))
     for row in shown["rows"]:
         if row["result"] in ("failed", "conflict"):
-            st.error(f"{row['file']}: {row['detail']}")
+            st.error(escape_markdown(f"{row['file']}: {row['detail']}"))
     st.dataframe(shown["rows"], hide_index=True)

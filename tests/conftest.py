@@ -102,6 +102,9 @@ import uuid  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The console's own .streamlit/config.toml binds 127.0.0.1, but AppTest reads it only when pytest runs from the
+# checkout: state it for any working directory (tests/test_exposure.py sets other addresses on purpose).
+os.environ.setdefault("STREAMLIT_SERVER_ADDRESS", "127.0.0.1")
 
 MYSQL_SERVER = os.environ.get("KB_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306")
 NO_MODEL = "no-such-org/no-such-model"  # not a folder, not in the hub cache: BM25 only
@@ -323,6 +326,14 @@ def run_page(page: str, **session):
     return at
 
 
+def shown(markdown: str) -> str:
+    """The text a Markdown value shows once its backslash escapes are read (pages/shell/safe.py escapes what
+    documents, queries and messages bring)."""
+    import re
+
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
 def look_up(at, query: str):
     """Type a query into the playground and press "Look up"."""
     at.text_input(key="query").set_value(query)
@@ -359,3 +370,113 @@ def wait_healthy(url: str, server: subprocess.Popen, log: Path, deadline_s: floa
             pass
         time.sleep(0.5)
     pytest.fail(f"streamlit did not become healthy within {deadline_s:.0f} s:\n{log.read_text(errors='replace')}")
+
+
+# -- who can reach a listening socket (loopback by default: issue 22) ----------------------------------------------
+def machine_addresses() -> list[str]:
+    """This machine's non-loopback IP addresses (`hostname -I`): what other machines would connect to."""
+    import ipaddress
+
+    found = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False).stdout.split()
+    return [a for a in found if not ipaddress.ip_address(a.split("%")[0]).is_loopback]
+
+
+def listening_addresses(port: int) -> set:
+    """The local addresses of the TCP sockets listening on `port` (from /proc/net/tcp and tcp6), IPv4-mapped IPv6
+    addresses as IPv4."""
+    import ipaddress
+
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            ip_hex, port_hex = local.split(":")
+            if state != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(ip_hex)  # host byte order per 32-bit word
+            words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            ip = ipaddress.ip_address(words)
+            found.add(getattr(ip, "ipv4_mapped", None) or ip)  # gRPC binds 127.0.0.1 as ::ffff:127.0.0.1
+    return found
+
+
+# -- a document that tries to make the browser load something (nothing remote from content: issue 22) -------------
+HOSTILE_KEYWORD = "HOSTILE_KW"
+HOSTILE_PATH = "knowledge_base/api/hostile.md"
+
+
+def hostile_fields(beacon: str) -> dict:
+    """Frontmatter whose title, keywords, summary and section names each carry an image of `beacon` (a base URL
+    such as http://127.0.0.1:PORT) and a backtick or `]` that would break out of a code span or a badge."""
+    return {
+        "title": f"Hostile ![title]({beacon}/title.png) `tick` ]end $x$",
+        "keywords": [HOSTILE_KEYWORD, f"k`![kw]({beacon}/keyword.png)`]", f"![kw2]({beacon}/keyword2.png)",
+                     f"<img src=x onerror=\"fetch('{beacon}/onerror-keyword')\">"],
+        "summary": f"Summary ![summary]({beacon}/summary.png) :red[red] <b>bold</b>",
+        "sections": {f"![section]({beacon}/section.png) `s`]": "Setup"},
+    }
+
+
+def hostile_body(beacon: str) -> str:
+    """A body with every way Markdown, HTML, Streamlit's directives and KaTeX could load `beacon` or run script."""
+    return (
+        f"# Hostile\n\n![body]({beacon}/body.png)\n\n"
+        f"![reference][logo] and ![logo]\n\n[logo]: {beacon}/reference.png\n\n"
+        f"<img src=\"{beacon}/html.png\" onerror=\"fetch('{beacon}/onerror-body'); window.__pwned = 1\">\n\n"
+        f"<script>fetch('{beacon}/script'); window.__pwned = 1</script>\n\n"
+        f":color[styled]{{background=\"red; background-image: url({beacon}/css.png)\"}}\n\n"
+        f"$\\includegraphics{{{beacon}/katex.png}}$ and $\\href{{javascript:window.__pwned=1}}{{x}}$\n\n"
+        f"[![badge]({beacon}/badge.svg)](https://example.invalid/)\n\n"
+        f"| a | b |\n|---|---|\n| ![cell]({beacon}/cell.png) | x |\n\n"
+        f"## Setup\n\nSetup text ![inline]({beacon}/setup.png) about {HOSTILE_KEYWORD}.\n\n"
+        f"## ![heading]({beacon}/heading.png) Details\n\nDetails text.\n"
+    )
+
+
+def hostile_document(beacon: str) -> str:
+    import yaml
+
+    front = yaml.safe_dump(hostile_fields(beacon), allow_unicode=True, sort_keys=False, width=1000)
+    return f"---\n{front}---\n\n{hostile_body(beacon)}"
+
+
+def hostile_queries(beacon: str) -> tuple[str, str]:
+    """Two `?q=` values: one that finds the hostile document by its keyword, one that no keyword answers (at most
+    an L1 passage, so it is listed under "Needs attention" on the Tool calls page); both with a backtick, an
+    image and a `]`."""
+    return (f"{HOSTILE_KEYWORD} `![query]({beacon}/query.png)` ]",
+            f"`![nothing]({beacon}/nothing.png)` ] :red[x]")
+
+
+def _backtick_run(text: str, at: int) -> int:
+    return len(text[at:]) - len(text[at:].lstrip("`"))
+
+
+def outside_code(markdown: str) -> str:
+    """`markdown` without its code spans (CommonMark: a backtick run up to the next run of the same length;
+    backslash escapes outside them), where `![` is text and starts no image."""
+    out, i = [], 0
+    while i < len(markdown):
+        char = markdown[i]
+        if char == "\\":
+            out.append(markdown[i:i + 2])
+            i += 2
+            continue
+        if char != "`":
+            out.append(char)
+            i += 1
+            continue
+        run, j, close = _backtick_run(markdown, i), i + _backtick_run(markdown, i), None
+        while j < len(markdown) and close is None:
+            if markdown[j] == "`":
+                close = j if _backtick_run(markdown, j) == run else None
+                j += _backtick_run(markdown, j)
+            else:
+                j += 1
+        if close is None:  # no closing run: literal backticks
+            out.append("`" * run)
+            i += run
+        else:
+            i = close + run
+    return "".join(out)

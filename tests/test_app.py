@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import APP, doc, look_up, run_page, write_doc
+from conftest import APP, doc, look_up, run_page, shown, write_doc
 from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,7 +129,7 @@ def test_new_category_is_validated(app_root):
     at.text_input(key="new_category").set_value("Bad Category!")
     at.file_uploader(key="files").set_value([("a.md", doc("A", ["a"]).encode(), "text/markdown"),
                                              ("b.md", doc("B", ["b"]).encode(), "text/markdown")]).run()
-    assert [e.value for e in at.error if "invalid category" in e.value] == [  # once, not once per file
+    assert [shown(e.value) for e in at.error if "invalid category" in e.value] == [  # once, not once per file
         "invalid category 'Bad Category!' (the folder name 'Bad Category!' is not allowed): use folder names of "
         "1-64 letters, digits, '-', '_' or '.' (not starting with '.' or '-'), separated by '/', at most 16 levels "
         "and 255 characters (e.g. api, or apisix/docs/en/latest/plugins); did you mean 'bad-category'?"]

@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
-from conftest import NO_MODEL, bare_lite_holder, internals, make_settings
+from conftest import NO_MODEL, bare_lite_holder, internals, listening_addresses, machine_addresses, make_settings
 
 from kb_core.bootstrap import open_knowledge_base
 from kb_core.errors import KnowledgeBaseError
@@ -261,3 +264,27 @@ def test_a_directory_held_by_a_process_that_does_not_share_it_fails_fast_with_th
         with pytest.raises(KnowledgeBaseError, match="does not share it.*milvus-lite server.*KB_MILVUS_URI"):
             store.client()
         assert time.monotonic() - started < 2  # nothing published: nobody to wait for
+
+
+def test_the_shared_server_listens_on_loopback_only_and_its_port_file_is_private(tmp_path):
+    """Issue 22: other machines cannot reach the owner's Milvus Lite server, and other users cannot read which
+    port it is on (the port itself asks for no password: docs/security.md)."""
+    (tmp_path / "knowledge_base").mkdir()
+    umask = os.umask(0)  # the most permissive umask: the file's mode must not depend on it
+    try:
+        kb = open_knowledge_base(make_settings(tmp_path))
+    finally:
+        os.umask(umask)
+    try:
+        published = info_path(tmp_path / "kb_milvus.db")
+        assert stat.S_IMODE(published.stat().st_mode) == 0o600
+        address = urlparse(read_server(tmp_path / "kb_milvus.db").address)
+        assert address.hostname == "127.0.0.1"
+        listening = listening_addresses(address.port)
+        assert listening and all(ip.is_loopback for ip in listening), listening
+        for ip in machine_addresses():  # what another machine would connect to
+            with pytest.raises(OSError):
+                socket.create_connection((ip, address.port), timeout=2).close()
+        assert internals(kb).vectors.count_chunks() == 0  # and it serves this process as before
+    finally:
+        kb.close()

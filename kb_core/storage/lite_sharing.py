@@ -3,7 +3,9 @@
 Milvus Lite lets one process open a directory (an flock on `<dir>/LOCK`), but that process runs the
 directory as an in-process gRPC server on a loopback port. So the first process to open a directory becomes
 its *owner*: it starts that server and publishes `{pid, address, started}` in `<dir>.server.json`; every
-other process on the machine reads the file and connects to the address as a *follower*. Openers serialise
+other process of the same user on the machine reads the file and connects to the address as a *follower*.
+The server listens on 127.0.0.1 only and the file is readable by its owner only (0600); the port itself
+asks for no password (docs/security.md). Openers serialise
 on an flock of `<dir>.opening` while they probe, start and publish, so processes opening at once never race:
 one becomes the owner, the rest read its address.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import json
 import logging
 import os
@@ -171,11 +174,18 @@ def _become_owner(directory: str) -> LiteSession:
     address = server_manager_instance.start_and_get_uri(directory)
     if address is None:  # server_manager logged why
         raise VectorStoreError(f"cannot start Milvus Lite on {directory}")
+    if not _is_loopback_url(address):  # milvus_lite binds 127.0.0.1; never publish anything wider
+        server_manager_instance.release_server(directory)
+        raise VectorStoreError(f"Milvus Lite served {directory} at {address}, not on loopback: not sharing it")
     server = LiteServer(os.getpid(), address, time.time())
     target = info_path(directory)
     temporary = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps({"pid": server.pid, "address": server.address, "started": server.started}),
-                         encoding="utf-8")
+    # Readable by this user only (0600, whatever the umask): the port answers anyone on the machine who finds
+    # it, and Milvus Lite asks for no password (docs/security.md).
+    handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        os.fchmod(out.fileno(), 0o600)  # a leftover temporary file keeps its old mode through O_TRUNC
+        out.write(json.dumps({"pid": server.pid, "address": server.address, "started": server.started}))
     os.replace(temporary, target)  # readers see the old file or the new one, never half of it
     with _owned_lock:
         _owned[directory] = _owned.get(directory, 0) + 1
@@ -218,6 +228,14 @@ def _file_identity(path: str | Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_ino, stat.st_mtime_ns
+
+
+def _is_loopback_url(address: str) -> bool:
+    host = urlparse(address).hostname or ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _port_answers(address: str) -> bool:

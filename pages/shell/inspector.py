@@ -8,6 +8,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, clean_document, split_body
+from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.views import field_value, flash
 
 MAX_CHUNKS_SHOWN = 50  # a search narrows the rest down
@@ -19,14 +20,14 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
     meta = doc.frontmatter
     with st.container(border=True):
         title = st.container(horizontal=True, vertical_alignment="center")
-        title.subheader((meta or {}).get("title") or doc.file_name)
+        title.subheader(escape_markdown((meta or {}).get("title") or doc.file_name))
         if meta is None:
             title.badge("L1 only", icon=":material/travel_explore:", color="orange",
                         help="No valid frontmatter: L0 does not know this document; only L1 (search) finds it.")
-        st.caption(f"`{doc.file_path}` · {doc.status.value.lower()} · {doc.chunk_count} chunks · "
-                   f"model `{doc.embedding_model}`")
+        st.caption(f"{inline_code(doc.file_path)} · {doc.status.value.lower()} · {doc.chunk_count} chunks · "
+                   f"model {inline_code(doc.embedding_model)}")
         if doc.last_error:
-            st.error(doc.last_error)
+            st.error(escape_markdown(doc.last_error))
         content = kb.read_document(doc.file_path, -1)
 
         actions = st.container(horizontal=True)
@@ -45,7 +46,7 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
             state.confirm_delete = {"ids": [doc.id], "where": "inspector"}
         pending = state.get("confirm_delete")
         if pending and pending.get("where") == "inspector" and pending.get("ids") == [doc.id]:
-            st.warning(f"Delete `{doc.file_path}` for good (file, database row, vectors and L0 entry)?")
+            st.warning(f"Delete {inline_code(doc.file_path)} for good (file, database row, vectors and L0 entry)?")
             confirm = st.container(horizontal=True)
             confirm.button("Confirm delete", type="primary", key=f"confirm-delete-{doc.id}", on_click=on_delete,
                            args=([doc.id], "inspector"))
@@ -56,8 +57,9 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
             if content is None:
                 st.error("The file is missing on disk.")
             else:
-                # what lookups answer with: licence comments, <head>, MDX lines and heading anchors cleaned away
-                st.markdown(split_body(clean_document(content[:MAX_RAW_CHARS])))
+                # what lookups answer with: licence comments, <head>, MDX lines and heading anchors cleaned away;
+                # its images as placeholders and links (nothing loads from a document: pages/shell/safe.py)
+                st.markdown(neutralize_images(split_body(clean_document(content[:MAX_RAW_CHARS]))))
         with t_meta:
             if meta is None:
                 st.warning("No valid frontmatter: this document is reachable through L1 only. Add a `---` block "
@@ -66,10 +68,12 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                 fields = [("title", meta.get("title")), ("keywords", meta.get("keywords")),
                           ("summary", meta.get("summary")), ("category", meta.get("category") or doc.category)]
                 fields += [(str(k), v) for k, v in (meta.get("extra") or {}).items()]
-                st.table({"field": [k for k, _ in fields], "value": [field_value(v) for _, v in fields]})
+                st.table({"field": [escape_markdown(k) for k, _ in fields],  # st.table renders Markdown
+                          "value": [escape_markdown(field_value(v)) for _, v in fields]})
                 ignored = kb.l0_entry(doc.file_path)
                 if ignored is not None and ignored.ignored_keywords:
-                    st.caption("Ignored by L0: " + "; ".join(f"`{k}` ({why})" for k, why in ignored.ignored_keywords))
+                    st.caption("Ignored by L0: " + "; ".join(f"{inline_code(k)} ({escape_markdown(why)})"
+                                                             for k, why in ignored.ignored_keywords))
         with t_raw:
             if content is not None:
                 st.code(content[:MAX_RAW_CHARS], language="markdown", wrap_lines=True)
@@ -83,14 +87,15 @@ def _render_chunks(kb: KnowledgeBase, doc) -> None:
     try:
         chunks = kb.chunks(doc.id)
     except KnowledgeBaseError as exc:
-        st.error(str(exc))
+        st.error(escape_markdown(exc))
         return
     needle = st.text_input("Search in this document's chunks", key=f"chunk-search-{doc.id}",
                            placeholder="a word, an error code, a heading…").strip().casefold()
     found = [c for c in chunks if not needle or needle in f"{c.heading}\n{c.text}".casefold()]
-    st.caption(f"{len(found)} of {len(chunks)} chunks" + (f" contain “{needle}”" if needle else "")
+    st.caption(f"{len(found)} of {len(chunks)} chunks" + (f" contain “{escape_markdown(needle)}”" if needle else "")
                + (f"; the first {MAX_CHUNKS_SHOWN} shown" if len(found) > MAX_CHUNKS_SHOWN else ""))
     for chunk in found[:MAX_CHUNKS_SHOWN]:
-        with st.expander(f"#{chunk.chunk_no} {chunk.heading or '(frontmatter / top)'} · {len(chunk.text)} chars",
+        with st.expander(f"#{chunk.chunk_no} {escape_markdown(chunk.heading or '(frontmatter / top)')} · "
+                         f"{len(chunk.text)} chars",
                          expanded=bool(needle) and len(found) <= 3):
             st.text(chunk.text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError
+from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import flash, render_preview, selected_row, show_flash, table_key
 
 PROBLEMS, ALL = "Problems only", "All keywords"
@@ -17,7 +18,7 @@ def render_keyword_map(kb: KnowledgeBase) -> None:
     try:
         summary = kb.keyword_summary()
     except KnowledgeBaseError as exc:
-        st.error(str(exc))
+        st.error(escape_markdown(exc))
         return
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Ambiguous keywords", len(summary.ambiguous), help="A query of just this keyword returns several "
@@ -31,7 +32,7 @@ def render_keyword_map(kb: KnowledgeBase) -> None:
     if summary.generic:
         st.caption(f"Generic (claimed by more than {summary.generic_limit} pages, most first; they do not decide "
                    "an answer alone — L1 does): " + ", ".join(
-            f"`{r.keyword}` ({len(r.file_paths)})" for r in summary.generic[:12]))
+            f"{inline_code(r.keyword)} ({len(r.file_paths)})" for r in summary.generic[:12]))
 
     f1, f2 = st.columns([1, 2])
     view = f1.radio("Show", [PROBLEMS, ALL], key="kw_filter", horizontal=True)
@@ -71,8 +72,8 @@ def _save(kb: KnowledgeBase, edit) -> None:
 
 def _render_keyword(kb: KnowledgeBase, row) -> None:
     with st.container(border=True):
-        st.subheader(f"“{row.keyword}”")
-        st.caption(row.explain())
+        st.subheader(f"“{escape_markdown(row.keyword)}”")
+        st.caption(escape_markdown(row.explain()))
         hits = kb.keyword_documents(row.keyword)
         st.dataframe([{"document": h.file_path, "title": h.title, "matched by": ", ".join(h.matched_by),
                        "how": "claims it" if h.claims else "a longer keyword contains it"} for h in hits],
@@ -86,7 +87,7 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
         try:
             current = kb.document_keywords(target)
         except KnowledgeBaseError as exc:
-            st.error(str(exc))
+            st.error(escape_markdown(exc))
             return
         text = st.text_area("Keywords (one per line)", "\n".join(current), height=160,
                             key=table_key("kw-text", [target, *current]),
@@ -95,14 +96,14 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
         try:
             edit = kb.prepare_keyword_edit(target, text.splitlines())
         except KnowledgeBaseError as exc:
-            st.error(str(exc))
+            st.error(escape_markdown(exc))
             return
         if not edit.changed:
             st.caption("Change the list to see the preview; nothing is written until you save.")
             return
         st.markdown("  \n".join(part for part in (
-            "Removed: " + ", ".join(f"`{k}`" for k in edit.removed) if edit.removed else "",
-            "Added: " + ", ".join(f"`{k}`" for k in edit.added) if edit.added else "",
+            "Removed: " + ", ".join(map(inline_code, edit.removed)) if edit.removed else "",
+            "Added: " + ", ".join(map(inline_code, edit.added)) if edit.added else "",
             "Order changed" if not edit.removed and not edit.added else "") if part))
         render_preview(edit.file_name, edit.preview)
         st.button("Save and re-index", type="primary", key="kw-save", disabled=not edit.preview.can_upload,

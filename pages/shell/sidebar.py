@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError
+from pages.shell.safe import escape_markdown, inline_code
 
 _MODEL_BADGE = {"ready": "🟢 ready", "loading": "🟡 loading…", "unavailable": "🔴 unavailable"}
 
@@ -13,7 +14,7 @@ def render_status(kb: KnowledgeBase) -> None:
     try:
         status = kb.status()
     except KnowledgeBaseError as exc:
-        st.sidebar.error(str(exc))
+        st.sidebar.error(escape_markdown(exc))
         return
     counts = status.counts
     with st.sidebar:
@@ -23,16 +24,16 @@ def render_status(kb: KnowledgeBase) -> None:
         c2.metric("Database", "—" if counts.database is None else counts.database)
         c3.metric("Milvus", "—" if counts.milvus is None else counts.milvus)
         if status.database_error:
-            st.error(f"Database: {status.database_error}")
+            st.error(escape_markdown(f"Database: {status.database_error}"))
         if status.milvus_error:
-            st.error(f"Milvus: {status.milvus_error}")
+            st.error(escape_markdown(f"Milvus: {status.milvus_error}"))
         try:
             unindexed = len(kb.unindexed_files()) if counts.database is not None else 0
         except KnowledgeBaseError:
             unindexed = 0
         explained = unindexed > 0 and counts.files - counts.database == unindexed
         for problem in counts.problems[1 if explained else 0:]:  # the first one is the plain line below
-            st.warning(problem)
+            st.warning(escape_markdown(problem))
         if unindexed > 0:
             # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
             st.info(f"{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
@@ -42,9 +43,9 @@ def render_status(kb: KnowledgeBase) -> None:
                     try:
                         report = kb.reconcile()
                     except KnowledgeBaseError as exc:
-                        st.error(str(exc))
+                        st.error(escape_markdown(exc))
                     else:
-                        st.success(report.summary())
+                        st.success(escape_markdown(report.summary()))
                         st.rerun()
         st.caption(f"**Files** {counts.files} under `{status.base_path}`"
                    + (f" ({counts.refused} other .md files refused by the path rule: Reconcile lists why)"
@@ -58,4 +59,4 @@ def render_status(kb: KnowledgeBase) -> None:
             st.caption("**Folder** " + ("watched by this process: changed files are synced" if status.watching
                                         else "watched by another process (changes arrive through the database)"))
         for file_path, problem in status.watch_failed:
-            st.warning(f"Changed on disk but not indexed: `{file_path}`: {problem}")
+            st.warning(f"Changed on disk but not indexed: {inline_code(file_path)}: {escape_markdown(problem)}")

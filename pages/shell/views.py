@@ -9,19 +9,27 @@ from typing import Any
 
 import streamlit as st
 
+from pages.shell.safe import escape_markdown, inline_code
+
 _SHOW = {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}
 
 
 def render_preview(file_name: str, preview, *, expanded: bool = True) -> None:
     """An upload preview as the Upload page shows it: target path, title, summary, keywords and the lint."""
     icon = "❌" if not preview.can_upload else ("⚠️" if preview.findings else "✅")
-    with st.expander(f"{icon} {file_name} → {preview.file_path or 'not accepted'}", expanded=expanded):
-        fm = preview.frontmatter
-        if fm is not None:
-            st.markdown(f"**{fm.title or '(no title)'}**  \n{fm.summary or '(no summary)'}")
-            st.markdown("Keywords: " + (" ".join(f"`{k}`" for k in fm.keywords) or "(none)"))
+    with st.expander(f"{icon} {escape_markdown(file_name)} → {escape_markdown(preview.file_path or 'not accepted')}",
+                     expanded=expanded):
+        render_frontmatter(preview.frontmatter)
         for finding in preview.findings:
-            _SHOW[finding.severity](finding.message)
+            _SHOW[finding.severity](escape_markdown(finding.message))
+
+
+def render_frontmatter(fm) -> None:
+    """A previewed file's title, summary and keywords, each shown as the text it is."""
+    if fm is None:
+        return
+    st.markdown(f"**{escape_markdown(fm.title or '(no title)')}**  \n{escape_markdown(fm.summary or '(no summary)')}")
+    st.markdown("Keywords: " + (" ".join(inline_code(k) for k in fm.keywords) or "(none)"))
 
 
 def table_key(prefix: str, items: Iterable[object]) -> str:
@@ -52,7 +60,7 @@ def show_flash(slot: str) -> None:
     flash = st.session_state.pop(f"flash-{slot}", None)
     if flash:
         kind, message = flash
-        _SHOW[kind](message)
+        _SHOW[kind](escape_markdown(message))  # messages name files, keywords and errors: shown as text
 
 
 def flash(slot: str, kind: str, message: str) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, open_knowledge_base
+from pages.shell.safe import escape_markdown
 
 APP_PY = Path(__file__).resolve().parents[2] / "app.py"
 _app_py_runs_this = contextvars.ContextVar("app_py_runs_this", default=False)
@@ -69,7 +70,7 @@ def knowledge_base() -> KnowledgeBase:
     try:
         return _open_knowledge_base()
     except KnowledgeBaseError as exc:
-        st.error(f"The knowledge base could not be opened: {exc}")
+        st.error(escape_markdown(f"The knowledge base could not be opened: {exc}"))
         st.stop()
         raise  # unreachable: st.stop() ends the script run
     finally:
