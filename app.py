@@ -17,6 +17,8 @@ if str(APP_ROOT) not in sys.path:
 
 import streamlit as st  # noqa: E402
 
+from kb_core import Role  # noqa: E402
+from pages.shell.auth import console_access, render_user  # noqa: E402
 from pages.shell.exposure import current_exposure, render_refusal  # noqa: E402
 from pages.shell.sidebar import render_status  # noqa: E402
 from pages.shell.wiring import knowledge_base, run_by_app_py  # noqa: E402
@@ -24,22 +26,29 @@ from pages.shell.wiring import knowledge_base, run_by_app_py  # noqa: E402
 st.set_page_config(page_title="Knowledge base console", page_icon="📚", layout="wide")
 # Served beyond loopback without sign-in: every URL shows why instead of the console (pages/shell/exposure.py).
 refusal = current_exposure()
+# With sign-in configured: who this session is, or the sign-in / no-access page instead (pages/shell/auth.py).
+actor, gate = (None, None) if refusal else console_access()
 
 # One script per page at the top of pages/, no url_path: each URL is its file name (/upload is pages/upload.py),
 # the same name Streamlit's legacy pages/ mode gives it on a fresh server's first request (see pages/__init__.py).
+# A page a role may not use is not offered (kb_core refuses its writes anyway).
 PAGES = APP_ROOT / "pages"
+may_write = actor is not None and actor.may(Role.CURATOR)
 navigation = st.navigation(
     [
         st.Page(PAGES / "playground.py", title="Lookup playground", icon="🔎", default=True),
         st.Page(PAGES / "documents.py", title="Documents", icon="📚"),
-        st.Page(PAGES / "upload.py", title="Upload", icon="⬆️"),
+        *([st.Page(PAGES / "upload.py", title="Upload", icon="⬆️")] if may_write or actor is None else []),
         st.Page(PAGES / "tool_calls.py", title="Tool calls", icon="🧾"),
     ],
-    position="hidden" if refusal else "sidebar",
+    position="hidden" if refusal or gate else "sidebar",
 )
 if refusal:
     render_refusal(refusal)  # ends the run: no page, no knowledge base, no sidebar status
+if gate:
+    gate()  # ends the run: the sign-in (or no-access) page only
 with run_by_app_py():
     kb = knowledge_base()
     navigation.run()
+render_user(kb.actor)
 render_status(kb)  # after the page, so the sidebar shows what the page's action just changed

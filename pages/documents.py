@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBaseError, categories_below, category_folders
+from kb_core import KnowledgeBaseError, Role, categories_below, category_folders
 from pages.shell.inspector import render_inspector
 from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.safe import escape_markdown, inline_code
@@ -13,6 +13,7 @@ from pages.shell.views import flash, selected_row, show_flash, table_key
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
+may_edit, may_administer = kb.actor.may(Role.CURATOR), kb.actor.may(Role.ADMIN)
 st.title("📚 Documents")
 state = st.session_state
 BULK_OPTIONS = 1000
@@ -113,7 +114,8 @@ if tab_list.open:
                 return {"id": d.id, "title": title_of(d), "category": d.category, "lang": language_of(d),
                         "keywords": ", ".join(keywords_of(d)), "found by": "L0 + L1" if d.frontmatter else "L1 only",
                         "status": d.status.value.lower(), "chunks": d.chunk_count, "size": d.size_bytes,
-                        "updated (UTC)": d.updated_at.strftime("%Y-%m-%d %H:%M"), "file": d.file_path}
+                        "updated (UTC)": d.updated_at.strftime("%Y-%m-%d %H:%M"),
+                        "last changed by": d.changed_by or "", "file": d.file_path}
 
             # Rows are rebuilt only when a document changed: at 10,000 documents building them is a good part
             # of a rerun, and a click in the table reruns the page.
@@ -136,30 +138,34 @@ if tab_list.open:
             if picked is not None:
                 render_inspector(kb, picked, on_delete=_delete)
 
-        st.divider()
-        # A multiselect sends every option to the browser on each rerun: offer it once the list is filtered down.
-        by_label = {f"{d.file_path} (#{d.id})": d for d in shown} if len(shown) <= BULK_OPTIONS else {}
-        bulk = st.multiselect("Select documents for bulk delete", list(by_label), key="bulk",
-                              disabled=not by_label,
-                              help=None if by_label else f"Filter the list to {BULK_OPTIONS} documents or fewer "
-                                                         "to select several for deletion.")
-        if st.button(f"Delete {len(bulk)} selected…", disabled=not bulk):
-            state.confirm_delete = {"ids": [by_label[label].id for label in bulk], "where": "bulk"}
-        pending = state.get("confirm_delete")
-        show_flash("bulk")
-        if pending and pending.get("where") == "bulk":
-            names = [d.file_path for d in documents if d.id in pending["ids"]]
-            st.warning("Delete for good (file, database row, vectors and L0 entry)?  \n"
-                       + "  \n".join(map(escape_markdown, names)))
-            confirm = st.container(horizontal=True)
-            confirm.button("Confirm delete", type="primary", on_click=_delete, args=(list(pending["ids"]), "bulk"))
-            confirm.button("Cancel", on_click=lambda: state.update(confirm_delete=None))
+        if may_edit:
+            st.divider()
+            # A multiselect sends every option to the browser on each rerun: offer it once the list is filtered down.
+            by_label = {f"{d.file_path} (#{d.id})": d for d in shown} if len(shown) <= BULK_OPTIONS else {}
+            bulk = st.multiselect("Select documents for bulk delete", list(by_label), key="bulk",
+                                  disabled=not by_label,
+                                  help=None if by_label else f"Filter the list to {BULK_OPTIONS} documents or fewer "
+                                                             "to select several for deletion.")
+            if st.button(f"Delete {len(bulk)} selected…", disabled=not bulk):
+                state.confirm_delete = {"ids": [by_label[label].id for label in bulk], "where": "bulk"}
+            pending = state.get("confirm_delete")
+            show_flash("bulk")
+            if pending and pending.get("where") == "bulk":
+                names = [d.file_path for d in documents if d.id in pending["ids"]]
+                st.warning("Delete for good (file, database row, vectors and L0 entry)?  \n"
+                           + "  \n".join(map(escape_markdown, names)))
+                confirm = st.container(horizontal=True)
+                confirm.button("Confirm delete", type="primary", on_click=_delete, args=(list(pending["ids"]), "bulk"))
+                confirm.button("Cancel", on_click=lambda: state.update(confirm_delete=None))
 
 if tab_keywords.open:
     with tab_keywords:
         render_keyword_map(kb)
 
-if tab_maintenance.open:
+if tab_maintenance.open and not may_administer:
+    with tab_maintenance:
+        st.info(f"Reconcile and re-index need the admin role; you are signed in as a {kb.actor.role.label}.")
+elif tab_maintenance.open:
     with tab_maintenance:
         st.markdown("**Reconcile** brings disk, database, Milvus and L0 into agreement: it indexes `.md` files "
                     "placed under the knowledge base by hand (e.g. with git), completes interrupted writes, deletes "

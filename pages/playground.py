@@ -7,7 +7,7 @@ import re
 
 import streamlit as st
 
-from kb_core import MORE_SECTIONS, KnowledgeBaseError, section_chips, split_body
+from kb_core import MORE_SECTIONS, KnowledgeBaseError, Role, section_chips, split_body
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.wiring import knowledge_base
 
@@ -85,8 +85,8 @@ if unindexed > 0:
         st.markdown(f"{first_run}**{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
                     f"{'are' if unindexed != 1 else 'is'} not indexed yet.** Indexing reads them into the database "
                     "and the search index, so lookups can find them by meaning as well as by keyword.")
-        if st.button(f"Index {unindexed} document{'s' if unindexed != 1 else ''} now", key="index-now",
-                     type="primary"):
+        if kb.actor.may(Role.ADMIN) and st.button(f"Index {unindexed} document{'s' if unindexed != 1 else ''} now",
+                                                  key="index-now", type="primary"):
             bar = st.progress(0.0, text="Indexing…")
 
             def _progress(stage: str, done: int, total: int) -> None:
@@ -125,7 +125,7 @@ if submitted or state.run_query:
     if query.strip():
         st.query_params["q"] = state.linked_query = query  # the URL now links to this lookup
     try:
-        response = kb.call_tool({"query": query, "section_title": section or None}, caller="console")
+        response = kb.call_tool({"query": query, "section_title": section or None}, caller=kb.actor.name[:64])
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         st.stop()

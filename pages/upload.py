@@ -7,13 +7,16 @@ import math
 
 import streamlit as st
 
-from kb_core import BatchAction, BatchFile, DocumentConflictError, DocumentError, KnowledgeBaseError
+from kb_core import BatchAction, BatchFile, DocumentConflictError, DocumentError, KnowledgeBaseError, Role
 from pages.shell.safe import escape_markdown
 from pages.shell.views import render_frontmatter
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
 st.title("⬆️ Upload documents")
+if not kb.actor.may(Role.CURATOR):  # not offered in the navigation either; kb_core refuses the upload anyway
+    st.info(f"Uploading needs the curator role; you are signed in as a {kb.actor.role.label}.")
+    st.stop()
 state = st.session_state
 # What the curator saw on the previous run: a click reruns the script, and the upload must use the versions
 # the preview showed then (`if_match`), not whatever is on disk by now.

@@ -106,10 +106,16 @@ def test_a_page_file_started_on_its_own_refuses_too(app_root, server_address):
     _refused(at)
 
 
-def test_sign_in_configured_lifts_the_refusal(app_root, server_address):
+def test_sign_in_configured_lifts_the_refusal(app_root, server_address, monkeypatch):
     server_address("0.0.0.0")
+    monkeypatch.setenv("KB_ROLES", "ada@example.com=admin")
     at = AppTest.from_file(APP, default_timeout=60)
     at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32}
+    at.user = {"is_logged_in": False}
+    at.run()
+    assert not at.exception, at.exception
+    assert [b.label for b in at.button] == ["Sign in"]  # no refusal: sign in instead (tests/test_signin.py)
+    at.user = {"is_logged_in": True, "email": "ada@example.com"}
     at.run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["🔎 Lookup playground"]

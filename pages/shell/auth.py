@@ -6,42 +6,35 @@ use."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
-from kb_core import Actor, Role, Settings
+from kb_core import Actor, Role, RoleMap, load_settings
+from pages.shell.exposure import sign_in_configured
+from pages.shell.safe import escape_markdown, inline_code
 
 # Without sign-in the console is one trusted local user: every right, recorded as "console".
 CONSOLE = Actor("console", Role.ADMIN)
 
 
-def signin_configured() -> bool:
-    """Whether `.streamlit/secrets.toml` has an `[auth]` section (a missing file means no)."""
-    try:
-        return "auth" in st.secrets
-    except Exception:  # noqa: BLE001 - no secrets file, or one that does not parse: no sign-in configured
-        return False
+@st.cache_resource(show_spinner=False)
+def _role_map() -> RoleMap:
+    return load_settings().role_map
 
 
-def signed_in_email() -> str | None:
+def console_access() -> tuple[Actor | None, Callable[[], None] | None]:
+    """Who this browser session acts as, or the page to show instead (sign in, or no access)."""
+    if not sign_in_configured():
+        return CONSOLE, None
     if not st.user.is_logged_in:
-        return None
+        return None, _sign_in_page
     email = st.user.get("email")
-    return str(email) if email else None
-
-
-def current_actor(settings: Settings) -> Actor:
-    """Who this browser session acts as. Without sign-in configured, the local console user; otherwise the
-    signed-in user with their role. Anyone else sees the sign-in page (or "no access") and the run ends."""
-    if not signin_configured():
-        return CONSOLE
-    if not st.user.is_logged_in:
-        _sign_in_page()
-    email = signed_in_email()
     groups = st.user.get("groups") or []
-    role = settings.role_map.role_of(email, groups if isinstance(groups, list) else [groups])
-    if email is None or role is None:
-        _no_access_page(email)
-    return Actor(email, role)
+    role = _role_map().role_of(str(email) if email else None, groups if isinstance(groups, list) else [groups])
+    if not email or role is None:
+        return None, lambda: _no_access_page(str(email) if email else None)
+    return Actor(str(email), role), None
 
 
 def _sign_in_page() -> None:
@@ -54,7 +47,7 @@ def _sign_in_page() -> None:
 
 def _no_access_page(email: str | None) -> None:
     st.title("Knowledge base console")
-    who = f"`{email}`" if email else "This account (the provider gave no e-mail address)"
+    who = inline_code(email) if email else "This account (the provider gave no e-mail address)"
     st.error(f"{who} has no role here. Ask an administrator to add you to `auth.roles` (or `KB_ROLES`).")
     st.button("Sign out", on_click=st.logout)
     st.stop()
@@ -62,7 +55,7 @@ def _no_access_page(email: str | None) -> None:
 
 def render_user(actor: Actor) -> None:
     """The sidebar's line about who is signed in, with sign-out (only when sign-in is configured)."""
-    if actor is CONSOLE:
+    if actor == CONSOLE:
         return
-    st.sidebar.caption(f"Signed in as {actor.name.replace('`', '')} · {actor.role.label}")
+    st.sidebar.caption(f"Signed in as {escape_markdown(actor.name)} · {actor.role.label}")
     st.sidebar.button("Sign out", key="sign-out", on_click=st.logout)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError, clean_document, split_body
+from kb_core import KnowledgeBase, KnowledgeBaseError, Role, clean_document, split_body
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.views import field_value, flash
 
@@ -35,14 +35,14 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
             actions.download_button("Download", content.encode("utf-8"), file_name=doc.file_name,
                                     mime="text/markdown", key=f"download-{doc.id}", on_click="ignore",
                                     icon=":material/download:")
-        if actions.button("Re-index", key=f"reindex-{doc.id}"):
+        if kb.actor.may(Role.ADMIN) and actions.button("Re-index", key=f"reindex-{doc.id}"):
             try:
                 kb.reindex(doc.id)
                 flash("inspector", "success", f"Re-indexed {doc.file_path}")
             except KnowledgeBaseError as exc:
                 flash("inspector", "error", str(exc))
             st.rerun()
-        if actions.button("Delete…", key=f"delete-{doc.id}"):
+        if kb.actor.may(Role.CURATOR) and actions.button("Delete…", key=f"delete-{doc.id}"):
             state.confirm_delete = {"ids": [doc.id], "where": "inspector"}
         pending = state.get("confirm_delete")
         if pending and pending.get("where") == "inspector" and pending.get("ids") == [doc.id]:

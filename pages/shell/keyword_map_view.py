@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError
+from kb_core import KnowledgeBase, KnowledgeBaseError, Role
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import flash, render_preview, selected_row, show_flash, table_key
 
@@ -106,5 +106,8 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
             "Added: " + ", ".join(map(inline_code, edit.added)) if edit.added else "",
             "Order changed" if not edit.removed and not edit.added else "") if part))
         render_preview(edit.file_name, edit.preview)
+        if not kb.actor.may(Role.CURATOR):
+            st.caption(f"Saving needs the curator role; you are signed in as a {kb.actor.role.label}.")
+            return
         st.button("Save and re-index", type="primary", key="kw-save", disabled=not edit.preview.can_upload,
                   on_click=_save, args=(kb, edit))

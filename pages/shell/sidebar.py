@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError
+from kb_core import KnowledgeBase, KnowledgeBaseError, Role
 from pages.shell.safe import escape_markdown, inline_code
 
 _MODEL_BADGE = {"ready": "🟢 ready", "loading": "🟡 loading…", "unavailable": "🔴 unavailable"}
@@ -38,7 +38,8 @@ def render_status(kb: KnowledgeBase) -> None:
             # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
             st.info(f"{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
                     f"{'are' if unindexed != 1 else 'is'} not indexed yet.")
-            if st.button("Reconcile now", key="sidebar-sync", help="Index the .md files found on disk"):
+            if kb.actor.may(Role.ADMIN) and st.button("Reconcile now", key="sidebar-sync",
+                                                      help="Index the .md files found on disk"):
                 with st.spinner("Indexing the files on disk…"):
                     try:
                         report = kb.reconcile()

@@ -12,6 +12,7 @@ from pathlib import Path
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, open_knowledge_base
+from pages.shell.auth import console_access
 from pages.shell.safe import escape_markdown
 
 APP_PY = Path(__file__).resolve().parents[2] / "app.py"
@@ -58,7 +59,8 @@ def hand_over_to_app_py() -> None:
 
 
 def knowledge_base() -> KnowledgeBase:
-    """The process-wide `KnowledgeBase`; on failure shows the reason and stops the page.
+    """The process-wide `KnowledgeBase`, acting for this session's user; on failure shows the reason and stops
+    the page.
 
     Every page calls this first, which also routes a page file Streamlit started on its own through app.py.
     """
@@ -68,7 +70,7 @@ def knowledge_base() -> KnowledgeBase:
     if note is not None:
         note.info(_OPENING, icon="⏳")
     try:
-        return _open_knowledge_base()
+        base = _open_knowledge_base()
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(f"The knowledge base could not be opened: {exc}"))
         st.stop()
@@ -76,3 +78,8 @@ def knowledge_base() -> KnowledgeBase:
     finally:
         if note is not None:
             note.empty()
+    # This session's user (or the local console user without sign-in): kb_core checks their role on writes.
+    actor, gate = console_access()
+    if gate is not None:
+        gate()  # app.py showed this page already; a page file run on its own ends here too
+    return base.as_user(actor)
