@@ -9,6 +9,7 @@ names the setting.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -191,6 +192,22 @@ class Settings(BaseSettings):
         except SettingsError as exc:
             raise ValueError(str(exc)) from exc
         return value
+
+    def described(self) -> list[tuple[str, str]]:
+        """Every setting as (environment variable, value) for an admin to read; the Milvus token is hidden and
+        a database URL's password masked."""
+        rows = []
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            variable = re.match(r"(KB_[A-Z0-9_]+)", field.description or "")
+            if name == "milvus_token" and value:
+                shown = "*** (set)"
+            elif name == "database_url" and value:
+                shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", str(value))
+            else:
+                shown = "" if value is None else str(value)
+            rows.append((variable.group(1) if variable else f"{_ENV_PREFIX}{name.upper()}", shown))
+        return rows
 
     @property
     def role_map(self) -> RoleMap:

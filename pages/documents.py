@@ -195,3 +195,7 @@ elif tab_maintenance.open:
                 st.success(f"{len(report.reindexed)} re-indexed")
                 for path, reason in report.failed:
                     st.error(escape_markdown(f"{path}: {reason}"))
+        st.markdown("**Settings** this process runs with (`KB_*`, `kb.yaml`; the Milvus token and database password "
+                    "are hidden)")
+        st.dataframe([{"setting": name, "value": value} for name, value in kb.settings.described()],
+                     hide_index=True, key="settings-table")

@@ -96,3 +96,14 @@ def test_calls_without_a_user_act_as_the_service_identity(kb):
     with metadata._read() as session:  # noqa: SLF001 - the column itself, not a public view of it
         actors = session.scalars(select(Change.actor).where(Change.file_path == outcome.document.file_path)).all()
     assert actors and set(actors) == {"agent"}
+
+
+def test_settings_as_an_admin_reads_them_hide_secrets(tmp_path):
+    from kb_core import load_settings
+
+    settings = load_settings(app_root=tmp_path, database_url="mysql+pymysql://kb:s3cret@db:3306/kb",
+                             milvus_token="root:Milvus")
+    shown = dict(settings.described())
+    assert shown["KB_DATABASE_URL"] == "mysql+pymysql://kb:***@db:3306/kb"
+    assert shown["KB_MILVUS_TOKEN"] == "*** (set)" and "KB_CONFIG" in shown
+    assert not any("s3cret" in value or "Milvus" in value for value in shown.values())

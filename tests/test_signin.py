@@ -103,6 +103,7 @@ def test_an_admin_has_everything(roles):
     at.run()
     labels = _maintenance(at)
     assert "Reconcile" in labels and "Re-index all" in labels
+    assert any("KB_ROLES" in str(frame.value) for frame in at.dataframe)  # an admin sees the settings
 
 
 def test_without_sign_in_configured_the_console_is_as_before(synced_sample):
