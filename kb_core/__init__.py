@@ -37,6 +37,8 @@ from kb_core.documents.reconcile import ReconcileReport
 from kb_core.documents.sections import MORE as MORE_SECTIONS
 from kb_core.documents.sections import SectionChips, section_chips
 from kb_core.documents.service import DeleteOutcome, UploadOutcome
+from kb_core.documents.synonyms import as_lines as synonym_lines
+from kb_core.documents.synonyms import parse_lines as parse_synonym_lines
 from kb_core.errors import (
     AccessDeniedError,
     DocumentConflictError,
@@ -55,6 +57,8 @@ from kb_core.stats import percentile
 SyncReport = ReconcileReport  # the report of `reconcile` (named for the sync it replaced)
 
 __all__ = [
+    "parse_synonym_lines",
+    "synonym_lines",
     "AccessDeniedError",
     "Actor",
     "Role",

@@ -31,6 +31,7 @@ from kb_core.storage.vector_store import MilvusVectorStore, collection_name, is_
 log = logging.getLogger(__name__)
 
 RECOVER_EVERY = 10.0  # seconds between checks for rows left PENDING by writers that died
+SYNONYMS_EVERY = 2.0  # seconds between checks of the knowledge base's _synonyms.yaml (a stat call)
 
 
 def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = True,
@@ -49,7 +50,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
     folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root)
     index = KnowledgeIndex(folder=folder, matching=settings.l0_matching,
-                           generic_docs=settings.l0_generic_docs)
+                           generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms)
     follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
     follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
     index.load()
@@ -82,6 +83,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
     # running would miss that document until someone opened the knowledge base anew or reconciled.
     follower.every(RECOVER_EVERY, reconciler.recover_dead_writers)
+    follower.every(SYNONYMS_EVERY, index.reload_synonyms)  # a hand edit or another process's save
     watcher = None
     if settings.watch:
         # one watcher per database and folder; the lock name does not depend on where this process sits

@@ -31,6 +31,7 @@ from kb_core.documents.keyword_edit import KeywordEdit, check_unchanged, current
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
+from kb_core.documents.synonyms import clean_groups, parse_lines
 from kb_core.errors import KnowledgeBaseError
 from kb_core.progress import Progress
 from kb_core.retrieval.change_follower import ChangeFollower
@@ -44,6 +45,7 @@ from kb_core.storage.embedding import ModelState
 from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
 from kb_core.summaries import SummaryCache
+from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +255,34 @@ class KnowledgeBase:
         """Write a prepared keyword edit through the normal upload path, unless the file changed since."""
         check_unchanged(self._index, edit)  # a clear message before any work; if_match closes the race
         return self.upload(edit.file_name, edit.data, edit.category, progress=progress, if_match=edit.base_sha256)
+
+    # -- synonyms ------------------------------------------------------------------------------------
+    def synonyms(self) -> tuple[tuple[str, ...], ...]:
+        """The synonym groups L0 applies (`_synonyms.yaml` in the knowledge base, then `l0.synonyms`)."""
+        return self._index.synonyms()
+
+    def synonym_warnings(self, groups: Sequence[Sequence[str]]) -> list[str]:
+        """What a curator should know before saving these groups: a word that is itself a generic keyword
+        would make every page claiming it an answer to each synonym."""
+        snapshot = self._index.snapshot
+        warnings = []
+        for group in groups:
+            for word in group:
+                term_id = snapshot.term_id.get(normalize_term(word))
+                if term_id is not None and snapshot.is_generic(snapshot.df[term_id]):
+                    warnings.append(f"“{word}” is a generic keyword (claimed by {snapshot.df[term_id]} pages): as a "
+                                    "synonym it makes all of them answer every word of its group")
+        return warnings
+
+    def save_synonyms(self, text_or_groups: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+        """Replace `_synonyms.yaml` (one group per line, words separated by commas; or a list of groups) and
+        apply it; the groups from settings stay. Curators only. Returns the groups saved."""
+        self._actor.require(Role.CURATOR, "edit synonyms")
+        groups = parse_lines(text_or_groups) if isinstance(text_or_groups, str) else \
+            clean_groups([list(g) for g in text_or_groups], "synonyms")
+        with self._writing(Role.CURATOR, "edit synonyms"):
+            self._index.save_synonyms(groups)
+        return groups
 
     def warm_summaries(self) -> None:
         """Compute the cached summaries a console shows first (for a background thread after opening)."""

@@ -41,6 +41,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("knowledge", "watch"): "watch",
     ("l0", "default-language"): "default_language",
     ("l0", "generic-docs"): "l0_generic_docs",
+    ("l0", "synonyms"): "l0_synonyms",
     ("auth", "roles"): "roles",
     ("auth", "service-identity"): "service_identity",
 }
@@ -116,6 +117,10 @@ class Settings(BaseSettings):
         default="agent", min_length=1, max_length=64,
         description="KB_SERVICE_IDENTITY: who in-process calls without a user act as (an admin), as recorded on "
                     "their writes")
+    l0_synonyms: list[list[str]] = Field(
+        default_factory=list,
+        description="KB_L0_SYNONYMS: synonym groups (JSON list of lists) added to the knowledge base's "
+                    "_synonyms.yaml: any word of a group stands for the group's keywords in L0")
     l0_generic_docs: int | None = Field(
         default=None, ge=1,
         description="KB_L0_GENERIC_DOCS: a keyword claimed by more pages than this is generic and does not decide an "

@@ -73,6 +73,7 @@ def test_answer_quality_floors(reports):
     assert report.kind("off_topic").not_found_pct >= 95  # questions about something else, in both languages
     assert report.overall.in_language_pct >= 95  # served in the query's language where the page has it
     assert report.kind("typo").named_pct >= 90  # "did you mean" names the page a typo'd identifier meant
+    assert report.kind("synonym").right_first_pct >= 90  # the fixture's _synonyms.yaml: other words, same page
     assert report.overall.high_but_wrong_pct <= 2
     # right first: the first thing an agent reads (the primary, else the supplement) is an expected document
     assert report.kind("keyword_in_sentence").right_first_pct >= 95

@@ -18,12 +18,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kb_core.documents import synonyms as synonyms_module
 from kb_core.documents.entry import KnowledgeEntry, entry_of_bytes, entry_of_file, split_keywords
 from kb_core.documents.folder import KnowledgeFolder, read_regular
+from kb_core.errors import InvalidInputError
 from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, RankedMatches, Snapshot
 
 if TYPE_CHECKING:
@@ -49,7 +51,8 @@ class KnowledgeIndex:
 
     def __init__(self, base_path: str | os.PathLike[str] | None = None, *,
                  app_root: str | os.PathLike[str] | None = None, matching: str = "words",
-                 folder: KnowledgeFolder | None = None, generic_docs: int | None = None):
+                 folder: KnowledgeFolder | None = None, generic_docs: int | None = None,
+                 synonyms: Sequence[Sequence[str]] = ()):
         if matching not in MATCHING_MODES:
             raise ValueError(f"matching must be one of {', '.join(MATCHING_MODES)}, not {matching!r}")
         if folder is None:
@@ -59,6 +62,9 @@ class KnowledgeIndex:
         self._folder = folder
         self._matching = matching
         self._generic_docs = generic_docs
+        self._configured_synonyms = synonyms_module.clean_groups([list(g) for g in synonyms], "l0.synonyms")
+        self._file_synonyms: synonyms_module.Groups = ()
+        self._synonym_signature: tuple[int, int] | None = None
         self._snapshot = Snapshot((), matching, generic_docs=generic_docs)
         self._write_lock = threading.RLock()
         self._warm_lock = threading.Lock()
@@ -79,6 +85,11 @@ class KnowledgeIndex:
 
     def scan(self) -> LoadReport:
         started = time.perf_counter()
+        try:  # the synonyms file lives with the documents: read it with them
+            self._file_synonyms = synonyms_module.load_file(self._folder.base_dir)
+        except InvalidInputError as exc:
+            log.warning("synonyms not loaded: %s", exc)
+        self._synonym_signature = synonyms_module.file_signature(self._folder.base_dir)
         entries: list[KnowledgeEntry] = []
         scanned = skipped = failed = 0
         for relative in self._folder.markdown_files():
@@ -95,7 +106,7 @@ class KnowledgeIndex:
             entries.append(entry)
         with self._write_lock:
             self._pending = None
-            self._swap(Snapshot(tuple(entries), self._matching, self._normalized, self._generic_docs))
+            self._swap(self._new_snapshot(tuple(entries)))
         seconds = time.perf_counter() - started
         log.info(
             "L0 index loaded from %s: scanned=%d indexed=%d skipped=%d failed=%d in %.1f ms",
@@ -155,7 +166,47 @@ class KnowledgeIndex:
             self._pending = None
             if len(self._normalized) > 4 * sum(len(e.keywords) for e in entries.values()) + 1024:
                 self._normalized = {}  # keywords of removed documents pile up: start afresh now and then
-            self._swap(Snapshot(tuple(entries.values()), self._matching, self._normalized, self._generic_docs))
+            self._swap(self._new_snapshot(tuple(entries.values())))
+
+    def _new_snapshot(self, entries: tuple[KnowledgeEntry, ...]) -> Snapshot:
+        return Snapshot(entries, self._matching, self._normalized, self._generic_docs, self.synonyms())
+
+    # -- synonyms ------------------------------------------------------------------------------------
+    def synonyms(self) -> synonyms_module.Groups:
+        """The synonym groups L0 applies: the knowledge base's `_synonyms.yaml`, then `l0.synonyms`."""
+        return synonyms_module.merged(self._file_synonyms, self._configured_synonyms)
+
+    def file_synonyms(self) -> synonyms_module.Groups:
+        return self._file_synonyms
+
+    def reload_synonyms(self, *, force: bool = False) -> bool:
+        """Read `_synonyms.yaml` again when it changed (size or time; another process or a hand edit) and
+        rebuild the snapshot; True when it did. A broken file keeps the groups in use and logs why."""
+        signature = synonyms_module.file_signature(self._folder.base_dir)
+        if not force and signature == self._synonym_signature:
+            return False
+        try:
+            groups = synonyms_module.load_file(self._folder.base_dir)
+        except InvalidInputError as exc:
+            log.warning("synonyms not reloaded, keeping the groups in use: %s", exc)
+            self._synonym_signature = signature
+            return False
+        with self._write_lock:
+            self._synonym_signature = signature
+            if groups == self._file_synonyms and not force:
+                return False
+            self._file_synonyms = groups
+            if self._pending is None:
+                self._swap(self._new_snapshot(self._snapshot.entries))
+        log.info("synonyms reloaded: %d group(s)", len(self.synonyms()))
+        return True
+
+    def save_synonyms(self, groups: synonyms_module.Groups) -> None:
+        """Write `_synonyms.yaml` (atomically) and apply it here at once; other processes reload it within
+        seconds (their follower polls the file)."""
+        with self._write_lock:
+            synonyms_module.save_file(self._folder.base_dir, groups)
+            self.reload_synonyms(force=True)
 
     def _swap(self, snapshot: Snapshot) -> None:
         """Swap in a new snapshot. Once "did you mean" is in use (the current snapshot built its suggester), the

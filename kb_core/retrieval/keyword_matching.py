@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, overload
 import ahocorasick
 import numpy as np
 
-from kb_core.terms import WORD_CHARS, aligned, normalize_term
+from kb_core.terms import WORD_CHARS, aligned, contains_aligned, normalize_term
 
 if TYPE_CHECKING:
     from kb_core.documents.entry import KnowledgeEntry
@@ -65,9 +65,14 @@ class L0Match:
     # the rarest of the matched keywords and how many documents claim it (the ranking's first key)
     rarest_keyword: str = ""
     claimed_by: int = 0
+    # (keyword, the synonym the query used instead): keywords matched only through a curator's synonym group
+    via_synonym: tuple[tuple[str, str], ...] = ()
 
     def explain(self) -> list[str]:
-        return [f"query contains “{k}”" if k in self.contained_in_query else f"“{k}” contains the query"
+        via = dict(self.via_synonym)
+        return [(f"query {'contains' if k in self.contained_in_query else 'is inside'} “{via[k]}”, "
+                 f"via synonym of “{k}”") if k in via else
+                f"query contains “{k}”" if k in self.contained_in_query else f"“{k}” contains the query"
                 for k in self.keywords]
 
 
@@ -75,7 +80,8 @@ class Snapshot:
     """An immutable view of the index: entries, their normalised keywords and the search structures."""
 
     def __init__(self, entries: tuple[KnowledgeEntry, ...], matching: str = "words",
-                 normalized_cache: dict[str, str] | None = None, generic_docs: int | None = None):
+                 normalized_cache: dict[str, str] | None = None, generic_docs: int | None = None,
+                 synonyms: tuple[tuple[str, ...], ...] = ()):
         if matching not in MATCHING_MODES:
             raise ValueError(f"matching must be one of {MATCHING_MODES}, not {matching!r}")
         self.entries = entries
@@ -140,6 +146,7 @@ class Snapshot:
             for run in dict.fromkeys(_WORD_RUN.findall(term)):
                 runs.setdefault(run, []).append(i)
         self.word_runs = {run: tuple(ids) for run, ids in runs.items()}
+        self._build_synonyms(synonyms)
         self._suggester: Suggester | None = None
 
     def suggester(self) -> Suggester:
@@ -159,6 +166,28 @@ class Snapshot:
     def is_generic(self, claimants: int) -> bool:
         return claimants > self.generic_limit
 
+    def _build_synonyms(self, groups: tuple[tuple[str, ...], ...]) -> None:
+        """Curator synonym groups: every spelling of a group stands for the group's keywords. `aliases[i]` is a
+        normalised spelling, `alias_terms[i]` the term ids of the group's members that are keywords here."""
+        self.synonyms = groups
+        aliases: dict[str, set[int]] = {}
+        for group in groups:
+            spellings = list(dict.fromkeys(t for t in (normalize_term(w) for w in group) if t))
+            members = {self.term_id[t] for t in spellings if t in self.term_id}
+            if not members:
+                continue
+            for spelling in spellings:
+                aliases.setdefault(spelling, set()).update(members)
+        self.aliases = tuple(aliases)
+        self.alias_terms = tuple(tuple(sorted(ids)) for ids in aliases.values())
+        self.synonym_automaton = None
+        if aliases:
+            automaton = ahocorasick.Automaton()
+            for i, alias in enumerate(self.aliases):
+                automaton.add_word(alias, i)
+            automaton.make_automaton()
+            self.synonym_automaton = automaton
+
     def claimed_by(self, keyword: str) -> list[int]:
         """Positions of the documents whose keywords include `keyword` (normalised), in index order."""
         term_id = self.term_id.get(normalize_term(keyword))
@@ -175,11 +204,29 @@ class Snapshot:
             start = end + 1 - len(self.terms[term_id])
             if not words or aligned(term, start, end + 1):
                 spans.append((start, end + 1, term_id))
+        if self.synonym_automaton is not None:  # a synonym in the query: alias i is the id -(i + 1)
+            for end, alias in self.synonym_automaton.iter(term):
+                start = end + 1 - len(self.aliases[alias])
+                if not words or aligned(term, start, end + 1):
+                    spans.append((start, end + 1, -alias - 1))
         if words and len(spans) > 1:
             spans = _longest_spans(spans)
-        inside = frozenset(term_id for _, _, term_id in spans)
+        direct = {term_id for _, _, term_id in spans if term_id >= 0}
+        via: dict[int, str] = {}
+        for _, _, span_id in spans:
+            if span_id < 0:
+                for term_id in self.alias_terms[-span_id - 1]:
+                    if term_id not in direct:
+                        via.setdefault(term_id, self.aliases[-span_id - 1])
+        inside = frozenset(direct | set(via))
         containing = self._terms_containing(term, words) if len(term) <= self.longest else set()
-        return RankedMatches(self, frozenset(inside | containing), inside)
+        for i, alias in enumerate(self.aliases):  # the query inside a synonym (the spec's other direction)
+            if len(term) < len(alias) and term in alias and (not words or contains_aligned(alias, term)):
+                for term_id in self.alias_terms[i]:
+                    if term_id not in inside and term_id not in containing:
+                        via.setdefault(term_id, alias)
+                        containing.add(term_id)
+        return RankedMatches(self, frozenset(inside | containing), inside, via)
 
     def _terms_containing(self, query: str, words: bool) -> set[int]:
         """Terms (keywords) that contain the query, word-aligned at its Latin edges in `words` mode."""
@@ -219,10 +266,12 @@ class RankedMatches(Sequence[L0Match]):
     hits 4,000 documents costs the head it shows.
     """
 
-    def __init__(self, snapshot: Snapshot, counting: frozenset[int], inside: frozenset[int]):
+    def __init__(self, snapshot: Snapshot, counting: frozenset[int], inside: frozenset[int],
+                 via: dict[int, str] | None = None):
         self._snapshot = snapshot
         self._counting = counting
         self._inside = inside
+        self._via = via or {}  # term id -> the synonym the query used for it
         self._mask: np.ndarray | None = None  # every matched position, when more than one term counts
         if not counting:
             self._total = 0
@@ -390,4 +439,6 @@ class RankedMatches(Sequence[L0Match]):
             df = snapshot.df[term_id]
             if not rarest or (df, -len(term)) < (rarest_df, -len(normalize_term(rarest))):
                 rarest, rarest_df = keyword, df
-        return L0Match(entry, tuple(keywords), tuple(inside), rarest, rarest_df)
+        via = tuple((keyword, self._via[snapshot.term_id[normalize_term(keyword)]]) for keyword in keywords
+                    if snapshot.term_id.get(normalize_term(keyword)) in self._via)
+        return L0Match(entry, tuple(keywords), tuple(inside), rarest, rarest_df, via)

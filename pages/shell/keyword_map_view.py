@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError, Role
+from kb_core import KnowledgeBase, KnowledgeBaseError, Role, parse_synonym_lines, synonym_lines
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import flash, render_preview, selected_row, show_flash, table_key
 
@@ -20,6 +20,7 @@ def render_keyword_map(kb: KnowledgeBase) -> None:
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return
+    _render_synonyms(kb)
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Ambiguous keywords", len(summary.ambiguous), help="A query of just this keyword returns several "
               "documents: the answer gets confidence 'low' and an L1 supplement instead of one exact answer.")
@@ -111,3 +112,31 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
             return
         st.button("Save and re-index", type="primary", key="kw-save", disabled=not edit.preview.can_upload,
                   on_click=_save, args=(kb, edit))
+
+
+def _render_synonyms(kb: KnowledgeBase) -> None:
+    """The curator's synonym groups (`_synonyms.yaml`): any word of a group stands for its keywords in L0."""
+    groups = kb.synonyms()
+    with st.expander(f"Synonyms ({len(groups)} group{'s' if len(groups) != 1 else ''})", expanded=False):
+        st.caption("Any word of a group stands for the group's keywords in L0 (whole words, as keywords match); "
+                   "the \"why\" panel says *via synonym*. One group per line, words separated by commas. Saved to "
+                   "`_synonyms.yaml` in the knowledge base; groups from `l0.synonyms` in settings are added.")
+        if not kb.actor.may(Role.CURATOR):
+            for group in groups:
+                st.markdown(" · ".join(inline_code(word) for word in group))
+            return
+        text = st.text_area("Synonym groups", value=synonym_lines(groups), key="synonyms-text", height=160,
+                            placeholder="限流, rate limiting, limit-req")
+        try:
+            edited = parse_synonym_lines(text)
+        except KnowledgeBaseError as exc:
+            st.error(escape_markdown(exc))
+            return
+        for warning in kb.synonym_warnings(edited):
+            st.warning(escape_markdown(warning))
+        if st.button("Save synonyms", key="synonyms-save", disabled=edited == groups):
+            try:
+                saved = kb.save_synonyms(edited)
+                st.success(f"Saved {len(saved)} group(s); lookups use them now.")
+            except KnowledgeBaseError as exc:
+                st.error(escape_markdown(exc))
