@@ -50,7 +50,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
     folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root)
     index = KnowledgeIndex(folder=folder, matching=settings.l0_matching,
-                           generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms)
+                           generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms,
+                           snapshot_path=settings.l0_snapshot_path)
     follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
     follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
     index.load()

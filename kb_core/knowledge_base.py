@@ -446,6 +446,7 @@ class KnowledgeBase:
             self._watcher.stop()  # releases the lease: another process takes over
         if self._follower is not None:
             self._follower.stop()
+        self._index.close()  # writes the L0 snapshot if anything changed since the last one
         self._recorder.flush(5)
         self._vectors.close()
         self._metadata.dispose()

@@ -42,6 +42,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("l0", "default-language"): "default_language",
     ("l0", "generic-docs"): "l0_generic_docs",
     ("l0", "synonyms"): "l0_synonyms",
+    ("l0", "snapshot"): "l0_snapshot",
     ("auth", "roles"): "roles",
     ("auth", "service-identity"): "service_identity",
 }
@@ -117,6 +118,10 @@ class Settings(BaseSettings):
         default="agent", min_length=1, max_length=64,
         description="KB_SERVICE_IDENTITY: who in-process calls without a user act as (an admin), as recorded on "
                     "their writes")
+    l0_snapshot: str = Field(
+        default="kb_l0_snapshot.bin",
+        description="KB_L0_SNAPSHOT: where L0 saves its entries so the next open parses only changed files "
+                    "(relative to the app root); off: always scan in full")
     l0_synonyms: list[list[str]] = Field(
         default_factory=list,
         description="KB_L0_SYNONYMS: synonym groups (JSON list of lists) added to the knowledge base's "
@@ -233,6 +238,11 @@ class Settings(BaseSettings):
     def base_dir(self) -> Path:
         """The knowledge base directory on disk."""
         return self.resolve_path(self.base_path)
+
+    @property
+    def l0_snapshot_path(self) -> Path | None:
+        value = self.l0_snapshot.strip()
+        return None if value.lower() in ("", "off", "none", "0") else self.resolve_path(value)
 
     @property
     def resolved_database_url(self) -> str:

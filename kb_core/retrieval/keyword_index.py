@@ -20,12 +20,14 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kb_core.documents import synonyms as synonyms_module
 from kb_core.documents.entry import KnowledgeEntry, entry_of_bytes, entry_of_file, split_keywords
 from kb_core.documents.folder import KnowledgeFolder, read_regular
 from kb_core.errors import InvalidInputError
+from kb_core.retrieval import l0_snapshot_file
 from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, RankedMatches, Snapshot
 
 if TYPE_CHECKING:
@@ -52,7 +54,7 @@ class KnowledgeIndex:
     def __init__(self, base_path: str | os.PathLike[str] | None = None, *,
                  app_root: str | os.PathLike[str] | None = None, matching: str = "words",
                  folder: KnowledgeFolder | None = None, generic_docs: int | None = None,
-                 synonyms: Sequence[Sequence[str]] = ()):
+                 synonyms: Sequence[Sequence[str]] = (), snapshot_path: str | os.PathLike[str] | None = None):
         if matching not in MATCHING_MODES:
             raise ValueError(f"matching must be one of {', '.join(MATCHING_MODES)}, not {matching!r}")
         if folder is None:
@@ -73,6 +75,12 @@ class KnowledgeIndex:
         # entries changed inside bulk(), not yet built: path -> entry, in index order
         self._pending: dict[str, KnowledgeEntry] | None = None
         self._normalized: dict[str, str] = {}  # keyword -> normalised, reused by every rebuild
+        # The saved snapshot (l0_snapshot_file): what each file held when this process last read it, by path
+        # below the base; written a few seconds after changes settle, and at close.
+        self._snapshot_path = Path(snapshot_path) if snapshot_path else None
+        self._records: dict[str, l0_snapshot_file.Record] = {}
+        self._records_dirty = False
+        self._save_timer: threading.Timer | None = None
 
     @property
     def folder(self) -> KnowledgeFolder:
@@ -91,11 +99,25 @@ class KnowledgeIndex:
             log.warning("synonyms not loaded: %s", exc)
         self._synonym_signature = synonyms_module.file_signature(self._folder.base_dir)
         entries: list[KnowledgeEntry] = []
-        scanned = skipped = failed = 0
+        scanned = skipped = failed = reused = 0
+        saved = l0_snapshot_file.load(self._snapshot_path, self._folder.base_dir) if self._snapshot_path else None
+        records: dict[str, l0_snapshot_file.Record] = {}
         for relative in self._folder.markdown_files():
             scanned += 1
+            stat = self._stat(relative)
+            record = saved.get(relative) if saved is not None and stat is not None else None
+            if record is not None and record[:4] == stat:  # unchanged since the snapshot: no parse
+                reused += 1
+                records[relative] = record
+                if record[4] is None:
+                    skipped += 1
+                else:
+                    entries.append(record[4])
+                continue
             try:
                 entry = entry_of_file(self._folder, relative)
+                if stat is not None:
+                    records[relative] = (*stat, entry)
             except (OSError, UnicodeDecodeError) as exc:
                 failed += 1
                 log.warning("cannot read %s, skipped: %s", self._folder.display_path(relative), exc)
@@ -107,10 +129,14 @@ class KnowledgeIndex:
         with self._write_lock:
             self._pending = None
             self._swap(self._new_snapshot(tuple(entries)))
+            self._records = records
+            if saved is None or reused != len(saved) or reused != scanned:
+                self._snapshot_changed()
         seconds = time.perf_counter() - started
         log.info(
-            "L0 index loaded from %s: scanned=%d indexed=%d skipped=%d failed=%d in %.1f ms",
-            self._folder.display_path(""), scanned, len(entries), skipped, failed, seconds * 1000,
+            "L0 index loaded from %s: scanned=%d indexed=%d skipped=%d failed=%d (%d unchanged since the saved "
+            "snapshot) in %.1f ms", self._folder.display_path(""), scanned, len(entries), skipped, failed, reused,
+            seconds * 1000,
         )
         return LoadReport(scanned, len(entries), skipped, failed, seconds)
 
@@ -170,6 +196,57 @@ class KnowledgeIndex:
 
     def _new_snapshot(self, entries: tuple[KnowledgeEntry, ...]) -> Snapshot:
         return Snapshot(entries, self._matching, self._normalized, self._generic_docs, self.synonyms())
+
+    # -- the saved snapshot -----------------------------------------------------------------------------
+    SAVE_AFTER = 3.0  # seconds without a change before the snapshot is written
+
+    def _stat(self, relative: str) -> tuple[int, int, int, int] | None:
+        """What tells a file's versions apart without reading it: size, modification and change time, and the
+        inode (a file renamed onto another path keeps its own, so it never passes for the one it replaced)."""
+        try:
+            stat = os.stat(self._folder.base_dir / relative)
+        except OSError:
+            return None
+        return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
+
+    def _forget(self, file_path: str) -> None:
+        """An entry that did not come from reading its file here has no record: it is parsed at the next open."""
+        relative = self._folder.relative_of(file_path)
+        if relative and self._records.pop(relative, None) is not None:
+            self._snapshot_changed()
+
+    def _snapshot_changed(self) -> None:
+        if self._snapshot_path is None:
+            return
+        self._records_dirty = True
+        if self._save_timer is not None:
+            self._save_timer.cancel()
+        self._save_timer = threading.Timer(self.SAVE_AFTER, self.save_snapshot)
+        self._save_timer.daemon = True
+        self._save_timer.start()
+
+    def save_snapshot(self) -> bool:
+        """Write the snapshot now if anything changed since the last one (the timer and `close()` call it);
+        True when it wrote."""
+        if self._snapshot_path is None:
+            return False
+        with self._write_lock:
+            if not self._records_dirty:
+                return False
+            records = dict(self._records)
+            self._records_dirty = False
+        try:
+            l0_snapshot_file.save(self._snapshot_path, self._folder.base_dir, records)
+        except OSError as exc:
+            log.warning("cannot write the L0 snapshot %s (the next open scans in full): %s", self._snapshot_path, exc)
+            return False
+        log.debug("L0 snapshot written: %d records", len(records))
+        return True
+
+    def close(self) -> None:
+        if self._save_timer is not None:
+            self._save_timer.cancel()
+        self.save_snapshot()
 
     # -- synonyms ------------------------------------------------------------------------------------
     def synonyms(self) -> synonyms_module.Groups:
@@ -260,12 +337,14 @@ class KnowledgeIndex:
     def add(self, entry: KnowledgeEntry) -> None:
         """Add an entry at the end, or replace the entry with the same `file_path` in place."""
         with self._write_lock:
+            self._forget(entry.file_path)
             entries = self._current_entries()
             entries[entry.file_path] = entry  # a dict keeps the position of a replaced key
             self._publish(entries)
 
     def remove(self, file_path: str) -> bool:
         with self._write_lock:
+            self._forget(file_path)
             entries = self._current_entries()
             if entries.pop(file_path, None) is None:
                 return False

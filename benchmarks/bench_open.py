@@ -1,0 +1,93 @@
+"""L0 open with and without the saved snapshot: `python -m benchmarks.bench_open [--docs 10000 100000]`.
+
+For each size it generates realistic-frontmatter documents (benchmarks.common.generate_corpus), then times, in
+one run and alternating: a full scan (no snapshot), an open from a fresh snapshot, and an open after 1 % of the
+files changed; the snapshot's size on disk; L0's memory per 1,000 documents (tracemalloc of the open); and
+the cost of one applied change (`refresh` of one edited file). Medians of `--repeat` opens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import generate_corpus, machine, publish
+from kb_core.retrieval.keyword_index import KnowledgeIndex
+
+RESULTS = Path("bench-open-results.json")
+
+
+def _open(root: Path, snapshot: Path | None) -> tuple[float, KnowledgeIndex]:
+    gc.collect()
+    started = time.perf_counter()
+    index = KnowledgeIndex("knowledge_base", app_root=root, snapshot_path=snapshot)
+    index.load()
+    return time.perf_counter() - started, index
+
+
+def measure(n: int, repeat: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="kb-open-") as tmp:
+        root = Path(tmp)
+        generate_corpus(root / "knowledge_base", n, min_kb=1, max_kb=4)
+        snap = root / "l0.snap"
+        _, first = _open(root, snap)
+        first.close()
+        full, from_snapshot = [], []
+        for _ in range(repeat):
+            seconds, _index = _open(root, None)
+            full.append(seconds)
+            seconds, index = _open(root, snap)
+            from_snapshot.append(seconds)
+        files = sorted((root / "knowledge_base").rglob("*.md"))
+        for path in files[:: 100]:  # 1 % edited while no process ran
+            path.write_text(path.read_text(encoding="utf-8") + "\nedited\n", encoding="utf-8")
+        changed, index = _open(root, snap)
+        index.close()
+        tracemalloc.start()
+        _, held = _open(root, snap)  # held: what L0 keeps for these documents is still allocated
+        current, _peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del held
+        target = files[len(files) // 2]
+        per_change = []
+        for i in range(max(5, repeat)):
+            target.write_text(target.read_text(encoding="utf-8") + f"\nchange {i}\n", encoding="utf-8")
+            started = time.perf_counter()
+            index.refresh(str(Path("knowledge_base") / target.relative_to(root / "knowledge_base")))
+            per_change.append(time.perf_counter() - started)
+        return {
+            "documents": n,
+            "full_scan_s": round(statistics.median(full), 3),
+            "snapshot_open_s": round(statistics.median(from_snapshot), 3),
+            "snapshot_open_1pct_changed_s": round(changed, 3),
+            "ratio": round(statistics.median(full) / statistics.median(from_snapshot), 1),
+            "snapshot_mb": round(os.path.getsize(snap) / 1e6, 1),
+            "l0_mb_per_1000_docs": round(current / 1e6 / (n / 1000), 2),
+            "applied_change_ms": round(statistics.median(per_change) * 1000, 2),
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    rows = [measure(n, args.repeat) for n in args.docs]
+    table = ["| documents | full scan | from the snapshot | 1 % changed | full / snapshot | snapshot file | "
+             "L0 memory per 1,000 docs | one applied change |", "|---|---|---|---|---|---|---|---|"]
+    table += [f"| {r['documents']:,} | {r['full_scan_s']:.2f} s | {r['snapshot_open_s']:.2f} s | "
+              f"{r['snapshot_open_1pct_changed_s']:.2f} s | {r['ratio']}× | {r['snapshot_mb']} MB | "
+              f"{r['l0_mb_per_1000_docs']} MB | {r['applied_change_ms']} ms |" for r in rows]
+    return publish(args.json, {"machine": machine(), "rows": rows}, "\n".join(table))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,132 @@
+"""L0 opens from a saved snapshot (issue 25): only files whose size or modification time changed are parsed
+again; a missing, stale, corrupt or foreign snapshot falls back to a full scan and is rewritten — the index
+opened from it always equals a fresh scan."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import doc, write_doc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kb_core.retrieval import l0_snapshot_file
+from kb_core.retrieval.keyword_index import KnowledgeIndex
+
+NAMES = [f"knowledge_base/{c}/{n}.md" for c in ("api", "ops") for n in ("a", "b", "c")]
+
+
+def _open(root, snapshot=True) -> KnowledgeIndex:
+    index = KnowledgeIndex("knowledge_base", app_root=root,
+                           snapshot_path=root / "l0.snap" if snapshot else None)
+    index.load()
+    return index
+
+
+def _view(index: KnowledgeIndex) -> list:
+    return sorted(index.entries(), key=lambda e: e.file_path)
+
+
+def _parses(monkeypatch) -> list[str]:
+    """Record every file the index parses (the real parser still runs)."""
+    import kb_core.retrieval.keyword_index as module
+
+    parsed: list[str] = []
+    real = module.entry_of_file
+
+    def counting(folder, relative):
+        parsed.append(relative)
+        return real(folder, relative)
+
+    monkeypatch.setattr(module, "entry_of_file", counting)
+    return parsed
+
+
+def test_an_unchanged_folder_opens_without_parsing_and_a_changed_file_is_parsed_again(tmp_path, monkeypatch):
+    for i, name in enumerate(NAMES):
+        write_doc(tmp_path, name, doc(f"T{i}", [f"key-{i}"]))
+    write_doc(tmp_path, "knowledge_base/api/plain.md", "no frontmatter here\n")
+    first = _open(tmp_path)
+    assert first.save_snapshot() and (tmp_path / "l0.snap").is_file()
+    parsed = _parses(monkeypatch)
+    again = _open(tmp_path)
+    assert parsed == [] and _view(again) == _view(first)  # nothing parsed, the same index
+    path = tmp_path / NAMES[0]
+    path.write_text(doc("T0 changed", ["key-0-new"]), encoding="utf-8")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    (tmp_path / NAMES[1]).unlink()
+    write_doc(tmp_path, "knowledge_base/ops/new.md", doc("New", ["brand-new"]))
+    reopened = _open(tmp_path)
+    assert sorted(parsed) == ["api/a.md", "ops/new.md"]
+    assert _view(reopened) == _view(_open(tmp_path, snapshot=False))
+
+
+def test_a_corrupt_foreign_or_missing_snapshot_falls_back_to_a_full_scan(tmp_path, monkeypatch):
+    for i, name in enumerate(NAMES):
+        write_doc(tmp_path, name, doc(f"T{i}", [f"key-{i}"]))
+    fresh = _view(_open(tmp_path, snapshot=False))
+    snap = tmp_path / "l0.snap"
+    for damage in (b"", b"garbage", l0_snapshot_file.MAGIC + b"\0" * 40):
+        snap.write_bytes(damage)
+        assert _view(_open(tmp_path)) == fresh
+    index = _open(tmp_path)
+    index.save_snapshot()
+    data = bytearray(snap.read_bytes())
+    data[-5] ^= 0xFF  # one flipped byte in the payload: the digest no longer matches
+    snap.write_bytes(bytes(data))
+    parsed = _parses(monkeypatch)
+    assert _view(_open(tmp_path)) == fresh and len(parsed) == len(NAMES)
+    # a snapshot of another folder is not used either
+    other = tmp_path / "other"
+    for i, name in enumerate(NAMES):
+        write_doc(other, name, doc(f"Other {i}", [f"other-{i}"]))
+    l0_snapshot_file.save(snap, (tmp_path / "knowledge_base").resolve(), {})  # valid, but empty
+    assert l0_snapshot_file.load(snap, other / "knowledge_base") is None
+
+
+def test_the_snapshot_is_written_after_changes_and_at_close(tmp_path):
+    write_doc(tmp_path, NAMES[0], doc("T0", ["key-0"]))
+    index = _open(tmp_path)
+    index.close()  # written at close
+    assert l0_snapshot_file.load(tmp_path / "l0.snap", index.folder.base_dir) is not None
+    write_doc(tmp_path, NAMES[1], doc("T1", ["key-1"]))
+    index.refresh(NAMES[1])  # a change: the next save records it (refreshed entries are parsed again)
+    index.close()
+    records = l0_snapshot_file.load(tmp_path / "l0.snap", index.folder.base_dir)
+    assert set(records) == {"api/a.md"}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["create", "edit", "delete", "move", "break"]),
+                          st.integers(0, len(NAMES) - 1), st.integers(0, 3)), max_size=12))
+def test_after_any_edits_while_no_process_ran_the_snapshot_index_equals_a_fresh_scan(tmp_path_factory, edits):
+    root = tmp_path_factory.mktemp("prop")
+    for i, name in enumerate(NAMES[:3]):
+        write_doc(root, name, doc(f"T{i}", [f"key-{i}"]))
+    _open(root).close()
+    for action, i, variant in edits:
+        path = root / NAMES[i]
+        if action == "create" or action == "edit":
+            write_doc(root, NAMES[i], doc(f"T{i} v{variant}", [f"key-{i}-{variant}"]))
+        elif action == "delete" and path.exists():
+            path.unlink()
+        elif action == "move" and path.exists():
+            target = root / NAMES[(i + 1 + variant) % len(NAMES)]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            path.rename(target)
+        elif action == "break" and path.exists():
+            path.write_text("---\ntitle: [unclosed\n---\nbody\n", encoding="utf-8")
+        if path.exists():  # same size and a coarse clock must still be told apart: move the time on
+            stat = path.stat()
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000 * (variant + 1)))
+    assert _view(_open(root)) == _view(_open(root, snapshot=False))
+
+
+def test_a_file_renamed_onto_another_of_the_same_size_and_time_is_not_taken_for_it(tmp_path):
+    write_doc(tmp_path, NAMES[0], doc("Same A", ["key-a"]))
+    write_doc(tmp_path, NAMES[1], doc("Same B", ["key-b"]))
+    a, b = tmp_path / NAMES[0], tmp_path / NAMES[1]
+    os.utime(b, ns=(a.stat().st_atime_ns, a.stat().st_mtime_ns))  # one clock tick for both, same size
+    _open(tmp_path).close()
+    a.rename(b)  # b now holds A's text, with the size and time b's record has
+    assert [e.title for e in _open(tmp_path).entries()] == ["Same A"]
