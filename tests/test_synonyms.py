@@ -126,3 +126,10 @@ def test_the_keyword_map_edits_the_groups(synced_sample):
         assert kb.lookup("my payment timed out").primary.source.endswith("payment-errors.md")
     finally:
         kb.close()
+
+
+@pytest.mark.parametrize("matching", ["words", "substring"])
+def test_a_keyword_named_in_the_query_also_brings_its_synonyms_keywords_on_both_rules(root, matching):
+    write_doc(root, "knowledge_base/gateway/smoothing.md", doc("Smoothing", ["request smoothing"]))
+    index = index_of(root, matching=matching)
+    assert {m.entry.file_path for m in index.match("限流")} == {LIMIT_ZH, "knowledge_base/gateway/smoothing.md"}

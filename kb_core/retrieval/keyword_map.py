@@ -185,6 +185,8 @@ def _build(snapshot: Snapshot) -> KeywordMap:
             inside = {j for _end, j in snapshot.automaton.iter(term)}
             if len(inside) > 1:
                 overlapping.update(inside)
+    for ids in snapshot.alias_terms:  # a synonym group's keywords match each other's queries: ask L0
+        overlapping.update(ids)
     claimants: dict[str, frozenset[int]] = {}
 
     def claimants_of(term: str) -> frozenset[int]:

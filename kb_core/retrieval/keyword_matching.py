@@ -252,8 +252,8 @@ def _longest_spans(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, in
     kept: list[tuple[int, int, int]] = []
     reach = -1  # the furthest stop of any span that starts at or before the current one
     for start, stop, term_id in sorted(spans, key=lambda s: (s[0], -s[1])):
-        if stop <= reach:
-            continue
+        if stop <= reach and not (kept and kept[-1][:2] == (start, stop)):  # the same words: a keyword and
+            continue  # its synonym spelling both stand
         kept.append((start, stop, term_id))
         reach = stop
     return kept
