@@ -95,6 +95,9 @@ class KnowledgeBaseMetrics:
         for job in JOBS:
             self.job_seconds.labels(job)
             self.job_failures.labels(job)
+        # the labelled children a lookup updates, looked up once (labels() takes a lock and builds a key)
+        self._per_path = {path: (self.lookup_seconds.labels(path), self.l0_outcomes.labels(outcome))
+                          for path, outcome in L0_OUTCOMES.items()}
         if process:
             ProcessCollector(registry=r)  # process_resident_memory_bytes, process_cpu_seconds_total, ...
         self._state: _StateCollector | None = None
@@ -107,8 +110,9 @@ class KnowledgeBaseMetrics:
         path = lookup_path(trace)
         if path is None:
             return
-        self.lookup_seconds.labels(path).observe(trace.timings_ms.get("total", 0.0) / 1000)
-        self.l0_outcomes.labels(L0_OUTCOMES[path]).inc()
+        seconds, outcome = self._per_path[path]
+        seconds.observe(trace.timings_ms.get("total", 0.0) / 1000)
+        outcome.inc()
         if trace.l1_error:
             self.l1_errors.inc()
 

@@ -31,8 +31,8 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return found
 
 
-def value(scrape: dict, name: str, **labels: str) -> float:
-    return scrape[(name, tuple(sorted(labels.items())))]
+def value(scrape: dict, metric: str, /, **labels: str) -> float:
+    return scrape[(metric, tuple(sorted(labels.items())))]
 
 
 def scrape_http(port: int) -> dict:
