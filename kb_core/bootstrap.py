@@ -17,6 +17,8 @@ from kb_core.documents.reconcile import Reconciler
 from kb_core.documents.service import DocumentService
 from kb_core.errors import KnowledgeBaseError
 from kb_core.knowledge_base import KnowledgeBase
+from kb_core.logs import configure_log_file, log_file_path
+from kb_core.metrics import KnowledgeBaseMetrics
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher
@@ -41,6 +43,9 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     the configured model (a benchmark's or a test's own encoder; its `dimension` sizes the collection)."""
     started = time.perf_counter()
     settings = settings or load_settings()
+    if settings.log_file:  # first: the lines of the opening itself go there too (idempotent per path)
+        configure_log_file(log_file_path(settings.log_file, settings.app_root))
+    metrics = KnowledgeBaseMetrics()
     metadata = MetadataStore(settings.resolved_database_url, timeout=settings.backend_timeout)
     try:
         metadata.migrate()
@@ -89,7 +94,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     if settings.watch:
         # one watcher per database and folder; the lock name does not depend on where this process sits
         def reconcile_changed(paths: Iterable[str]) -> Any:
-            with acting(service_actor("watcher")):  # recorded as the watcher's change, not an agent's
+            # recorded as the watcher's change, not an agent's
+            with acting(service_actor("watcher")), metrics.timed("watch_sync"):
                 return reconciler.reconcile(paths, delete_missing=True)
 
         watcher = FolderWatcher(folder.base_dir, reconcile_changed,
@@ -98,7 +104,12 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
                        documents=documents, reconciler=reconciler,
                        lookup=HybridLookup(index, searcher, default_language=settings.default_language),
-                       searcher=searcher, follower=follower, watcher=watcher)
+                       searcher=searcher, follower=follower, watcher=watcher, metrics=metrics)
+    if settings.metrics_port:
+        if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning("metrics served beyond loopback on %s: anyone who reaches the port reads them",
+                        settings.metrics_host)
+        metrics.serve(settings.metrics_port, settings.metrics_host)
     try:
         reconciler.recover()  # finish or undo what a crash left PENDING (only those rows are read)
     except KnowledgeBaseError as exc:

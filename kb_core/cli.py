@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kb_core.logs import log_to_stderr
+
 PROG = "kb"
 
 # Commands whose arguments are parsed by another module's `main(argv)`; `kb NAME ARGS` hands ARGS over as is.
@@ -122,7 +124,7 @@ def _exit_status(code: object) -> int:
 
 # -- commands of their own ------------------------------------------------------------------------------
 def _lookup(query: str, section_title: str | None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    log_to_stderr(logging.WARNING)  # KB_LOG_FILE, if set, gets INFO and above whatever this shows
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.errors import KnowledgeBaseError
 
@@ -141,7 +143,7 @@ def _lookup(query: str, section_title: str | None) -> int:
 
 
 def _reconcile(paths: Sequence[str], *, delete_missing: bool) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    log_to_stderr(logging.INFO)  # KB_LOG_FILE, if set, gets INFO and above whatever this shows
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.errors import KnowledgeBaseError
 

@@ -8,9 +8,11 @@ import dataclasses
 import itertools
 import logging
 import os
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from kb_core.access import Actor, Role, acting, service_actor
 from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
@@ -33,6 +35,8 @@ from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.synonyms import clean_groups, parse_lines
 from kb_core.errors import KnowledgeBaseError
+from kb_core.logs import log_context, new_request_id
+from kb_core.metrics import KnowledgeBaseMetrics
 from kb_core.progress import Progress
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
@@ -46,6 +50,9 @@ from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
 from kb_core.summaries import SummaryCache
 from kb_core.terms import normalize_term
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +135,7 @@ class KnowledgeBase:
         searcher: VectorSearcher,
         follower: ChangeFollower | None = None,
         watcher: FolderWatcher | None = None,
+        metrics: KnowledgeBaseMetrics | None = None,
     ):
         self._settings = settings
         self._folder = folder
@@ -147,6 +155,9 @@ class KnowledgeBase:
         self._clock = _WriteClock()  # shared with every `as_user` view of this knowledge base
         self._actor = service_actor(settings.service_identity)
         self._summaries = SummaryCache(self._version)
+        self._metrics = metrics or KnowledgeBaseMetrics()
+        self._metrics.watch_state(self._status_for_metrics, follower)
+        self._status_refresh = threading.Lock()  # one background status refresh at a time (metrics scrapes)
 
     def _version(self) -> tuple[int, int]:
         return self._clock.writes, self._follower.changes_applied if self._follower is not None else 0
@@ -170,7 +181,9 @@ class KnowledgeBase:
 
     # -- queries -------------------------------------------------------------------------------------
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
-        return self._lookup.lookup(query, section_title)
+        result = self._lookup.lookup(query, section_title)
+        self._metrics.observe_lookup(result)
+        return result
 
     def lookup_knowledge(self, query: str, section_title: str | None = None, *, caller: str = "python") -> dict:
         """The agent tool: exactly the spec's JSON (plus `error` for refused arguments). Logged to `tool_call`."""
@@ -192,7 +205,16 @@ class KnowledgeBase:
             error = f"unknown tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}"
             return ToolResponse({"found": False, "primary": None, "supplement": None, "error": error}, None, error,
                                 0.0)
-        return handler.call(arguments, caller=caller)
+        # the request id every log line of this call carries, and the one the call log and the trace show
+        with log_context(request_id=new_request_id(), caller=caller):
+            response = handler.call(arguments, caller=caller)
+            if isinstance(response.result, LookupResult):
+                self._metrics.observe_lookup(response.result)
+            self._metrics.observe_tool_call(tool, found=bool(response.payload.get("found")), error=response.error)
+            log.log(logging.INFO if response.error else logging.DEBUG, "%s: %s in %.1f ms", tool,
+                    response.error or ("found" if response.payload.get("found") else "not found"),
+                    response.latency_ms, extra={"timings_ms": {"total": response.latency_ms}})
+        return response
 
     def tool_calls(self, limit: int = 500) -> list[ToolCallRecord]:
         """The most recent tool calls (`lookup_knowledge` and `read_document`), newest first."""
@@ -348,19 +370,19 @@ class KnowledgeBase:
                if_match: str | None = None) -> UploadOutcome:
         """`if_match`: the sha256 of the version this replaces (`DocumentRecord.content_sha256`, or what the
         upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing."""
-        with self._writing(Role.CURATOR, "upload documents"):
+        with self._writing(Role.CURATOR, "upload documents", "upload"):
             return self._documents.upload(file_name, data, category, if_match=if_match, **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
-        with self._writing(Role.CURATOR, "delete documents"):
+        with self._writing(Role.CURATOR, "delete documents", "delete"):
             return self._documents.delete(doc_id)
 
     def reindex(self, doc_id: int, *, progress: Progress | None = None) -> DocumentRecord:
-        with self._writing(Role.ADMIN, "re-index documents"):
+        with self._writing(Role.ADMIN, "re-index documents", "reindex"):
             return self._documents.reindex(doc_id, **_p(progress))
 
     def reindex_all(self, *, progress: Progress | None = None) -> ReindexReport:
-        with self._writing(Role.ADMIN, "re-index documents"):
+        with self._writing(Role.ADMIN, "re-index documents", "reindex_all"):
             return self._documents.reindex_all(**_p(progress))
 
     def reconcile(self, paths: Iterable[str | os.PathLike[str]] | None = None, *, delete_missing: bool = False,
@@ -368,13 +390,14 @@ class KnowledgeBase:
         """Bring disk, database, Milvus and L0 into agreement: files added or changed by hand are indexed,
         interrupted writes finished or undone, stray and missing vectors fixed, and rows whose file has gone
         reported (removed with `delete_missing`). `paths` (files or folders) limits it to those."""
-        with self._writing(Role.ADMIN, "reconcile the knowledge base"):
+        with self._writing(Role.ADMIN, "reconcile the knowledge base", "reconcile"):
             return self._reconciler.reconcile(paths, delete_missing=delete_missing, **_p(progress))
 
     @contextlib.contextmanager
-    def _writing(self, role: Role, action: str) -> Iterator[None]:
+    def _writing(self, role: Role, action: str, operation: str) -> Iterator[None]:
         """Check the actor may do it; move the version before the write (no page caches a half-done state as
-        final) and after it; record the actor on what the write stores."""
+        final) and after it; record the actor on what the write stores; time it (`operation`: the metrics'
+        write operation or job)."""
         self._actor.require(role, action)
         if self._clock.closed:
             # its stores are released and it no longer follows other processes: a write now would act on a stale
@@ -382,7 +405,8 @@ class KnowledgeBase:
             raise KnowledgeBaseError("this knowledge base was closed: open it again to write")
         self._clock.tick()
         try:
-            with acting(self._actor):
+            with acting(self._actor), log_context(request_id=new_request_id(), caller=self._actor.name), \
+                    self._metrics.timed(operation):
                 yield
         finally:
             self._clock.tick()
@@ -440,8 +464,37 @@ class KnowledgeBase:
             watch_failed=self._watcher.last_report.failed if self._watcher and self._watcher.last_report else (),
         )
 
+    # -- metrics -------------------------------------------------------------------------------------
+    @property
+    def metrics_registry(self) -> CollectorRegistry:
+        """This knowledge base's Prometheus registry (docs/operations.md#metrics): serve it, or read it with
+        `prometheus_client.generate_latest(kb.metrics_registry)`."""
+        return self._metrics.registry
+
+    def serve_metrics(self, port: int, host: str = "127.0.0.1") -> bool:
+        """Serve the metrics on `host:port` until `close()` (what `KB_METRICS_PORT` does at open); False when
+        the port is taken."""
+        return self._metrics.serve(port, host)
+
+    def _status_for_metrics(self) -> KnowledgeBaseStatus | None:
+        """The status last computed, never computed here: a scrape must stay cheap. A stale or missing one is
+        refreshed on a background thread, so the next scrape shows it."""
+        cached = self._summaries.peek("status")
+        if (cached is None or not cached[1]) and not self._clock.closed and self._status_refresh.acquire(False):
+            def refresh() -> None:
+                try:
+                    self.status()
+                except Exception as exc:  # noqa: BLE001 - the status shows store errors; anything else is logged
+                    log.info("status for the metrics not refreshed: %s", exc)
+                finally:
+                    self._status_refresh.release()
+
+            threading.Thread(target=refresh, name="kb-metrics-status", daemon=True).start()
+        return cached[0] if cached is not None else None
+
     def close(self) -> None:
         self._clock.closed = True
+        self._metrics.close()
         if self._watcher is not None:
             self._watcher.stop()  # releases the lease: another process takes over
         if self._follower is not None:

@@ -149,6 +149,16 @@ class Settings(BaseSettings):
         description="KB_BACKEND_TIMEOUT: seconds any database or Milvus call may take before it fails")
     min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
                                    description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")
+    log_file: str | None = Field(
+        default=None,
+        description="KB_LOG_FILE: a rotating JSON-lines log of this process (INFO and above; `{pid}` becomes the "
+                    "process id); unset = none")
+    metrics_port: int | None = Field(
+        default=None, ge=0, le=65535,
+        description="KB_METRICS_PORT: serve Prometheus metrics on this port (0 or unset = off)")
+    metrics_host: str = Field(
+        default="127.0.0.1", min_length=1,
+        description="KB_METRICS_HOST: the address KB_METRICS_PORT listens on (loopback by default)")
 
     @classmethod
     def settings_customise_sources(

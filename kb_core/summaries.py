@@ -48,3 +48,13 @@ class SummaryCache:
             self._values[key] = (version, started, value)
         log.debug("summary %s recomputed in %.1f ms", key, (time.monotonic() - started) * 1000)
         return value
+
+    def peek(self, key: str) -> tuple[Any, bool] | None:
+        """The last value computed for `key` and whether it is still current, without computing anything
+        (`None`: never computed). For readers that must stay cheap, such as a metrics scrape."""
+        version = self._version()
+        with self._lock:
+            entry = self._values.get(key)
+        if entry is None:
+            return None
+        return entry[2], entry[0] == version and time.monotonic() - entry[1] < self.max_age

@@ -141,4 +141,7 @@ st.dataframe(
       "request": c.request_id or "", "error": c.error or ""} for c in visible],
     hide_index=True,
     key="calls",
+    column_config={"request": st.column_config.TextColumn(
+        help="The call's request id, as the playground's 'why' panel shows it; with KB_LOG_FILE set, the log "
+             "lines of this call carry it as request_id")},
 )

@@ -182,7 +182,8 @@ def test_reads_are_logged_with_their_tool_name_and_never_need_attention(sample_k
     assert section.caller == "mcp" and section.sources == (PAYMENT,) and section.match_types == ("read",)
     assert section.found and section.confidence == "high" and section.error is None and len(section.request_id) == 8
     assert plain.arguments == {"source": CACHE, "section_title": None} and plain.sources == (CACHE,)
-    assert not refused.found and "no indexed document" in refused.error and refused.request_id is None
+    # a refused call has a request id too: its log line (the error) carries it
+    assert not refused.found and "no indexed document" in refused.error and len(refused.request_id) == 8
     groups = sample_kb.needs_attention(timedelta(days=1))
     assert [g.query for g in groups] == ["完全不存在的内容XYZ"]  # reads are not misses
     (bucket,) = sample_kb.tool_call_buckets(timedelta(days=1))

@@ -36,6 +36,8 @@ from kb_core.agent.tool import (
 )
 from kb_core.errors import SettingsError
 from kb_core.knowledge_base import KnowledgeBase
+from kb_core.logs import log_to_stderr
+from kb_core.metrics import MetricsRoute
 
 log = logging.getLogger(__name__)
 
@@ -136,15 +138,19 @@ class BearerTokenGate:
 
 
 def serve_http(server: Any, *, host: str, port: int, tokens: Sequence[str],
-               session_idle: float = SESSION_IDLE_SECONDS, max_sessions: int = MAX_SESSIONS) -> None:
+               session_idle: float = SESSION_IDLE_SECONDS, max_sessions: int = MAX_SESSIONS,
+               metrics: Any = None) -> None:
     """Streamable HTTP on `host:port`, behind the bearer-token gate when there are tokens. Beyond loopback
-    without a token it refuses to start (`SettingsError`): anyone who reaches the port could call the tools."""
+    without a token it refuses to start (`SettingsError`): anyone who reaches the port could call the tools.
+    `metrics` (a Prometheus registry) is served at `/metrics`, behind the same gate."""
     import uvicorn
 
     if host not in LOOPBACK and not tokens:
         raise SettingsError(f"refusing to listen on {host} without a token: set KB_MCP_TOKEN or "
                             "KB_MCP_TOKENS_FILE (or listen on 127.0.0.1)")
     app = server.streamable_http_app(session_idle_timeout=session_idle, max_sessions=max_sessions, host=host)
+    if metrics is not None:
+        app = MetricsRoute(app, metrics, loopback_only=host in LOOPBACK)  # inside the gate: a scrape sends the token
     if tokens:
         app = BearerTokenGate(app, tokens)
     log.info("serving %s, %s on http://%s:%d/mcp (%s; sessions idle for %.0f s are closed, at most %d open)",
@@ -167,8 +173,7 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
     parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default INFO)")
     args = parser.parse_args(argv)
     # stdout carries the MCP protocol on stdio: every log line goes to stderr.
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr(args.log_level, "%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.errors import KnowledgeBaseError
@@ -187,7 +192,7 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
     try:
         if args.http:
             serve_http(server, host=args.host, port=args.port, tokens=tokens, session_idle=args.session_idle,
-                       max_sessions=args.max_sessions)
+                       max_sessions=args.max_sessions, metrics=kb.metrics_registry)
         else:
             server.run("stdio")
     finally:

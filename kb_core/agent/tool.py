@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kb_core.errors import ToolArgumentError, UnknownSourceError
+from kb_core.logs import current_request_id
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
 from kb_core.retrieval.reading import DocumentReader, ReadResult
 
@@ -279,7 +280,7 @@ class _AgentTool:
                 match_types=result.match_types if result else (),
                 sources=tuple(p["source"] for p in (payload.get("primary"), payload.get("supplement")) if p),
                 latency_ms=latency_ms,
-                request_id=self._request_id(result) if result else None,
+                request_id=self._request_id(result) if result else current_request_id(),
                 caller=caller,
                 error=error,
                 confidence=(payload.get("primary") or {}).get("confidence"),

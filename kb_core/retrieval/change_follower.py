@@ -55,6 +55,7 @@ class ChangeFollower:
         self._trimmed_at = time.monotonic()  # the first trim an hour after opening, not on every start
         self._gaps: dict[int, float] = {}  # skipped ids that may still commit -> when first missed
         self._polled_at = time.time()  # the last time the feed was read: trimming cannot reach anything newer
+        self._latest_seen = 0  # the feed's newest id at the last read (the lag metrics)
         self._chores: list[tuple[float, Callable[[], object], list[float]]] = []  # (every, task, [last run])
 
     def every(self, seconds: float, task: Callable[[], object]) -> None:
@@ -78,6 +79,21 @@ class ChangeFollower:
     @property
     def position(self) -> int:
         return self._position
+
+    @property
+    def following(self) -> bool:
+        return self._thread is not None
+
+    @property
+    def seconds_behind(self) -> float | None:
+        """Seconds since this process last read the feed to its end (None: not following). Below the interval
+        while it keeps up; it grows while the database cannot be read or a long batch is being applied."""
+        return max(0.0, time.time() - self._polled_at) if self.following else None
+
+    @property
+    def changes_behind(self) -> int:
+        """Changes the feed held at the last read that this process had not applied yet."""
+        return max(0, self._latest_seen - self._position) if self._position >= 0 else 0
 
     def start_from_now(self) -> None:
         """Take the feed's current position (call it before the full scan: a change made during the scan is
@@ -125,7 +141,8 @@ class ChangeFollower:
             self._changed()
             return 0
         applied = self._fill_gaps()
-        if self._feed.latest_change_id() <= self._position:
+        latest = self._latest_seen = self._feed.latest_change_id()
+        if latest <= self._position:
             self._polled_at = time.time()
             return applied
         while True:

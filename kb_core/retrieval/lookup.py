@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kb_core.documents.language import DEFAULT_LANGUAGE, query_language
+from kb_core.logs import current_request_id, log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
 from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
 
@@ -204,7 +204,13 @@ class HybridLookup:
         self._reader = DocumentReader(index)
 
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
-        request_id = uuid.uuid4().hex[:8]
+        """The answer to `query`; its request id is the call's (`log_context`) or a new one, and every record
+        logged meanwhile carries it."""
+        request_id = current_request_id() or new_request_id()
+        with log_context(request_id=request_id):
+            return self._lookup(request_id, query, section_title)
+
+    def _lookup(self, request_id: str, query: str, section_title: str | None) -> LookupResult:
         started = time.perf_counter()
         timings: dict[str, float] = {}
         language = query_language(query, self._default_language) if isinstance(query, str) else self._default_language
@@ -330,7 +336,8 @@ class HybridLookup:
                               primary=primary, supplement=supplement, trace=trace, note=note,
                               alternatives=alternatives, suggestions=suggestions)
         log.info("[%s] lookup %r: found=%s l0=%d l1=%s in %.1f ms", request_id, query, result.found,
-                 remaining, "called" if l1_called else "skipped", timings["total"])
+                 remaining, "called" if l1_called else "skipped", timings["total"],
+                 extra={"request_id": request_id, "timings_ms": timings})
         return result
 
     def _serve_section(self, primary: Primary, entry: KnowledgeEntry, title: str) -> tuple[Primary, str | None]:

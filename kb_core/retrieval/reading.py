@@ -10,7 +10,6 @@ can be read through it.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.sections import serve_section
 from kb_core.errors import UnknownSourceError
+from kb_core.logs import current_request_id, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 
 PRIMARY_MAX_CHARS = 2000
@@ -122,7 +122,8 @@ class DocumentReader:
         note = None
         if title:
             primary, note = self.serve_section(primary, entry, title)
-        return ReadResult(primary=primary, request_id=uuid.uuid4().hex[:8], section_title=title or None, note=note)
+        return ReadResult(primary=primary, request_id=current_request_id() or new_request_id(),
+                          section_title=title or None, note=note)
 
     def serve_section(self, primary: Primary, entry: KnowledgeEntry, title: str) -> tuple[Primary, str | None]:
         """The primary with `content` = the named section (cut like any answer), or unchanged and a note."""
