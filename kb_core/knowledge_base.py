@@ -302,7 +302,7 @@ class KnowledgeBase:
         self._actor.require(Role.CURATOR, "edit synonyms")
         groups = parse_lines(text_or_groups) if isinstance(text_or_groups, str) else \
             clean_groups([list(g) for g in text_or_groups], "synonyms")
-        with self._writing(Role.CURATOR, "edit synonyms"):
+        with self._writing(Role.CURATOR, "edit synonyms", "synonyms"):
             self._index.save_synonyms(groups)
         return groups
 

@@ -4,9 +4,9 @@ time, so an open parses only the files that changed since (issue 25).
 The file (`KB_L0_SNAPSHOT`, default `kb_l0_snapshot.bin` in the application root) holds a header — a magic
 line, the SHA-256 of the payload — and a pickled payload: the knowledge base's directory, the entry schema (the
 `KnowledgeEntry` field names) and one record per document file: its size, modification and change times and
-inode, and its entry (None: a file without valid frontmatter, not in L0). Anything unexpected — another directory, another
-schema, a wrong digest, a truncated or foreign file — makes `load()` return None and the caller scans in full;
-a snapshot can never give a wrong answer, only a slower open.
+inode, and its entry (None: a file without valid frontmatter, not in L0). Anything unexpected — another
+directory, another schema, a wrong digest, a truncated or foreign file — makes `load()` return None and the
+caller scans in full; a snapshot can never give a wrong answer, only a slower open.
 
 A record's size and time are taken *before* its file was read: a file that changes while it is read keeps
 the old time in the record and is parsed again at the next open (never the other way round). Entries added
