@@ -37,8 +37,11 @@ SEGMENT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
 MAX_DEPTH = 16
 MAX_CATEGORY_CHARS = 255  # api_document.category
 MAX_PATH_CHARS = 512  # api_document.file_path
-_WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
-                               *(f"LPT{i}" for i in range(10))})
+_WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$",
+                               *(f"{port}{i}" for port in ("COM", "LPT") for i in range(10))})  # COM¹ folds to COM1
+# what Windows does not allow in a file name (besides '/', '\\' and control characters, refused anyway): a
+# checkout of the folder there would fail
+_WINDOWS_FORBIDDEN = '<>:"|?*'
 _LOOK_ALIKE_SLASHES = "\u2044\u2215\u29f8\u29f9\u2571\u2572\uff0f\uff3c\u244a\u29f5\u27cb\u27cd"
 MAX_NAME_BYTES = 200  # well under the 255-byte file name limit of common file systems, leaves room for temp names
 MARKDOWN_SUFFIXES = (".md", ".markdown")  # what is accepted; the folder holds `.md` (sync and L0 scan only those)
@@ -64,9 +67,16 @@ def suggest_category(category: str) -> str | None:
 def _segment_problem(segment: str) -> str | None:
     if not SEGMENT_PATTERN.fullmatch(segment):
         return f"the folder name {segment!r} is not allowed"
-    if segment.split(".")[0].upper() in _WINDOWS_RESERVED:
-        return f"the folder name {segment!r} is reserved on Windows"
+    if _reserved(segment):
+        return f"the folder name {segment!r} is reserved on Windows (a device name)"
+    if segment.endswith("."):
+        return f"the folder name {segment!r} ends with '.' (Windows drops it)"
     return None
+
+
+def _reserved(name: str) -> bool:
+    """Whether Windows reserves `name` for a device: `con`, `NUL.md`, `com1.notes.md`, `lpt9 .md` (any case)."""
+    return unicodedata.normalize("NFKC", name).split(".")[0].strip().upper() in _WINDOWS_RESERVED
 
 
 def _category_problem(category: object) -> str | None:
@@ -123,8 +133,12 @@ def validate_file_name(file_name: str) -> str:
     folded = unicodedata.normalize("NFKC", name)
     if any(ch in folded for ch in "/\\") or any(ch in name for ch in _LOOK_ALIKE_SLASHES):
         raise UploadRejected(f"the file name {file_name!r} contains a character that looks like a slash")
-    if folded.split(".")[0].strip().upper() in _WINDOWS_RESERVED:
-        raise UploadRejected(f"the file name {file_name!r} is reserved on Windows; choose another name")
+    if _reserved(name):
+        raise UploadRejected(f"the file name {file_name!r} is reserved on Windows (a device name: con, prn, aux, "
+                             "nul, com1-9, lpt1-9); choose another name")
+    if any(ch in _WINDOWS_FORBIDDEN for ch in name):
+        raise UploadRejected(f"the file name {file_name!r} contains a character other systems do not allow in "
+                             f"file names ({' '.join(_WINDOWS_FORBIDDEN)}); choose another name")
     if ".." in name:
         raise UploadRejected(f"the file name {file_name!r} must not contain '..'")
     if name != name.strip():
