@@ -320,7 +320,8 @@ def test_the_watcher_skips_links_and_fifos(tmp_path):
         os.link(base / "api" / "a.md", base / "api" / "hard.md")
         (base / "api" / "sentinel.md").write_text(doc("Sentinel", ["SENTINEL_KEY"]), encoding="utf-8")
         deadline = time.monotonic() + 20
-        while internals(kb).metadata.get_by_path("knowledge_base/api/sentinel.md") is None:
+        sentinel = "knowledge_base/api/sentinel.md"
+        while internals(kb).metadata.get_by_path(sentinel) is None or internals(kb).index.get(sentinel) is None:
             assert time.monotonic() < deadline, "the watcher did not sync"
             time.sleep(0.05)
         assert internals(kb).watcher.last_error is None
