@@ -53,7 +53,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         # Degraded, not dead: L0 needs only the files. Writes and the call log report the outage until the
         # database is back (connections are made anew then); `status()` shows it.
         log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
-    folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root)
+    folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
     index = KnowledgeIndex(folder=folder, matching=settings.l0_matching,
                            generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms,
                            snapshot_path=settings.l0_snapshot_path)

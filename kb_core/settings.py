@@ -36,6 +36,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("l1", "min-dense-score"): "min_dense_score",
     ("l0", "matching"): "l0_matching",
     ("backend", "timeout"): "backend_timeout",
+    ("mcp", "call-timeout"): "tool_timeout",
     ("l1", "fulltext"): "fulltext",
     ("l0", "refresh-interval"): "refresh_interval",
     ("knowledge", "watch"): "watch",
@@ -147,6 +148,10 @@ class Settings(BaseSettings):
     backend_timeout: float = Field(
         default=10.0, gt=0, le=600,
         description="KB_BACKEND_TIMEOUT: seconds any database or Milvus call may take before it fails")
+    tool_timeout: float = Field(
+        default=10.0, gt=0, le=600,
+        description="KB_TOOL_TIMEOUT: seconds an MCP tool call may take; a longer one returns an error result and "
+                    "frees its place")
     min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
                                    description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")
     log_file: str | None = Field(

@@ -11,6 +11,11 @@ Each tool is registered with kb_core's own input schema (the one `openai_tool_sc
 response model as `outputSchema`. The arguments reach `KnowledgeBase.call_tool` as the agent sent them, so an
 MCP call is checked exactly like an in-process one: an unknown argument, a wrong type or an unknown source is
 an error result (and logged), never silently ignored.
+
+Every call has a deadline (`KB_TOOL_TIMEOUT`, `--call-timeout`): the tool runs on a worker thread of its own
+bounded pool, and a call that has not answered in time gets an error result at once; its place in the pool is
+freed for the next call (the thread itself finishes in the background, and is counted until it does). So no
+document, however it hangs a reader, can take the server down.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,17 +52,93 @@ INSTRUCTIONS = ("Use lookup_knowledge for error codes, API names and known terms
                 "read_document to read a document an answer points to (a supplement's or an alternative's source).")
 
 
-def build_server(kb: KnowledgeBase) -> Any:
+MAX_RUNNING_CALLS = 16  # tool calls running at once; more wait for a place (within their deadline)
+MAX_ABANDONED_CALLS = 256  # calls past their deadline still running in the background; beyond, calls are refused
+
+
+class CallDeadline:
+    """Runs a blocking tool call on a worker thread, at most `workers` at once, and gives up waiting after
+    `timeout` seconds (the wait for a place counts): the caller gets `ToolTimeout` and the place is free again.
+    A call given up on before it started never starts. A thread cannot be stopped, so one given up on while it
+    runs goes on in the background; those are counted (`abandoned`), and past `max_abandoned` new calls are
+    refused at once instead of piling up threads."""
+
+    def __init__(self, timeout: float, *, workers: int = MAX_RUNNING_CALLS,
+                 max_abandoned: int = MAX_ABANDONED_CALLS):
+        if timeout <= 0 or workers < 1:
+            raise ValueError("a call deadline needs a positive timeout and at least one worker")
+        self.timeout = timeout
+        self._workers = workers
+        self._max_abandoned = max_abandoned
+        self._limiter: Any = None  # an anyio CapacityLimiter of the event loop in `_loop`
+        self._loop: Any = None
+        self._lock = threading.Lock()
+        self.abandoned = 0  # calls given up on that are still running
+
+    def _limiter_here(self) -> Any:
+        import anyio
+        import anyio.lowlevel
+
+        loop = anyio.lowlevel.current_token()
+        if self._limiter is None or self._loop != loop:  # a limiter belongs to one event loop
+            self._limiter, self._loop = anyio.CapacityLimiter(self._workers), loop
+        return self._limiter
+
+    async def run(self, function: Callable[[], Any], what: str) -> Any:
+        import anyio
+        import anyio.to_thread
+
+        if self.abandoned >= self._max_abandoned:
+            raise ToolTimeout(f"{what} was not started: {self.abandoned} earlier calls are still running past "
+                              "their deadline; try again later")
+        state = {"started": False, "finished": False, "given_up": False, "abandoned": False}
+
+        def work() -> Any:
+            with self._lock:
+                if state["given_up"]:
+                    return None  # its caller has had its error already
+                state["started"] = True
+            try:
+                return function()
+            finally:
+                with self._lock:
+                    state["finished"] = True
+                    if state["abandoned"]:
+                        self.abandoned -= 1
+
+        with anyio.move_on_after(self.timeout):
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True, limiter=self._limiter_here())
+        with self._lock:
+            state["given_up"] = True
+            if state["started"] and not state["finished"]:
+                state["abandoned"] = True
+                self.abandoned += 1
+        log.error("%s did not answer within %g s and was given up (%d calls running past their deadline)",
+                  what, self.timeout, self.abandoned)
+        raise ToolTimeout(f"{what} did not answer within {self.timeout:g} s (KB_TOOL_TIMEOUT) and was given up; "
+                          "try again, or another query")
+
+
+class ToolTimeout(Exception):
+    """A tool call past its deadline (or refused because too many are)."""
+
+
+def build_server(kb: KnowledgeBase, *, call_timeout: float | None = None,
+                 workers: int = MAX_RUNNING_CALLS) -> Any:
     """An `MCPServer` exposing `lookup_knowledge` and `read_document` bound to `kb` (calls are logged with caller
-    "mcp")."""
+    "mcp"). Each call has `call_timeout` seconds (default `KB_TOOL_TIMEOUT`), at most `workers` run at once."""
     from mcp.server.mcpserver import MCPServer
 
-    tools = [_tool(kb, TOOL_NAME, TOOL_DESCRIPTION, INPUT_SCHEMA, LookupResponse),
-             _tool(kb, READ_TOOL_NAME, READ_TOOL_DESCRIPTION, READ_INPUT_SCHEMA, ReadDocumentResponse)]
-    return MCPServer(name=SERVER_NAME, instructions=INSTRUCTIONS, tools=tools)
+    deadline = CallDeadline(call_timeout if call_timeout is not None else kb.settings.tool_timeout, workers=workers)
+    tools = [_tool(kb, TOOL_NAME, TOOL_DESCRIPTION, INPUT_SCHEMA, LookupResponse, deadline),
+             _tool(kb, READ_TOOL_NAME, READ_TOOL_DESCRIPTION, READ_INPUT_SCHEMA, ReadDocumentResponse, deadline)]
+    server = MCPServer(name=SERVER_NAME, instructions=INSTRUCTIONS, tools=tools)
+    server.call_deadline = deadline  # for tests and diagnostics: how many calls are running past their deadline
+    return server
 
 
-def _tool(kb: KnowledgeBase, name: str, description: str, input_schema: dict[str, Any], response: type) -> Any:
+def _tool(kb: KnowledgeBase, name: str, description: str, input_schema: dict[str, Any], response: type,
+          deadline: CallDeadline) -> Any:
     """One tool as the SDK's `Tool`: kb_core's input schema, the response model as output schema, and every
     argument handed to `kb.call_tool` as sent.
 
@@ -76,8 +158,11 @@ def _tool(kb: KnowledgeBase, name: str, description: str, input_schema: dict[str
         def model_dump_one_level(self) -> dict[str, Any]:
             return {"arguments": dict(self.model_extra or {})}
 
-    def call(arguments: dict[str, Any]) -> CallToolResult:
-        answer = kb.call_tool(arguments, caller="mcp", tool=name)
+    async def call(arguments: dict[str, Any]) -> CallToolResult:
+        try:
+            answer = await deadline.run(lambda: kb.call_tool(arguments, caller="mcp", tool=name), name)
+        except ToolTimeout as exc:
+            raise ToolError(str(exc)) from None
         if answer.error:
             raise ToolError(answer.error)  # an error result: isError, the message as its text
         text = json.dumps(answer.payload, ensure_ascii=False, indent=2)
@@ -85,7 +170,7 @@ def _tool(kb: KnowledgeBase, name: str, description: str, input_schema: dict[str
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=answer.payload)
 
     Arguments.__name__ = Arguments.__qualname__ = f"{name}Arguments"
-    return Tool(fn=call, name=name, description=description, parameters=input_schema, is_async=False,
+    return Tool(fn=call, name=name, description=description, parameters=input_schema, is_async=True,
                 fn_metadata=FuncMetadata(arg_model=Arguments, output_model=response))
 
 
@@ -170,6 +255,8 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
                         help=f"close an HTTP session idle this long (default {SESSION_IDLE_SECONDS})")
     parser.add_argument("--max-sessions", type=int, default=MAX_SESSIONS,
                         help=f"open HTTP sessions at most; more get 503 (default {MAX_SESSIONS})")
+    parser.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
+                        help="a tool call that takes longer gets an error result (default KB_TOOL_TIMEOUT, 10)")
     parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default INFO)")
     args = parser.parse_args(argv)
     # stdout carries the MCP protocol on stdio: every log line goes to stderr.
@@ -188,7 +275,11 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
     except KnowledgeBaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    server = build_server(kb)
+    if args.call_timeout is not None and args.call_timeout <= 0:
+        print("error: --call-timeout must be positive", file=sys.stderr)
+        kb.close()
+        return 1
+    server = build_server(kb, call_timeout=args.call_timeout)
     try:
         if args.http:
             serve_http(server, host=args.host, port=args.port, tokens=tokens, session_idle=args.session_idle,

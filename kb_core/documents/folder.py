@@ -9,6 +9,7 @@ pages all go through it.
 from __future__ import annotations
 
 import codecs
+import errno
 import logging
 import os
 import re
@@ -24,21 +25,26 @@ from kb_core.settings import resolve_path
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KnowledgeFolder", "UploadRejected", "categories_below", "category_folders", "decode_markdown",
-           "read_regular", "suggest_category", "validate_category", "validate_file_name", "write_atomic"]
+__all__ = ["AliasReason", "KnowledgeFolder", "UploadRejected", "categories_below", "category_folders",
+           "checked_sha256", "decode_markdown", "read_regular", "suggest_category", "validate_category",
+           "validate_file_name", "write_atomic"]
 
 # -- the path rule ---------------------------------------------------------------------------------------
 # A document lives at <category>/<file>.md, and its category is its folder path under the knowledge base, at
 # any depth (`api`, `apisix/docs/en/latest/plugins`). Each folder name: 1-64 letters, digits, '-', '_' or
-# '.', not starting with '.' (hidden) or '-', and not a name Windows reserves; at most MAX_DEPTH folders and
+# '.', not starting with '.' (hidden) or '-', not ending with '.' (Windows drops it), and not a device name Windows
+# reserves (`con`, `nul`, `com1`, ... in any case, with or without an extension); at most MAX_DEPTH folders and
 # MAX_CATEGORY_CHARS characters in all; the display path (`knowledge_base/<category>/<file>.md`) fits the
 # database's MAX_PATH_CHARS.
 SEGMENT_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
 MAX_DEPTH = 16
 MAX_CATEGORY_CHARS = 255  # api_document.category
 MAX_PATH_CHARS = 512  # api_document.file_path
-_WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)),
-                               *(f"LPT{i}" for i in range(10))})
+_WINDOWS_RESERVED = frozenset({"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$",
+                               *(f"{port}{i}" for port in ("COM", "LPT") for i in range(10))})  # COM¹ folds to COM1
+# what Windows does not allow in a file name (besides '/', '\\' and control characters, refused anyway): a
+# checkout of the folder there would fail
+_WINDOWS_FORBIDDEN = '<>:"|?*'
 _LOOK_ALIKE_SLASHES = "\u2044\u2215\u29f8\u29f9\u2571\u2572\uff0f\uff3c\u244a\u29f5\u27cb\u27cd"
 MAX_NAME_BYTES = 200  # well under the 255-byte file name limit of common file systems, leaves room for temp names
 MARKDOWN_SUFFIXES = (".md", ".markdown")  # what is accepted; the folder holds `.md` (sync and L0 scan only those)
@@ -64,9 +70,16 @@ def suggest_category(category: str) -> str | None:
 def _segment_problem(segment: str) -> str | None:
     if not SEGMENT_PATTERN.fullmatch(segment):
         return f"the folder name {segment!r} is not allowed"
-    if segment.split(".")[0].upper() in _WINDOWS_RESERVED:
-        return f"the folder name {segment!r} is reserved on Windows"
+    if _reserved(segment):
+        return f"the folder name {segment!r} is reserved on Windows (a device name)"
+    if segment.endswith("."):
+        return f"the folder name {segment!r} ends with '.' (Windows drops it)"
     return None
+
+
+def _reserved(name: str) -> bool:
+    """Whether Windows reserves `name` for a device: `con`, `NUL.md`, `com1.notes.md`, `lpt9 .md` (any case)."""
+    return unicodedata.normalize("NFKC", name).split(".")[0].strip().upper() in _WINDOWS_RESERVED
 
 
 def _category_problem(category: object) -> str | None:
@@ -123,8 +136,12 @@ def validate_file_name(file_name: str) -> str:
     folded = unicodedata.normalize("NFKC", name)
     if any(ch in folded for ch in "/\\") or any(ch in name for ch in _LOOK_ALIKE_SLASHES):
         raise UploadRejected(f"the file name {file_name!r} contains a character that looks like a slash")
-    if folded.split(".")[0].strip().upper() in _WINDOWS_RESERVED:
-        raise UploadRejected(f"the file name {file_name!r} is reserved on Windows; choose another name")
+    if _reserved(name):
+        raise UploadRejected(f"the file name {file_name!r} is reserved on Windows (a device name: con, prn, aux, "
+                             "nul, com1-9, lpt1-9); choose another name")
+    if any(ch in _WINDOWS_FORBIDDEN for ch in name):
+        raise UploadRejected(f"the file name {file_name!r} contains a character other systems do not allow in "
+                             f"file names ({' '.join(_WINDOWS_FORBIDDEN)}); choose another name")
     if ".." in name:
         raise UploadRejected(f"the file name {file_name!r} must not contain '..'")
     if name != name.strip():
@@ -163,19 +180,76 @@ def decode_markdown(data: bytes, *, max_bytes: int, file_name: str = "the file")
 HEAD_BYTES = MAX_BLOCK_BYTES + 8 * 1024  # the frontmatter limit plus room for its delimiters
 
 
-def read_regular(path: Path, limit: int | None = None) -> bytes:
-    """The bytes of a regular file (at most `limit`). Opened without blocking and checked before reading: a
-    FIFO, socket or device at a document's path raises `OSError` instead of hanging the reader."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+def read_regular(path: Path, limit: int | None = None, *, max_bytes: int | None = None,
+                 follow: bool = False) -> bytes:
+    """The bytes of a regular file (at most `limit`). Opened without blocking and, unless `follow`, without
+    following a link as its last component, then checked before reading: a FIFO, socket, device, folder or link
+    at a document's path raises `OSError` at once instead of hanging the reader. A file larger than `max_bytes`
+    (the largest allowed document) raises `FileTooLarge` before anything is read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"{path} is not a regular file")
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link
+            raise OSError(errno.ELOOP, f"{path} is a link, not a regular file") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file ({_kind(info.st_mode)})")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise FileTooLarge(path, info.st_size, max_bytes)
+        cap = -1 if limit is None or limit < 0 else limit
+        if max_bytes is not None:
+            cap = max_bytes + 1 if cap < 0 else min(cap, max_bytes + 1)  # it may grow while it is read
         with os.fdopen(fd, "rb") as handle:
             fd = -1
-            return handle.read() if limit is None or limit < 0 else handle.read(limit)
+            data = handle.read(cap)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise FileTooLarge(path, len(data), max_bytes)
+        return data
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+class FileTooLarge(OSError):
+    """A file at a document's path is larger than the largest allowed document (`KB_MAX_UPLOAD_BYTES`)."""
+
+    def __init__(self, path: Path, size: int, max_bytes: int):
+        super().__init__(errno.EFBIG, f"{path} is {size:,} bytes, larger than the largest allowed document "
+                                      f"({max_bytes:,} bytes, KB_MAX_UPLOAD_BYTES)")
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                       (stat.S_ISBLK, "a device"), (stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a link")):
+        if test(mode):
+            return kind
+    return "not a file"
+
+
+def checked_sha256(value: object, *, what: str = "if_match") -> str:
+    """A sha256 as 64 lower-case hex digits (upper case is the same hash), or `UploadRejected`: a wrong type or
+    shape is the caller's mistake, said plainly."""
+    if not isinstance(value, str):
+        raise UploadRejected(f"{what} must be a document's sha256 as a string (64 hex digits, as "
+                             f"DocumentRecord.content_sha256), not {type(value).__name__}; nothing was written")
+    digest = value.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{64}", digest):
+        raise UploadRejected(f"{what} must be a document's sha256 (64 hex digits, as DocumentRecord.content_sha256), "
+                             f"not {value[:80]!r}; nothing was written")
+    return digest
+
+
+class AliasReason(str):
+    """Why the scan skips a path that is another name of a file or folder inside the base (a link, a hard
+    link): the file is indexed under its own path only. Reconcile drops a row kept under such a name, without
+    touching the disk."""
+
+    __slots__ = ()
 
 
 def decode_head(data: bytes) -> tuple[str, bool]:
@@ -204,16 +278,30 @@ def write_atomic(target: Path, data: bytes) -> None:
 _TEMP_NAME = re.compile(r"^\..*\.(\d+)\.[^.]+\.tmp$")
 
 
+DEFAULT_MAX_BYTES = 5 * 1024 * 1024  # KB_MAX_UPLOAD_BYTES' default
+
+
 class KnowledgeFolder:
     """The folder of documents. `base_path` is kept as configured for display paths (`knowledge_base/api/x.md`)
-    and resolved against `app_root` (default: the current directory) for disk access."""
+    and resolved against `app_root` (default: the current directory) for disk access. `max_bytes` is the largest
+    allowed document (`KB_MAX_UPLOAD_BYTES`): a larger file is no document, and no read goes past it.
 
-    def __init__(self, base_path: str | os.PathLike[str], *, app_root: str | os.PathLike[str] | None = None):
+    One file has one path: a link inside the base (to a file or a folder), or a second name of a file (a hard
+    link), is skipped by the scan with one warning and refused for writes; the file is indexed under its own
+    path only."""
+
+    def __init__(self, base_path: str | os.PathLike[str], *, app_root: str | os.PathLike[str] | None = None,
+                 max_bytes: int = DEFAULT_MAX_BYTES):
         root = Path(app_root) if app_root is not None else Path.cwd()
         self._display_base = PurePosixPath(Path(base_path).as_posix())
         self._app_root = root
         self._base = resolve_path(base_path, root)
+        self._max_bytes = max_bytes
         self._warned: set[tuple[str, str]] = set()
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
 
     # -- paths ---------------------------------------------------------------------------------------
     @property
@@ -238,15 +326,32 @@ class KnowledgeFolder:
 
     def lexical_path(self, file_path: str) -> Path | None:
         """The on-disk path of a display path *without* following links (what to unlink), or `None` when it is
-        not under the base or its folder resolves outside it."""
+        not under the base or its folder is not where it says (a linked folder on the way: the file there has a
+        path of its own, and unlinking through the alias would remove that file)."""
         prefix = str(self._display_base) + "/"
         if not isinstance(file_path, str) or not file_path.startswith(prefix):
             return None
         relative = PurePosixPath(file_path[len(prefix):])
-        if ".." in relative.parts or relative.is_absolute():
+        if ".." in relative.parts or relative.is_absolute() or not relative.parts:
             return None
         path = self._base / relative
-        return path if self.is_inside(path.parent) else None
+        try:
+            canonical = path.parent.resolve() == self._base.resolve().joinpath(*relative.parent.parts)
+        except (OSError, RuntimeError, ValueError):
+            return None
+        return path if canonical else None
+
+    def alias_target(self, file_path: str) -> str | None:
+        """The display path of what `file_path` names when it is another name for it inside the base (a link to
+        a file, or a path through a linked folder), or `None` (its own path, missing, or leading outside)."""
+        path = self.lexical_path(file_path)
+        if path is not None and not path.is_symlink():
+            return None  # its own path
+        relative = self.relative_path(file_path)
+        if relative is None:
+            return None
+        canonical = self.display_path(relative)
+        return canonical if canonical != file_path else None
 
     def relative_path(self, file_path: str | os.PathLike[str]) -> str | None:
         real = self.resolve(file_path)
@@ -315,8 +420,20 @@ class KnowledgeFolder:
             if folder.is_symlink():
                 raise UploadRejected(f"the category folder {folder.relative_to(self._base).as_posix()}/ is a link "
                                      "(an alias of another folder); upload into the folder it points to")
+            if folder.exists() and not folder.is_dir():
+                raise UploadRejected(f"{folder.relative_to(self._base).as_posix()} is a file, not a category "
+                                     "folder; nothing is written there")
         if target.is_symlink():
             raise UploadRejected(f"{file_path} is a link; replace the file it points to instead")
+        try:  # checked before any lock is taken: a FIFO would block the read of the version it replaces
+            mode = os.lstat(target).st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as exc:
+            raise UploadRejected(f"{file_path} cannot be checked ({exc}); nothing is written there") from exc
+        if mode is not None and not stat.S_ISREG(mode):
+            raise UploadRejected(f"{file_path} exists and is not a regular file ({_kind(mode)}); remove it "
+                                 "first, nothing is written there")
         twin = self._case_twin(target)
         if twin is not None:
             raise UploadRejected(f"{file_path} differs only in case from {self.display_path(twin)}: one file on "
@@ -342,24 +459,50 @@ class KnowledgeFolder:
         return None
 
     def document_place(self, file_path: str) -> tuple[str, str]:
-        """(category, file name) of a display path under the rule, or `UploadRejected` saying why not."""
+        """(category, file name) of a display path under the rule, or `UploadRejected` saying why not (also for
+        another name of a file, a link: the file is a document under its own path only)."""
         relative = self.relative_path(file_path) or ""
         problem = self.place_problem(relative)
         if problem is not None:
             raise UploadRejected(f"{file_path}: {problem}")
+        alias = self.alias_target(file_path)
+        if alias is not None:
+            raise UploadRejected(f"{file_path} is a link to {alias}: a file is indexed under its own path only")
         category, _, name = relative.rpartition("/")
         return category, name
+
+    def is_other_name(self, file_path: str) -> bool:
+        """Whether `file_path` names, on disk, a file that also has another name inside the base: a link to one,
+        a path through a linked folder, or a hard link (which of the names is the document is the scan's call)."""
+        path = self.lexical_path(file_path)
+        if path is None:
+            return self.alias_target(file_path) is not None
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return False
+        return stat.S_ISLNK(info.st_mode) or (stat.S_ISREG(info.st_mode) and info.st_nlink > 1)
 
     def exists(self, file_path: str) -> bool:
         """Whether a document's file is on disk (a regular file, or a link to one inside the base)."""
         path = self.lexical_path(file_path)
         return path is not None and path.is_file()
 
+    def is_own_path(self, path: Path) -> bool:
+        """Whether `path` (under the base) is a regular file at its own path: no link as it or on the way."""
+        try:
+            relative = path.relative_to(self._base)
+            return stat.S_ISREG(os.lstat(path).st_mode) and \
+                path.parent.resolve() == self._base.resolve().joinpath(*relative.parent.parts)
+        except (OSError, RuntimeError, ValueError):
+            return False
+
     def categories(self) -> set[str]:
-        """The folders directly under the base."""
+        """The folders directly under the base (not links: an alias of a folder is no category of its own)."""
         if not self._base.is_dir():
             return set()
-        return {p.name for p in self._base.iterdir() if p.is_dir() and not p.name.startswith(".")}
+        return {p.name for p in self._base.iterdir()
+                if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")}
 
     # -- the scan ------------------------------------------------------------------------------------
     def markdown_files(self) -> list[str]:
@@ -381,6 +524,7 @@ class KnowledgeFolder:
         base_real = self._base.resolve()
         prefix = len(str(self._base)) + 1
         stack = [str(self._base)]
+        linked: dict[tuple[int, int], list[str]] = {}  # (device, inode) -> names of files with hard links
 
         def refuse(path: str, why: str) -> None:
             refused.append((path[prefix:].replace(os.sep, "/"), why))
@@ -398,26 +542,57 @@ class KnowledgeFolder:
                     continue
                 try:
                     if entry.is_symlink():
+                        # never followed: a link inside the base is another name of a file or folder that is
+                        # listed under its own path, and one leading out is not the knowledge base's
                         real = Path(entry.path).resolve()
+                        markdown = entry.name.lower().endswith(".md")
                         if not real.is_relative_to(base_real):
-                            if entry.name.lower().endswith(".md") or real.is_dir():
+                            if markdown or real.is_dir():
                                 refuse(entry.path, "a link leading outside the knowledge base")
-                            continue
-                        if real.is_dir():
-                            continue  # its files are listed under their real folder
+                        elif real.is_dir():
+                            refuse(entry.path, AliasReason(
+                                f"a link to {self.display_path(real.relative_to(base_real))}/: an alias; its "
+                                "documents are indexed under their own folder only"))
+                        elif markdown:
+                            refuse(entry.path, AliasReason(
+                                f"a link to {self.display_path(real.relative_to(base_real))}: an alias; the file "
+                                "is indexed under its own path only"))
+                        continue
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
                     elif entry.name.lower().endswith(".md"):
                         relative = entry.path[prefix:].replace(os.sep, "/")
-                        problem = None if entry.is_file() else "not a regular file"
+                        info = entry.stat(follow_symlinks=False)
+                        problem = None if stat.S_ISREG(info.st_mode) else f"not a regular file ({_kind(info.st_mode)})"
                         problem = problem or self.place_problem(relative)
+                        if problem is None and info.st_size > self._max_bytes:
+                            problem = (f"{info.st_size:,} bytes, larger than the largest allowed document "
+                                       f"({self._max_bytes:,} bytes, KB_MAX_UPLOAD_BYTES)")
                         if problem is None:
                             found.append(relative)
+                            if info.st_nlink > 1:
+                                linked.setdefault((info.st_dev, info.st_ino), []).append(relative)
                         else:
                             refuse(entry.path, problem)
-                except OSError as exc:
+                except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop
                     refuse(entry.path, f"unreadable ({exc})")
+        found = self._without_hard_links(found, refused, linked)
         return self._without_case_twins(sorted(found), refused)
+
+    def _without_hard_links(self, found: list[str], refused: list[tuple[str, str]],
+                            linked: dict[tuple[int, int], list[str]]) -> list[str]:
+        """Names of one file (hard links): the first in sorted order is the document, the others are refused
+        as its aliases. (Replacing either name writes a new file, which ends the link.)"""
+        second: set[str] = set()
+        for names in linked.values():
+            first, *others = sorted(names)
+            for relative in others:
+                why = AliasReason(f"a hard link to {self.display_path(first)} (one file, two names): the file is "
+                                  "indexed under that name only")
+                second.add(relative)
+                refused.append((relative, why))
+                self._warn_once(self._base / relative, why)
+        return [relative for relative in found if relative not in second] if second else found
 
     def _without_case_twins(self, found: list[str], refused: list[tuple[str, str]]
                             ) -> tuple[list[str], list[tuple[str, str]]]:
@@ -451,7 +626,7 @@ class KnowledgeFolder:
     def read_head(self, relative: str) -> tuple[str, bool]:
         """The start of a file, enough for any acceptable frontmatter block, and whether that is the whole
         file: the scan reads the rest only for documents that have frontmatter."""
-        return decode_head(read_regular(self._base / relative, HEAD_BYTES))
+        return decode_head(read_regular(self._base / relative, HEAD_BYTES, max_bytes=self._max_bytes))
 
     def read_bytes(self, file_path: str) -> bytes:
         """The whole file of a display path (links inside the base followed); `OSError` when it is not a
@@ -459,12 +634,12 @@ class KnowledgeFolder:
         real = self.resolve(file_path)
         if real is None:
             raise FileNotFoundError(f"{file_path} is not inside the knowledge base")
-        return read_regular(real)
+        return read_regular(real, max_bytes=self._max_bytes)
 
     def current_bytes(self, target: Path) -> bytes | None:
         """What is at a disk path now (`None`: nothing); the version a write would overwrite."""
         try:
-            return read_regular(target)
+            return read_regular(target, max_bytes=self._max_bytes)
         except FileNotFoundError:
             return None
 
@@ -482,13 +657,14 @@ class KnowledgeFolder:
         # runs front to back, so a cleaned head that is comfortably longer than the cut is exact.
         limit = max(2 * HEAD_BYTES, 8 * max_chars) if max_chars >= 0 else -1
         try:
-            data = read_regular(real, limit)
+            data = read_regular(real, limit, max_bytes=self._max_bytes)
             complete = limit < 0 or len(data) < limit
             text = data.decode("utf-8-sig", errors="replace")
             if clean:
                 text = clean_document(text)
                 if not complete and len(text) <= max_chars + 256:  # boilerplate ate the head: clean it all
-                    text = clean_document(read_regular(real).decode("utf-8-sig", errors="replace"))
+                    text = clean_document(read_regular(real, max_bytes=self._max_bytes)
+                                          .decode("utf-8-sig", errors="replace"))
         except FileNotFoundError:
             log.error("document %s does not exist", file_path)
             return None

@@ -16,7 +16,7 @@ import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
-from kb_core.documents.folder import KnowledgeFolder
+from kb_core.documents.folder import AliasReason, KnowledgeFolder
 from kb_core.documents.service import DocumentService, L0Writer, dense_missing, owner_is_gone, sha256
 from kb_core.errors import DocumentError, KnowledgeBaseError
 from kb_core.progress import Progress, no_progress
@@ -44,6 +44,7 @@ class ReconcileReport:
     trimmed: tuple[str, ...] = ()  # documents with vectors beyond their chunk count (deleted)
     reindexed: tuple[str, ...] = ()  # documents with fewer vectors than chunks, or no dense vectors yet
     refused: tuple[tuple[str, str], ...] = ()  # (path, why) of .md files the path rule does not take
+    aliases: tuple[str, ...] = ()  # rows kept under another name of a file (a link): removed, the disk untouched
 
     def __add__(self, other: ReconcileReport) -> ReconcileReport:
         return ReconcileReport(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
@@ -60,6 +61,8 @@ class ReconcileReport:
                  f"{len(self.reindexed)} re-indexed",
                  f"{len(self.orphan_documents) + len(self.trimmed)} documents' stray vectors deleted",
                  f"{len(self.removed)} removed", f"{len(self.missing_files)} rows without a file"]
+        if self.aliases:
+            parts.append(f"{len(self.aliases)} rows of links (aliases) removed")
         if self.failed:
             parts.append(f"{len(self.failed)} failed")
         if self.refused:
@@ -88,7 +91,7 @@ class Reconciler:
         gone = [row for path, row in sorted(rows.items()) if path not in listed]
         with self._l0.bulk():  # one L0 rebuild for the whole batch, not one per file
             report += self._index_files(on_disk, rows, progress)
-            report += self._settle_missing(gone, delete_missing)
+            report += self._settle_missing(gone, delete_missing, self._aliases(refused))
         with self._service.exclusive():  # a listing taken under the lock cannot miss a concurrent upload
             self._l0.load()  # L0 follows the disk, in scan order
         progress("done", len(on_disk), len(on_disk))
@@ -235,17 +238,29 @@ class Reconciler:
         return ReconcileReport(added=tuple(added), updated=tuple(updated), unchanged=tuple(unchanged),
                                failed=tuple(failed))
 
-    def _settle_missing(self, rows: Sequence[DocumentRecord], delete_missing: bool) -> ReconcileReport:
+    def _aliases(self, refused: Iterable[tuple[str, str]]) -> set[str]:
+        """The display paths the scan skipped as other names of a file or folder (links, hard links)."""
+        return {self._folder.display_path(rel) for rel, why in refused if isinstance(why, AliasReason)}
+
+    def _settle_missing(self, rows: Sequence[DocumentRecord], delete_missing: bool,
+                        aliases: set[str] = frozenset()) -> ReconcileReport:
         """Rows whose file is not on disk: reported, or (`delete_missing`) removed with their vectors and L0
         entry, under the document's lock. A row whose path holds something again (the file is back, or a link
-        leading out, a FIFO) is never removed: removing would unlink what the user put there."""
+        leading out, a FIFO) is never removed: removing would unlink what the user put there. A row kept under
+        another name of a file (`aliases`: a link, or a path through a linked folder) is removed always, and
+        nothing on disk is touched: the file is indexed under its own path."""
         removed: list[str] = []
         missing: list[str] = []
+        dropped: list[str] = []
         failed: list[tuple[str, str]] = []
         for listed in rows:
             if listed.pending_operation is not None:
                 continue  # a write in flight, or one recovery leaves to its live writer
             try:
+                if self._is_alias(listed.file_path, aliases):
+                    if self._drop_alias(listed.file_path):
+                        dropped.append(listed.file_path)
+                    continue
                 if delete_missing and self._forget(listed.file_path):
                     removed.append(listed.file_path)
                 else:
@@ -255,7 +270,33 @@ class Reconciler:
                 log.warning("reconcile could not remove %s: %s", listed.file_path, exc)
         if removed:
             log.info("removed %d documents whose file had gone", len(removed))
-        return ReconcileReport(removed=tuple(removed), missing_files=tuple(missing), failed=tuple(failed))
+        return ReconcileReport(removed=tuple(removed), missing_files=tuple(missing), failed=tuple(failed),
+                               aliases=tuple(dropped))
+
+    @staticmethod
+    def _is_alias(file_path: str, aliases: set[str]) -> bool:
+        """Whether `file_path` is one of `aliases` or lies under one (a linked folder)."""
+        if not aliases:
+            return False
+        parts = file_path.split("/")
+        return any("/".join(parts[:depth]) in aliases for depth in range(1, len(parts) + 1))
+
+    def _drop_alias(self, file_path: str) -> bool:
+        """Remove the row, vectors and L0 entry of a path that is another name of a file; the disk is left
+        alone (the link is the user's, and the file it names has a row of its own). The row goes first: what a
+        crash leaves behind (vectors without a row, an L0 entry the scan does not list) the next reconcile
+        removes."""
+        with self._service.locked(file_path):
+            row = self._metadata.get_by_path(file_path)
+            # checked again under the lock: an upload may have made it a file of its own since the scan
+            if row is None or row.pending_operation is not None or not self._folder.is_other_name(file_path):
+                return False
+            self._metadata.delete_document(row.id)
+            self._vectors.delete_document(row.id)
+            self._l0.remove(file_path)
+        log.warning("removed the row of %s: it is another name (a link) of a file indexed under its own path; "
+                    "nothing on disk was touched", file_path)
+        return True
 
     def _forget(self, file_path: str) -> bool:
         with self._service.locked(file_path):
@@ -303,6 +344,7 @@ class Reconciler:
                 rows[file_path] = row
         with self._l0.bulk():
             report = self._index_files(on_disk, rows, no_progress)
-            report += self._settle_missing([r for r in known if r.file_path not in listed], delete_missing)
+            report += self._settle_missing([r for r in known if r.file_path not in listed], delete_missing,
+                                           self._aliases(refused))
         log.debug("reconcile of %d paths: %s", len(relatives), report.summary())
         return report + ReconcileReport(failed=tuple(failed), refused=refused_here)

@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import socket
 import threading
 import uuid
@@ -26,7 +25,7 @@ from typing import Protocol
 
 from kb_core.documents.chunking import FRONTMATTER_HEADING, Chunk, chunk_markdown
 from kb_core.documents.entry import KnowledgeEntry
-from kb_core.documents.folder import KnowledgeFolder, decode_markdown
+from kb_core.documents.folder import KnowledgeFolder, checked_sha256, decode_markdown
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
 from kb_core.errors import DocumentConflictError, DocumentError, FrontmatterError, KnowledgeBaseError, UploadRejected
 from kb_core.progress import Progress, no_progress
@@ -236,9 +235,7 @@ class DocumentService:
         text = decode_markdown(data, max_bytes=self._max_upload_bytes, file_name=name)
         digest = sha256(bytes(data))
         if if_match is not None:
-            if not re.fullmatch(r"[0-9a-f]{64}", if_match):
-                raise UploadRejected(f"if_match must be a document's sha256 (64 hex digits, as "
-                                     f"DocumentRecord.content_sha256), not {if_match[:80]!r}; nothing was written")
+            if_match = checked_sha256(if_match)  # a wrong type or shape is bad input; upper-case hex is fine
             self._check_version(file_path, target, if_match)  # early, before minutes of embedding; again below
         existing = self._read_row(file_path)
         if existing is not None and self.is_current(existing, digest, target):

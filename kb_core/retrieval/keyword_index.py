@@ -151,13 +151,13 @@ class KnowledgeIndex:
         folder = self._folder
         path = folder.lexical_path(file_path)
         entry = None
-        if path is not None and path.is_file() and folder.is_inside(path):
+        if path is not None and folder.is_own_path(path):  # a regular file, not a link or a FIFO
             relative = path.relative_to(folder.base_dir).as_posix()
             try:
                 if expected_sha256 is None:
                     entry = entry_of_file(folder, relative)
                 else:
-                    data = read_regular(path)
+                    data = read_regular(path, max_bytes=folder.max_bytes)
                     if hashlib.sha256(data).hexdigest() != expected_sha256:
                         log.debug("%s is not the version the feed announced: left as it is", file_path)
                         return False

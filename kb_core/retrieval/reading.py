@@ -107,8 +107,8 @@ class DocumentReader:
                 "'category/file.md'")
         content = self._index.read_document(entry.file_path, PRIMARY_MAX_CHARS, clean=True)
         if content is None:
-            raise UnknownSourceError(f"{entry.file_path} is indexed but its file could not be read (deleted or "
-                                     "moved); look it up again")
+            raise UnknownSourceError(f"{entry.file_path} is indexed but its file could not be read (deleted, "
+                                     "moved or no longer a regular file); look it up again")
         versions = self._index.versions(entry.file_path)
         primary = Primary(
             content=content,
