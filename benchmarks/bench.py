@@ -25,6 +25,10 @@ over many calls, and ratios between variants run in the same process a moment ap
 - Trees: reconcile of a generated 1,000-file documentation tree (time, memory), and L0 with translation groups
   at 10,000 documents against the same entries without groups (`benchmarks.bench_trees`).
 
+- Chinese-heavy knowledge base (`zh`): `kb.lookup()` for long Chinese summary and body-sentence queries that
+  call L1 over 1,238 generated Chinese product pages (~20,000 chunks), the full-text index's two-step search
+  against one FTS5 query, with a per-stage breakdown and a profile (`benchmarks.bench_zh`, issue 21).
+
 The L1 collection for the lookup runs holds the generated documents' chunks with random unit vectors:
 those runs measure latency (query encoding + BM25 + dense search + fusion), not retrieval quality.
 """
@@ -50,6 +54,7 @@ from typing import Any
 
 from benchmarks.bench_pages import bench_pages, render_pages
 from benchmarks.bench_trees import bench_trees, render_trees
+from benchmarks.bench_zh import bench_zh, render_zh
 from benchmarks.common import (
     Corpus,
     bench_settings,
@@ -745,6 +750,8 @@ def render(report: dict[str, Any]) -> str:
         lines += render_pages(report["pages"])
     if report.get("trees"):
         lines += render_trees(report["trees"])
+    if report.get("zh"):
+        lines += render_zh(report["zh"])
     return "\n".join(lines)
 
 
@@ -767,7 +774,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page-runs", type=int, default=5, help="reruns per page (the median is reported)")
     parser.add_argument("--tree-files", type=int, default=1000, help="Markdown files in the reconciled tree")
     parser.add_argument("--tree-docs", type=int, default=10000, help="documents for L0 with translation groups")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["l0", "lookups", "l1", "ingest", "pages", "trees"])
+    parser.add_argument("--zh-docs", type=int, default=1238, help="pages of the Chinese-heavy knowledge base")
+    parser.add_argument("--zh-queries", type=int, default=150, help="queries per kind, Chinese-heavy knowledge base")
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "zh"])
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -777,6 +787,7 @@ def main(argv: list[str] | None = None) -> int:
         args.l1_chunks, args.l1_class_queries = 400, 10
         args.page_docs, args.page_runs = 50, 2
         args.tree_files, args.tree_docs = 20, 200
+        args.zh_docs, args.zh_queries = 40, 5
 
     configured = load_settings().embedding_model
     bge: Path | None = None
@@ -816,6 +827,11 @@ def main(argv: list[str] | None = None) -> int:
         if "trees" not in args.skip:
             report["trees"] = bench_trees(workdir, files=args.tree_files, docs=args.tree_docs, repeat=args.repeat,
                                           lookup_repeat=max(1, args.repeat // 4))
+            write_json(args.json, report)
+        if "zh" not in args.skip:
+            print(f"lookups on a Chinese-heavy knowledge base of {args.zh_docs:,} pages ...", file=sys.stderr)
+            report["zh"] = bench_zh(workdir, docs=args.zh_docs, per_kind=args.zh_queries,
+                                    repeat=1 if args.quick else 2)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return publish(args.json, report, render(report))
