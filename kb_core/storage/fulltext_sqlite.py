@@ -315,8 +315,8 @@ class SqliteFullTextIndex:
         """Candidates ranked by FTS5 on the rarest tokens, scored here with all of them; `None` when the query
         is small enough for one FTS5 query, or when too few chunks hold a rare token."""
         stats = self._stats(con)
-        if stats.rows == 0:
-            return None
+        if stats.rows * len(tokens) <= POSTINGS_BUDGET:
+            return None  # small enough whatever the frequencies: no need to look them up
         df = self._frequencies(con, stats, tokens)
         if sum(df.values()) <= POSTINGS_BUDGET:
             return None
