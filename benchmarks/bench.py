@@ -28,6 +28,9 @@ over many calls, and ratios between variants run in the same process a moment ap
 - Suggest: "did you mean" (`Snapshot.suggester().suggest`) at 10,000 documents per query class (typos, another
   digit, unknown codes, plain sentences, long queries), and how often the meant keyword is named
   (`benchmarks.bench_suggest`).
+- Chinese-heavy knowledge base (`zh`): `kb.lookup()` for long Chinese summary and body-sentence queries that
+  call L1 over 1,238 generated Chinese product pages (~20,000 chunks), the full-text index's two-step search
+  against one FTS5 query, with a per-stage breakdown and a profile (`benchmarks.bench_zh`, issue 21).
 
 The L1 collection for the lookup runs holds the generated documents' chunks with random unit vectors:
 those runs measure latency (query encoding + BM25 + dense search + fusion), not retrieval quality.
@@ -55,6 +58,7 @@ from typing import Any
 from benchmarks.bench_pages import bench_pages, render_pages
 from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_trees import bench_trees, render_trees
+from benchmarks.bench_zh import bench_zh, render_zh
 from benchmarks.common import (
     Corpus,
     bench_settings,
@@ -752,6 +756,8 @@ def render(report: dict[str, Any]) -> str:
         lines += render_trees(report["trees"])
     if report.get("suggest"):
         lines += render_suggest(report["suggest"])
+    if report.get("zh"):
+        lines += render_zh(report["zh"])
     return "\n".join(lines)
 
 
@@ -775,8 +781,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree-files", type=int, default=1000, help="Markdown files in the reconciled tree")
     parser.add_argument("--tree-docs", type=int, default=10000, help="documents for L0 with translation groups")
     parser.add_argument("--suggest-docs", type=int, default=10000, help="documents for the did-you-mean timings")
+    parser.add_argument("--zh-docs", type=int, default=1238, help="pages of the Chinese-heavy knowledge base")
+    parser.add_argument("--zh-queries", type=int, default=150, help="queries per kind, Chinese-heavy knowledge base")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest"])
+                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest", "zh"])
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -787,6 +795,7 @@ def main(argv: list[str] | None = None) -> int:
         args.page_docs, args.page_runs = 50, 2
         args.tree_files, args.tree_docs = 20, 200
         args.suggest_docs = 200
+        args.zh_docs, args.zh_queries = 40, 5
 
     configured = load_settings().embedding_model
     bge: Path | None = None
@@ -831,6 +840,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"did you mean at {args.suggest_docs:,} documents ...", file=sys.stderr)
             report["suggest"] = bench_suggest(docs=args.suggest_docs, count=50 if args.quick else 200,
                                               repeat=args.repeat)
+        if "zh" not in args.skip:
+            print(f"lookups on a Chinese-heavy knowledge base of {args.zh_docs:,} pages ...", file=sys.stderr)
+            report["zh"] = bench_zh(workdir, docs=args.zh_docs, per_kind=args.zh_queries,
+                                    repeat=1 if args.quick else 2)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return publish(args.json, report, render(report))

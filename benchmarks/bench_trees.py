@@ -1,7 +1,7 @@
 """Benchmark: documentation trees and translation groups (issue 20).
 
     python -m benchmarks.bench_trees [--files 1000] [--docs 10000] [--json bench-trees.json]   (a few minutes)
-    kb bench --skip l0 lookups l1 ingest pages --no-bge      # the same, as the `trees` section of `kb bench`
+    kb bench --skip l0 lookups l1 ingest pages zh --no-bge   # the same, as the `trees` section of `kb bench`
 
 Two measurements, printed as tables and written as JSON (`{"machine", "command", "trees": {...}}`):
 

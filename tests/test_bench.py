@@ -16,6 +16,7 @@ from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_suggest import main as suggest_main
 from benchmarks.bench_trees import generate_tree, tree_queries
 from benchmarks.bench_trees import main as trees_main
+from benchmarks.bench_zh import KINDS, VARIANTS, write_corpus, zh_documents, zh_queries
 from benchmarks.common import bench_settings, generate_corpus, query_mix
 from kb_core import KnowledgeIndex, open_knowledge_base
 from kb_core.documents.chunking import FRONTMATTER_HEADING
@@ -60,6 +61,13 @@ def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatc
     assert report["trees"]["reconcile"]["documents"] == 17 and report["trees"]["l0_groups"]["documents"] == 200
     # did you mean at 200 documents
     assert "Did you mean" in printed and report["suggest"]["documents"] == 200
+    # the Chinese-heavy knowledge base at 40 pages: both ways of the full-text search, every kind
+    assert "Lookups that call L1 on a Chinese-heavy knowledge base" in printed
+    zh = report["zh"]
+    assert zh["documents"] == 40 and zh["chunks"] > 40 and set(zh["kinds"]) == set(KINDS)
+    for kind in zh["kinds"].values():
+        assert all(kind[v]["n"] == kind["queries"] > 0 and kind[v]["cpu"]["p99_ms"] > 0 for v in VARIANTS)
+        assert 0 <= kind["same_answer"] <= 1 and kind[VARIANTS[0]]["stages"]["FTS5 query + rows"]["n"] > 0
 
 
 @pytest.mark.slow
@@ -206,3 +214,24 @@ def test_suggest_bench_at_300_documents(tmp_path, capsys):
     out = tmp_path / "suggest.json"
     assert suggest_main(["--docs", "300", "--queries", "10", "--repeat", "1", "--json", str(out)]) == 0
     assert json.loads(out.read_text())["suggest"]["documents"] == 300 and "Did you mean" in capsys.readouterr().out
+
+
+def test_the_chinese_corpus_is_product_documentation_and_the_queries_come_from_it(tmp_path):
+    """Deterministic Chinese product pages with frontmatter, `##` sections and English identifiers, 10-80 KB;
+    summaries are the pages' own, body sentences are cut from the pages."""
+    from kb_core import parse_frontmatter
+
+    pages = write_corpus(tmp_path, 25)
+    assert [p["text"] for p in pages] == [text for *_, text in zh_documents(25)]
+    for page in pages:
+        front = parse_frontmatter(page["text"])
+        assert front.title.startswith("天穹") and 3 <= len(front.keywords) <= 7 and front.summary == page["summary"]
+        assert (tmp_path / page["path"]).read_text(encoding="utf-8") == page["text"]
+        assert 10_000 <= len(page["text"].encode()) <= 100_000 and page["text"].count("\n## ") >= 2
+        han = sum(1 for ch in page["text"] if "\u4e00" <= ch <= "\u9fff")
+        assert han > 0.6 * sum(1 for ch in page["text"] if ch.isalpha())
+    assert any(re.search(r"`[A-Za-z]+_[a-z_]+`", p["text"]) for p in pages)
+    queries = zh_queries(pages, 10)
+    assert set(queries) == set(KINDS) and all(len(v) >= 10 for v in queries.values())
+    assert all(any(q.endswith(p["summary"]) for p in pages) for q in queries["summary"])
+    assert all(any(q[:12] in p["text"] for p in pages) for q in queries["body sentence"])  # one or two sentences
