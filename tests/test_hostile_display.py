@@ -165,7 +165,7 @@ def test_the_upload_preview_shows_a_hostile_file_as_text(app_root):
     at.switch_page("../pages/upload.py").run()
     at.selectbox(key="category").set_value("➕ New category…").run()
     at.text_input(key="new_category").set_value("api")
-    name = "![u](http:127.0.0.1:9)`x`.md"  # WHATWG reads http:127.0.0.1:9 as http://127.0.0.1:9/
+    name = "![u](beacon.png)`x`.md"  # image syntax in a file name (`:` in a name is refused by the name rule)
     at.file_uploader(key="files").set_value([(name, hostile_document(BEACON).encode(), "text/markdown")]).run()
     sources = assert_no_image(at)
     assert any(escape_markdown(name) in e.label for e in at.expander), [e.label for e in at.expander]
