@@ -17,15 +17,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb_core.documents.cleaning import clean_body, needs_cleaning
+from kb_core.documents.cleaning import clean_body, needs_cleaning, plain_lines
 from kb_core.documents.frontmatter import split_body
-from kb_core.documents.sections import plain_lines, scan_headings
+from kb_core.documents.sections import scan_headings
 
 # The heading of the chunk that restates a document's frontmatter (title, summary, keywords) for search:
 # L1 recognises it, and answers with that document's body instead of repeating its metadata.
 FRONTMATTER_HEADING = "(frontmatter)"
 DEFAULT_MAX_CHARS = 800
 DEFAULT_OVERLAP = 100
+# What L1 indexes of one document. Indexing costs about as much per character as tokenising it twice (jieba for
+# the full-text index, Milvus' analyzer): a 5 MB document would take tens of seconds, and its 200,000 headings
+# as many rows. Beyond either cap the rest of a document is reached through L0 (its keywords) and its sections.
+MAX_CHUNKS = 2000
+MAX_INDEXED_CHARS = 1_000_000
 
 _FENCE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})")
 _FENCE_AFTER = re.compile(r"\n[ \t]{0,3}(`{3,}|~{3,})")  # "\n" first: the regex engine jumps between lines
@@ -61,15 +66,17 @@ class _Block:
     is_code: bool
 
 
-def _sections(body: str) -> list[tuple[tuple[str, ...], str]]:
-    """[(heading path, text)] in document order; text before the first heading has an empty path."""
+def _sections(body: str) -> tuple[list[tuple[tuple[str, ...], str]], bool]:
+    """[(heading path, text)] in document order (text before the first heading has an empty path), and whether
+    the heading scan read every heading."""
     text = plain_lines(body)
+    scan = scan_headings(text)
     sections: list[tuple[tuple[str, ...], str]] = []
     path: tuple[str, ...] = ()
     kept = ""  # the whole text of a heading cut at MAX_HEADING_CHARS, which stays in its section
     stack: list[tuple[int, str]] = []
     position = 0
-    for heading in scan_headings(text).headings:
+    for heading in scan.headings:
         sections.append((path, kept + text[position : heading.offset]))
         while stack and stack[-1][0] >= heading.level:
             stack.pop()
@@ -78,7 +85,7 @@ def _sections(body: str) -> list[tuple[tuple[str, ...], str]]:
         kept = text[heading.offset : heading.stop] if heading.cut else ""
         position = heading.stop
     sections.append((path, kept + text[position:]))
-    return sections
+    return sections, scan.complete
 
 
 def _blocks(text: str) -> list[_Block]:
@@ -197,10 +204,27 @@ def _pack(blocks: list[_Block], max_chars: int, overlap: int) -> list[str]:
     return chunks
 
 
+@dataclass(frozen=True)
+class Chunking:
+    chunks: list[Chunk]
+    complete: bool  # False: the document is longer than L1 indexes (MAX_CHUNKS, MAX_INDEXED_CHARS)
+    indexed_chars: int  # the characters of chunk text
+    all_headings: bool = True  # False: more headings than `sections.scan_headings` reads (later ones are text)
+
+
 def chunk_markdown(
     content: str, *, max_chars: int = DEFAULT_MAX_CHARS, overlap: int = DEFAULT_OVERLAP
 ) -> list[Chunk]:
-    """Chunks of a whole Markdown document (frontmatter and boilerplate removed, see `cleaning`)."""
+    """Chunks of a whole Markdown document (frontmatter and boilerplate removed, see `cleaning`); at most
+    MAX_CHUNKS of them and MAX_INDEXED_CHARS characters, from the start (`chunk_document` says whether that is
+    all of it)."""
+    return chunk_document(content, max_chars=max_chars, overlap=overlap).chunks
+
+
+def chunk_document(content: str, *, max_chars: int = DEFAULT_MAX_CHARS, overlap: int = DEFAULT_OVERLAP,
+                   max_chunks: int = MAX_CHUNKS, max_indexed_chars: int = MAX_INDEXED_CHARS) -> Chunking:
+    """`chunk_markdown`, and whether the chunks hold the whole document. Chunking stops at the caps, so a long
+    document costs no more than its first MAX_INDEXED_CHARS characters (and one scan of its headings)."""
     if max_chars <= 0:
         raise ValueError("max_chars must be positive")
     body = plain_lines(split_body(content))
@@ -210,7 +234,12 @@ def chunk_markdown(
     elif "\n\n\n" in body:
         body = _BLANK_RUN.sub("\n\n", body)
     chunks: list[Chunk] = []
-    for path, section in _sections(body):
+    indexed = 0
+    sections, all_headings = _sections(body)
+    for path, section in sections:
         for text in _pack(_blocks(section), max_chars, min(overlap, max_chars // 2)):
+            if len(chunks) >= max_chunks or indexed >= max_indexed_chars:
+                return Chunking(chunks, False, indexed, all_headings)
             chunks.append(Chunk(len(chunks), path, text))
-    return chunks
+            indexed += len(text)
+    return Chunking(chunks, True, indexed, all_headings)
