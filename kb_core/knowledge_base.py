@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from kb_core.access import Actor, Role, acting, service_actor
 from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import (
+    MAX_QUERY_CHARS,
     READ_TOOL_NAME,
     TOOL_NAME,
     TOOL_NAMES,
@@ -31,7 +32,7 @@ from kb_core.documents.keyword_edit import KeywordEdit, check_unchanged, current
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
-from kb_core.errors import KnowledgeBaseError
+from kb_core.errors import InvalidInputError, KnowledgeBaseError
 from kb_core.progress import Progress
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
@@ -168,6 +169,12 @@ class KnowledgeBase:
 
     # -- queries -------------------------------------------------------------------------------------
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
+        """L0, then L1 when needed (`HybridLookup`). A query longer than the tool's limit (`MAX_QUERY_CHARS`,
+        2,000 characters) is refused with `InvalidInputError` before anything reads it: tokenising 100,000
+        characters takes tens of seconds, and no question needs them."""
+        if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
+            raise InvalidInputError(f"the query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,} are "
+                                    "accepted (as by lookup_knowledge): ask with the words that matter")
         return self._lookup.lookup(query, section_title)
 
     def lookup_knowledge(self, query: str, section_title: str | None = None, *, caller: str = "python") -> dict:
