@@ -14,6 +14,8 @@ start, and its whole line stays in the text.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -29,8 +31,8 @@ DEFAULT_OVERLAP = 100
 # What L1 indexes of one document. Indexing costs about as much per character as tokenising it twice (jieba for
 # the full-text index, Milvus' analyzer): a 5 MB document would take tens of seconds, and its 200,000 headings
 # as many rows. Beyond either cap the rest of a document is reached through L0 (its keywords) and its sections.
-MAX_CHUNKS = 2000
-MAX_INDEXED_CHARS = 1_000_000
+MAX_CHUNKS = 1000
+MAX_INDEXED_CHARS = 500_000
 
 _FENCE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})")
 _FENCE_AFTER = re.compile(r"\n[ \t]{0,3}(`{3,}|~{3,})")  # "\n" first: the regex engine jumps between lines
@@ -140,16 +142,23 @@ def _pattern(kind: str, char: str, n: int) -> re.Pattern[str]:
 
 
 def _hard_split(text: str, max_chars: int) -> list[str]:
-    """Cut an oversized block at line, then sentence boundaries, and as a last resort every max_chars."""
+    """Cut an oversized block at line, then sentence boundaries, and as a last resort every max_chars: as many
+    units (lines, or sentences of a line that does not fit) as fit into each piece, in order."""
     if "\n" in text and _pattern("long", "", max_chars).search(text) is None:
         return _cut_at_lines(text, max_chars)
-    pieces: list[str] = []
+    units = _units(text, max_chars)
     joint = "\n" if "\n" in text else ""
-    for unit in _units(text, max_chars):
-        if pieces and len(pieces[-1]) + 1 + len(unit) <= max_chars:
-            pieces[-1] = pieces[-1] + joint + unit
-        else:
-            pieces.append(unit)
+    # A unit joins the piece before it when the piece, one more character and the unit fit: with prefix sums
+    # of the units' lengths (plus the joint's), each piece is one bisection instead of a step per unit.
+    ends = [0, *itertools.accumulate(map(len, units))] if not joint else \
+        [0, *itertools.accumulate(n + 1 for n in map(len, units))]
+    pieces: list[str] = []
+    first = 0
+    while first < len(units):
+        reach = ends[first] + max_chars + (1 if joint else -1)
+        last = max(first + 1, bisect.bisect_right(ends, reach) - 1)
+        pieces.append(joint.join(units[first:last]))
+        first = last
     return pieces
 
 
@@ -166,13 +175,24 @@ def _cut_at_lines(text: str, max_chars: int) -> list[str]:
 
 
 def _units(text: str, max_chars: int) -> list[str]:
+    """The lines of `text`, each line longer than `max_chars` replaced by its sentences (cut every max_chars
+    when still too long). The short lines between long ones are taken in slices, the sentences by one split."""
     units: list[str] = []
-    for line in text.split("\n"):
-        if len(line) <= max_chars:
-            units.append(line)
-            continue
-        for sentence in (s for s in _SENTENCE_END.split(line) if s):
-            units.extend(sentence[i : i + max_chars] for i in range(0, len(sentence), max_chars))
+    position = 0
+    for line in _pattern("long", "", max_chars).finditer(text):
+        if line.start() > position:
+            units.extend(text[position : line.start() - 1].split("\n"))
+        end = text.find("\n", line.start())
+        end = len(text) if end < 0 else end
+        sentences = list(filter(None, _SENTENCE_END.split(text[line.start() : end])))
+        if sentences and max(map(len, sentences)) > max_chars:
+            for sentence in sentences:
+                units.extend(sentence[i : i + max_chars] for i in range(0, len(sentence), max_chars))
+        else:
+            units.extend(sentences)
+        position = end + 1
+    if position <= len(text):
+        units.extend(text[position:].split("\n"))
     return units
 
 
