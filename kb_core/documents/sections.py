@@ -75,6 +75,7 @@ class HeadingScan:
     complete: bool  # False: the scan stopped at MAX_HEADINGS or MAX_SCANNED_LINES; later headings are text
     chars: int  # length of the scanned text
     lines: int  # its lines, counted as `str.splitlines` does
+    looked: int = 0  # lines looked at one by one (at most MAX_SCANNED_LINES)
 
 
 def find_headings(lines: Sequence[str]) -> list[Heading]:
@@ -143,7 +144,7 @@ def scan_headings(text: str, *, limit: int = MAX_HEADINGS, budget: int = MAX_SCA
                                         min(end, len(text)), cut))
             boundary = end
     lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-    return HeadingScan(headings, complete, len(text), lines)
+    return HeadingScan(headings, complete, len(text), lines, looked)
 
 
 def _closing_fence(fence: str) -> re.Pattern[str]:
