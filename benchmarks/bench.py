@@ -29,6 +29,9 @@ over many calls, and ratios between variants run in the same process a moment ap
   digit, unknown codes, plain sentences, long queries), and how often the meant keyword is named
   (`benchmarks.bench_suggest`).
 
+- Heavy: a 5 MB document made of headings (flat, nested, CJK): upload time and memory, what it adds to an open,
+  a section lookup, and a 100,000-character query, each step in its own process (`benchmarks.bench_heavy`).
+
 The L1 collection for the lookup runs holds the generated documents' chunks with random unit vectors:
 those runs measure latency (query encoding + BM25 + dense search + fusion), not retrieval quality.
 """
@@ -52,6 +55,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_heavy import VARIANTS as HEAVY_VARIANTS
+from benchmarks.bench_heavy import bench_heavy, render_heavy
 from benchmarks.bench_pages import bench_pages, render_pages
 from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_trees import bench_trees, render_trees
@@ -752,6 +757,8 @@ def render(report: dict[str, Any]) -> str:
         lines += render_trees(report["trees"])
     if report.get("suggest"):
         lines += render_suggest(report["suggest"])
+    if report.get("heavy"):
+        lines += render_heavy(report["heavy"])
     return "\n".join(lines)
 
 
@@ -775,8 +782,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree-files", type=int, default=1000, help="Markdown files in the reconciled tree")
     parser.add_argument("--tree-docs", type=int, default=10000, help="documents for L0 with translation groups")
     parser.add_argument("--suggest-docs", type=int, default=10000, help="documents for the did-you-mean timings")
+    parser.add_argument("--heavy-variants", nargs="+", default=list(HEAVY_VARIANTS),
+                        choices=[*HEAVY_VARIANTS, "prose"], help="documents of the heavy-input section")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest"])
+                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest", "heavy"])
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -787,6 +796,7 @@ def main(argv: list[str] | None = None) -> int:
         args.page_docs, args.page_runs = 50, 2
         args.tree_files, args.tree_docs = 20, 200
         args.suggest_docs = 200
+        args.heavy_variants = ["flat"]
 
     configured = load_settings().embedding_model
     bge: Path | None = None
@@ -831,6 +841,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"did you mean at {args.suggest_docs:,} documents ...", file=sys.stderr)
             report["suggest"] = bench_suggest(docs=args.suggest_docs, count=50 if args.quick else 200,
                                               repeat=args.repeat)
+            write_json(args.json, report)
+        if "heavy" not in args.skip:
+            print("heavy but legal input ...", file=sys.stderr)
+            report["heavy"] = bench_heavy(workdir, variants=tuple(args.heavy_variants),
+                                          limit=256 * 1024 if args.quick else None)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return publish(args.json, report, render(report))
