@@ -32,6 +32,9 @@ over many calls, and ratios between variants run in the same process a moment ap
   call L1 over 1,238 generated Chinese product pages (~20,000 chunks), the full-text index's two-step search
   against one FTS5 query, with a per-stage breakdown and a profile (`benchmarks.bench_zh`, issue 21).
 
+- Heavy: a 5 MB document made of headings (flat, nested, CJK): upload time and memory, what it adds to an open,
+  a section lookup, and a 100,000-character query, each step in its own process (`benchmarks.bench_heavy`).
+
 The L1 collection for the lookup runs holds the generated documents' chunks with random unit vectors:
 those runs measure latency (query encoding + BM25 + dense search + fusion), not retrieval quality.
 """
@@ -55,6 +58,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_heavy import VARIANTS as HEAVY_VARIANTS
+from benchmarks.bench_heavy import bench_heavy, render_heavy
 from benchmarks.bench_pages import bench_pages, render_pages
 from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_trees import bench_trees, render_trees
@@ -758,6 +763,8 @@ def render(report: dict[str, Any]) -> str:
         lines += render_suggest(report["suggest"])
     if report.get("zh"):
         lines += render_zh(report["zh"])
+    if report.get("heavy"):
+        lines += render_heavy(report["heavy"])
     return "\n".join(lines)
 
 
@@ -783,8 +790,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suggest-docs", type=int, default=10000, help="documents for the did-you-mean timings")
     parser.add_argument("--zh-docs", type=int, default=1238, help="pages of the Chinese-heavy knowledge base")
     parser.add_argument("--zh-queries", type=int, default=150, help="queries per kind, Chinese-heavy knowledge base")
+    parser.add_argument("--heavy-variants", nargs="+", default=list(HEAVY_VARIANTS),
+                        choices=[*HEAVY_VARIANTS, "prose"], help="documents of the heavy-input section")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest", "zh"])
+                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest", "zh", "heavy"])
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -796,6 +805,7 @@ def main(argv: list[str] | None = None) -> int:
         args.tree_files, args.tree_docs = 20, 200
         args.suggest_docs = 200
         args.zh_docs, args.zh_queries = 40, 5
+        args.heavy_variants = ["flat"]
 
     configured = load_settings().embedding_model
     bge: Path | None = None
@@ -844,6 +854,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lookups on a Chinese-heavy knowledge base of {args.zh_docs:,} pages ...", file=sys.stderr)
             report["zh"] = bench_zh(workdir, docs=args.zh_docs, per_kind=args.zh_queries,
                                     repeat=1 if args.quick else 2)
+            write_json(args.json, report)
+        if "heavy" not in args.skip:
+            print("heavy but legal input ...", file=sys.stderr)
+            report["heavy"] = bench_heavy(workdir, variants=tuple(args.heavy_variants),
+                                          limit=256 * 1024 if args.quick else None)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return publish(args.json, report, render(report))

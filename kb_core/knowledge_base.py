@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from kb_core.access import Actor, Role, acting, service_actor
 from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import (
+    MAX_QUERY_CHARS,
     READ_TOOL_NAME,
     TOOL_NAME,
     TOOL_NAMES,
@@ -34,7 +35,7 @@ from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.synonyms import clean_groups, parse_lines
-from kb_core.errors import KnowledgeBaseError
+from kb_core.errors import InvalidInputError, KnowledgeBaseError
 from kb_core.logs import log_context, new_request_id
 from kb_core.metrics import KnowledgeBaseMetrics
 from kb_core.progress import Progress
@@ -181,6 +182,12 @@ class KnowledgeBase:
 
     # -- queries -------------------------------------------------------------------------------------
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
+        """L0, then L1 when needed (`HybridLookup`). A query longer than the tool's limit (`MAX_QUERY_CHARS`,
+        2,000 characters) is refused with `InvalidInputError` before anything reads it: tokenising 100,000
+        characters takes tens of seconds, and no question needs them."""
+        if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
+            raise InvalidInputError(f"the query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,} are "
+                                    "accepted (as by lookup_knowledge): ask with the words that matter")
         result = self._lookup.lookup(query, section_title)
         self._metrics.observe_lookup(result)
         return result

@@ -12,6 +12,7 @@ import pytest
 from naive_l0 import NaiveIndex
 
 from benchmarks.bench import L1_CLASSES, bench_lookups, chunk_rows, l1_chunks, l1_documents, l1_queries, main
+from benchmarks.bench_heavy import bench_heavy, render_heavy
 from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_suggest import main as suggest_main
 from benchmarks.bench_trees import generate_tree, tree_queries
@@ -19,7 +20,7 @@ from benchmarks.bench_trees import main as trees_main
 from benchmarks.bench_zh import KINDS, VARIANTS, write_corpus, zh_documents, zh_queries
 from benchmarks.common import bench_settings, generate_corpus, query_mix
 from kb_core import KnowledgeIndex, open_knowledge_base
-from kb_core.documents.chunking import FRONTMATTER_HEADING
+from kb_core.documents.chunking import FRONTMATTER_HEADING, MAX_CHUNKS
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -68,6 +69,25 @@ def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatc
     for kind in zh["kinds"].values():
         assert all(kind[v]["n"] == kind["queries"] > 0 and kind[v]["cpu"]["p99_ms"] > 0 for v in VARIANTS)
         assert 0 <= kind["same_answer"] <= 1 and kind[VARIANTS[0]]["stages"]["FTS5 query + rows"]["n"] > 0
+    # heavy input at 256 KiB: the flat document of headings
+    assert "Heavy but legal input" in printed and list(report["heavy"]["variants"]) == ["flat"]
+
+
+@pytest.mark.slow
+@pytest.mark.processes
+def test_the_heavy_input_bench_times_each_step_in_its_own_process(tmp_path):
+    report = bench_heavy(tmp_path, variants=("flat", "nested"), limit=200 * 1024, timeout=300)
+    for kind, headings in (("flat", 7000), ("nested", 9000)):
+        row = report["variants"][kind]
+        assert row["bytes"] <= 200 * 1024 and row["headings"] > headings
+        upload, opened = row["after"]["upload"], row["after"]["open"]
+        assert upload["upload_error"] is None and upload["chunks"] == MAX_CHUNKS + 1  # the frontmatter chunk
+        assert opened["listed_sections"] == 51 and opened["section_early"]["served"]
+        assert opened["section_late"]["served"] is None and opened["section_late"]["note"].startswith("no section")
+        assert 0 < opened["l0_scan_s"] < 60 and opened["plain_lookup_s"] < 60
+    assert report["small_open"]["after"]["long_query"].startswith("InvalidInputError: the query is 100,000")
+    lines = render_heavy(report)
+    assert lines[2].startswith("| document | code | preview | upload (extra MB) |") and len(lines) == 7
 
 
 @pytest.mark.slow

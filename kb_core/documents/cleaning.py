@@ -45,6 +45,11 @@ _PROBE_SETEXT_ATTRIBUTES = re.compile(r"\}[ \t]*\n {0,3}(?:=+|-+)[ \t]*(?:\n|$)"
 _PROBE_ANCHOR = re.compile(r"<a\s+(?:name|id)\s*=", re.IGNORECASE)
 # Lines that cannot end a setext heading's text: list items, quotes, tables, indented code.
 _NOT_PARAGRAPH = re.compile(r"^(?: {4}|\t| {0,3}(?:[-+*][ \t]|\d{1,9}[.)][ \t]|>|\|))")
+_HEAD_CLOSE_LINE = re.compile(r"</head[^\S\n]*>", re.IGNORECASE)  # `_HEAD_CLOSE` within one line
+_CLOSER = re.compile(r"[\]})]")
+# Line breaks other than "\n" (`str.splitlines` splits at each): text with any of them is rejoined with "\n".
+_OTHER_BREAKS = ("\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+_closing_fences: dict[str, re.Pattern[str]] = {}
 
 
 def clean_heading(text: str) -> str:
@@ -84,56 +89,206 @@ def _clean_atx(line: str) -> str:
 
 def clean_body(body: str) -> str:
     """The body without HTML comments, `<head>` blocks, MDX import/export statements and heading attributes,
-    outside code fences."""
-    out: list[str] = []
-    fence: str | None = None
-    in_comment = in_head = False
-    in_export = 0  # open brackets of a multi-line `export const x = {` (or `= [`, `(`) statement
-    for line in body.splitlines():
-        if fence is not None:
+    outside code fences.
+
+    Line by line in effect; in time, only the lines that can change something are looked at one by one
+    (`_CANDIDATE`: fences, comments, `<head>`, import/export, headings with `{` or `<`, setext underlines), and
+    the lines between them are copied as one slice: a 5 MB body of plain headings costs a few regex passes.
+    Inside a fence, a comment or a `<head>` block the scan jumps to where it ends."""
+    text = plain_lines(body)
+    if not text:
+        return ""
+    # P: the lines of `str.splitlines` behind one "\n" each; a line starts right after a "\n" of P
+    p = "\n" + (text[:-1] if text.endswith("\n") else text)
+    cleaner = _Cleaner()
+    candidates = _Candidates(p)
+    out = cleaner.out
+    at = 1  # where the next line starts
+    while at <= len(p):
+        if cleaner.fence is not None:  # copy through the closing fence line
+            close = _closing_fence(cleaner.fence).search(p, at - 1)
+            end = len(p) if close is None else _line_end(p, close.end())
+            out.append(p[at:end])
+            cleaner.fence = None
+            at = end + 1
+            continue
+        if cleaner.in_comment or cleaner.in_head:  # drop the lines before the one that ends the block
+            found = p.find("-->", at) if cleaner.in_comment else _search_start(_HEAD_CLOSE_LINE, p, at)
+            if found < 0:
+                break
+            at = p.rfind("\n", 0, found) + 1
+        elif cleaner.in_export:  # only a line with a closing bracket can end the statement
+            found = _search_start(_CLOSER, p, at)
+            if found < 0:
+                break
+            line_start = p.rfind("\n", 0, found) + 1
+            if line_start > at:
+                cleaner.in_export += sum(p.count(c, at, line_start) for c in "{[(")
+                at = line_start
+        else:  # copy the lines that cannot change anything
+            line_start = candidates.next(at)
+            if line_start > at:
+                out.append(p[at : line_start - 1])
+                at = line_start
+                continue
+        end = _line_end(p, at)
+        cleaner.line(p[at:end])
+        at = end + 1
+        # a setext underline right after a line just cleaned may clean it further
+        while at <= len(p) and cleaner.normal and _SETEXT_UNDERLINE.match(p[at : _line_end(p, at)]):
+            end = _line_end(p, at)
+            cleaner.line(p[at:end])
+            at = end + 1
+    joined = "\n".join(out)
+    if "\n\n\n" in joined:
+        joined = _BLANK_RUN.sub("\n\n", joined)
+    return joined.strip("\n") + ("\n" if joined.strip() else "")
+
+
+class _Candidates:
+    """Where the next line starts that `clean_body` must look at (outside fences, comments, `<head>` blocks and
+    statements), in "\n"-prefixed text: each kind is found by its own search (a substring search where it can
+    be), and each search resumes where it left off, so finding them all is one pass per kind."""
+
+    def __init__(self, p: str):
+        self._p = p
+        starts = [pattern for trigger, pattern in (
+            (("```", "~~~"), r"[ \t]{0,3}(?:`{3}|~{3})"), (("<h", "<H"), r"[^\S\n]*<(?i:head)"),
+            (("import", "export"), r"import|export")) if any(t in p for t in trigger)]
+        self._starts = re.compile(r"\n(?:" + "|".join(starts) + ")") if starts else None
+        self._comments = "<!--" in p
+        self._markup = "{" in p or "<" in p
+        self._found: dict[str, int] = {}  # kind -> the next line of that kind found so far
+
+    def next(self, at: int) -> int:
+        """The start of the first line at or after `at` that may change something (len + 1: none)."""
+        none = len(self._p) + 1
+        best = none
+        for kind, wanted in (("starts", self._starts is not None), ("comment", self._comments),
+                             ("markup", self._markup)):
+            if not wanted:
+                continue
+            found = self._found.get(kind, -1)
+            if found < at:
+                found = self._found[kind] = self._search(kind, at)
+            best = min(best, found)
+        return best
+
+    def _search(self, kind: str, at: int) -> int:
+        p, none = self._p, len(self._p) + 1
+        if kind == "starts":
+            assert self._starts is not None
+            found = self._starts.search(p, at - 1)
+            return none if found is None else found.start() + 1
+        if kind == "comment":
+            found_at = p.find("<!--", at)
+            return none if found_at < 0 else p.rfind("\n", 0, found_at) + 1
+        # `{` or `<`: a heading whose attributes or anchor cleaning removes, or the text of a setext heading
+        # (then its underline is the line to look at: it cleans the line before)
+        while at <= len(p):
+            brace, angle = p.find("{", at), p.find("<", at)
+            hit = min(brace, angle) if brace >= 0 and angle >= 0 else max(brace, angle)
+            if hit < 0:
+                return none
+            line = p.rfind("\n", 0, hit) + 1
+            end = _line_end(p, line)
+            if _ATX_OPEN.match(p, line):
+                return line
+            if end < len(p) and _SETEXT_UNDERLINE.match(p[end + 1 : _line_end(p, end + 1)]):
+                return end + 1
+            at = end + 1
+        return none
+
+
+def plain_lines(text: str) -> str:
+    """The text with "\n" as its only line break (`"\n".join(text.splitlines())` but for a final newline).
+    Usually a `str.replace` or nothing."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    if not any(brk in text for brk in _OTHER_BREAKS):  # one `in` each runs at memchr speed
+        return text
+    return "\n".join(text.splitlines())
+
+
+class _Cleaner:
+    """`clean_body`'s rule for one line at a time, with the state it carries from line to line."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []  # lines, or runs of unchanged lines joined by "\n"
+        self.fence: str | None = None
+        self.in_comment = self.in_head = False
+        self.in_export = 0  # open brackets of a multi-line `export const x = {` (or `= [`, `(`) statement
+
+    @property
+    def normal(self) -> bool:
+        return self.fence is None and not self.in_comment and not self.in_head and not self.in_export
+
+    def line(self, line: str) -> None:
+        out = self.out
+        if self.fence is not None:
             out.append(line)
             match = _FENCE.match(line)
-            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence):
-                fence = None
-            continue
-        if in_comment:
+            if match and match.group(1)[0] == self.fence[0] and len(match.group(1)) >= len(self.fence):
+                self.fence = None
+            return
+        if self.in_comment:
             end = line.find("-->")
             if end < 0:
-                continue
-            in_comment = False
+                return
+            self.in_comment = False
             line = line[end + 3 :]
-        if in_head:
+        if self.in_head:
             close = _HEAD_CLOSE.search(line)
             if close is None:
-                continue
-            in_head = False
+                return
+            self.in_head = False
             line = line[close.end() :]
-        if in_export:
-            in_export = max(in_export + _open_brackets(line), 0)
-            continue
+        if self.in_export:
+            self.in_export = max(self.in_export + _open_brackets(line), 0)
+            return
         match = _FENCE.match(line)
         if match:
-            fence = match.group(1)
+            self.fence = match.group(1)
             out.append(line)
-            continue
-        line, in_comment = _strip_comments(line)
+            return
+        line, self.in_comment = _strip_comments(line)
         if _HEAD_OPEN.match(line):
             close = _HEAD_CLOSE.search(line)
             if close is None:
-                in_head = True
-                continue
+                self.in_head = True
+                return
             line = line[close.end() :]
         if _MDX_LINE.match(line):
             if line.startswith("export"):
-                in_export = max(_open_brackets(line), 0)
-            continue
+                self.in_export = max(_open_brackets(line), 0)
+            return
         if "#" in line or "<" in line:
             line = _clean_atx(line)
-        elif out and out[-1].strip() and _SETEXT_UNDERLINE.match(line) and not _NOT_PARAGRAPH.match(out[-1]):
-            out[-1] = clean_heading(out[-1])  # the last line of a setext heading's text
+        elif out and _SETEXT_UNDERLINE.match(line):
+            head, newline, last = out[-1].rpartition("\n")  # the previous line (out holds runs of lines too)
+            if last.strip() and not _NOT_PARAGRAPH.match(last):
+                out[-1] = head + newline + clean_heading(last)  # the last line of a setext heading's text
         out.append(line)
-    text = "\n".join(out)
-    return _BLANK_RUN.sub("\n\n", text).strip("\n") + ("\n" if text.strip() else "")
+
+
+def _line_end(p: str, at: int) -> int:
+    end = p.find("\n", at)
+    return len(p) if end < 0 else end
+
+
+def _search_start(pattern: re.Pattern[str], p: str, at: int) -> int:
+    found = pattern.search(p, at)
+    return -1 if found is None else found.start()
+
+
+def _closing_fence(fence: str) -> re.Pattern[str]:
+    """A line that closes `fence` for `clean_body`: the same character at least as often (anything may follow)."""
+    pattern = _closing_fences.get(fence)
+    if pattern is None:
+        pattern = re.compile(rf"\n[ \t]{{0,3}}{re.escape(fence[0])}{{{len(fence)},}}")
+        if len(_closing_fences) < 64:
+            _closing_fences[fence] = pattern
+    return pattern
 
 
 def _open_brackets(line: str) -> int:

@@ -21,6 +21,7 @@ from kb_core.terms import normalize_term
 log = logging.getLogger(__name__)
 
 MAX_BLOCK_BYTES = 64 * 1024
+_HEAD_CHARS = MAX_BLOCK_BYTES + 8 * 1024  # room for any block within the limit and its two delimiter lines
 KEYWORD_SEPARATORS = re.compile(r"[,，、;；]")
 _OPEN = "---"
 _CLOSE = ("---", "...")
@@ -57,11 +58,27 @@ class _Split:
 
 
 def _split(content: str) -> _Split | None:
-    """Locate the frontmatter block. The first line must be `---`; the next `---`/`...` line closes it."""
+    """Locate the frontmatter block. The first line must be `---`; the next `---`/`...` line closes it.
+
+    Only the head that can hold an acceptable block is split into lines (a 5 MB body is sliced, not split);
+    the whole text only when no closing line is found there (a block that is unclosed or too large)."""
     text = content[1:] if content.startswith("\ufeff") else content
-    lines = text.splitlines(keepends=True)
+    head = text[:_HEAD_CHARS]
+    lines = head.splitlines(keepends=True)
+    if len(head) < len(text):
+        lines = lines[:-1]  # the last line may be cut; the fallback below reads it whole
     if not lines or lines[0].rstrip("\r\n").rstrip() != _OPEN:
-        return None
+        if lines or not text.startswith(_OPEN):
+            return None
+        lines = text.splitlines(keepends=True)  # a first line longer than the head: `---` and blanks?
+        if lines[0].rstrip("\r\n").rstrip() != _OPEN:
+            return None
+    offset = len(lines[0])
+    for i in range(1, len(lines)):
+        if lines[i].rstrip("\r\n").rstrip() in _CLOSE:
+            return _Split(block="".join(lines[1:i]), body=text[offset + len(lines[i]) :])
+        offset += len(lines[i])
+    lines = text.splitlines(keepends=True)
     for i in range(1, len(lines)):
         if lines[i].rstrip("\r\n").rstrip() in _CLOSE:
             return _Split(block="".join(lines[1:i]), body="".join(lines[i + 1 :]))

@@ -6,14 +6,18 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from kb_core.documents.chunking import MAX_INDEXED_CHARS, chunk_document
 from kb_core.documents.entry import IndexedDocuments, split_keywords
 from kb_core.documents.folder import decode_markdown, validate_category, validate_file_name
 from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict, parse_sections
 from kb_core.documents.language import translation_key
-from kb_core.documents.sections import outline
+from kb_core.documents.sections import MAX_HEADINGS, MAX_NAMED, outline
 from kb_core.errors import KnowledgeBaseError
 
 ERROR, WARNING, INFO = "error", "warning", "info"
+# Below this many characters no cap of chunking or of the heading scan can be reached (2,001 headings take
+# 8,004: `# a` and a line break each): shorter documents are not chunked by the preview.
+_CAPS_FROM_CHARS = 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,7 @@ def inspect_upload(
             findings.append(Finding(WARNING, "no frontmatter: L0 will not know this document; only L1 can find it"))
     except FrontmatterError as exc:
         findings.append(Finding(WARNING, f"malformed frontmatter ({exc}): only L1 will find this document"))
+    findings.extend(_size_findings(text))
     if fm is not None:
         missing = [field for field in ("title", "keywords", "summary") if not getattr(fm, field)]
         if missing:
@@ -133,9 +138,28 @@ def keyword_clashes(preview: UploadPreview, others_of: Callable[[str], list[str]
     return tuple(found)
 
 
+def _size_findings(text: str) -> list[Finding]:
+    """What of a long document L1 and the section list leave out (the caps of `chunking` and `sections`)."""
+    if len(text) < _CAPS_FROM_CHARS:
+        return []
+    shape = chunk_document(text)
+    findings = []
+    if not shape.complete:
+        findings.append(Finding(WARNING, f"long document: full-text and semantic search (L1) index its first "
+                                         f"{len(shape.chunks):,} chunks ({shape.indexed_chars:,} characters; at most "
+                                         f"{MAX_INDEXED_CHARS:,}); the rest is found through its keywords (L0) and "
+                                         "its sections"))
+    if not shape.all_headings:
+        findings.append(Finding(WARNING, f"more than {MAX_HEADINGS:,} headings: later headings are read as text "
+                                         "(not listed in availableSections, not served by section_title)"))
+    return findings
+
+
 def _section_findings(fm: Frontmatter, text: str) -> list[Finding]:
     """Frontmatter `sections` an agent could not use: a malformed value, or a heading the body lacks."""
     findings = [Finding(WARNING, problem) for problem in parse_sections(fm.extra.get("sections"))[1]]
+    if len(fm.sections) > MAX_NAMED:
+        findings.append(Finding(WARNING, f"{len(fm.sections)} `sections` are named: the first {MAX_NAMED} are used"))
     if fm.sections:
         for name in outline(text, fm.sections).missing:
             heading = dict(fm.sections)[name]

@@ -14,19 +14,32 @@ is the document's title: when other headings follow, it is not listed and not pa
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kb_core.documents.cleaning import clean_body, clean_heading, needs_cleaning
+from kb_core.documents.cleaning import clean_body, clean_heading, needs_cleaning, plain_lines
 from kb_core.documents.frontmatter import split_body
 
 MAX_LISTED = 50
 MORE = "…"
 SEPARATOR = " > "
 SECTION_LEVELS = 3
+# Bounds for legal but heavy input (a 5 MB document can hold 250,000 headings): the scan reads a document's
+# first MAX_HEADINGS headings and looks at no more than MAX_SCANNED_LINES lines that could be one (`#` lines,
+# fences, `===`/`---`); what follows is text of the last section read (and is chunked by size). A heading's text
+# is read up to MAX_HEADING_CHARS characters. So building an L0 entry, the upload lint and serving a section do
+# work bounded by these numbers, plus a few passes over the text at the speed of `str` methods and regexes.
+MAX_HEADINGS = 2000
+MAX_SCANNED_LINES = 10 * MAX_HEADINGS
+MAX_HEADING_CHARS = 300
+MAX_NAMED = 200  # frontmatter `sections` entries used (the rest are reported by the upload lint)
+MAX_AMBIGUOUS = 20  # sections named in an "ambiguous: …" note
+# The longest `section_title` read: a path of three headings of MAX_HEADING_CHARS, or a curator's name
+MAX_TITLE_CHARS = 1000
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 # The text is taken whole and trimmed in Python (`_heading_raw`): a lazy `(.*?)[ \t]*$` or a searched
@@ -35,9 +48,13 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 # A line that cannot be (the start of) a setext heading's paragraph: list items, quotes, tables, HTML blocks.
 _NOT_PARAGRAPH = re.compile(r"^(?: {4}|\t| {0,3}(?:[-+*][ \t]|\d{1,9}[.)][ \t]|>|\||<))")
-# Only these lines can change the scanner's state. The leading "\n" (not "^") lets the regex engine jump from
-# newline to newline instead of trying every character.
-_INTERESTING = re.compile(r"\n[ \t]{0,3}(?:#|`{3}|~{3}|=+[ \t]*$|-+[ \t]*$)", re.MULTILINE)
+# Only these lines can change the scanner's state: an ATX opener, a fence, a setext underline. The leading "\n"
+# (not "^") lets the regex engine jump from newline to newline instead of trying every character.
+_INTERESTING = re.compile(r"\n[ \t]{0,3}(?:#{1,6}(?:[ \t]|$)|`{3}|~{3}|=+[ \t]*$|-+[ \t]*$)", re.MULTILINE)
+# In "\n"-prefixed text: the last newline of a range that a blank line follows. Matched from the range's start,
+# `.*` runs to its end and backs up in C to the nearest blank line: a long paragraph costs no Python loop.
+_LAST_BLANK = re.compile(r".*\n(?=[^\S\n]*\n)", re.DOTALL)
+_closing_fences: dict[str, re.Pattern[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -45,52 +62,117 @@ class Heading:
     line: int  # first line of the heading (a setext heading starts at its paragraph)
     end: int  # the line after the heading (after the underline for setext)
     level: int
-    raw: str  # as written, closing #s removed
+    raw: str  # as written, closing #s removed (at most MAX_HEADING_CHARS characters)
     text: str  # as rendered
+    offset: int = -1  # where its first line starts in the scanned text (`"\n".join(lines)`)
+    stop: int = -1  # where the line after it starts
+    cut: bool = False  # its text was longer than MAX_HEADING_CHARS: `raw` and `text` hold the start of it
+
+
+@dataclass(frozen=True)
+class HeadingScan:
+    headings: list[Heading]
+    complete: bool  # False: the scan stopped at MAX_HEADINGS or MAX_SCANNED_LINES; later headings are text
+    chars: int  # length of the scanned text
+    lines: int  # its lines, counted as `str.splitlines` does
+    looked: int = 0  # lines looked at one by one (at most MAX_SCANNED_LINES)
 
 
 def find_headings(lines: Sequence[str]) -> list[Heading]:
-    """Every ATX (levels 1-6) and setext heading outside fenced code, in document order.
+    """Every ATX (levels 1-6) and setext heading outside fenced code, in document order (the first
+    MAX_HEADINGS of them, see `scan_headings`)."""
+    return scan_headings("\n".join(lines)).headings
 
-    Only lines that can change something (`#`, fences, `===`/`---`) are looked at one by one: the index scan
-    runs this over every document at start-up, and most lines are prose."""
-    text = "\n" + "\n".join(lines)
+
+def scan_headings(text: str, *, limit: int = MAX_HEADINGS, budget: int = MAX_SCANNED_LINES) -> HeadingScan:
+    """The headings of `text` (lines separated by "\n" only: see `cleaning.plain_lines`), at most `limit` of them.
+
+    Only lines that can change something (`#`, fences, `===`/`---`) are looked at one by one, at most
+    `budget` of them: the index scan runs this over every document at start-up, and most lines are prose. A
+    fenced code block is skipped in one regex search for its closing fence, and the paragraph of a setext
+    heading is found by a regex too, so a document's size costs C-speed passes and only the lines looked at
+    cost Python work."""
+    t = "\n" + text  # a line starts after each "\n" of t; offsets in t are one more than in text
     headings: list[Heading] = []
-    fence: str | None = None
-    boundary = -1  # the last line that closed a block (heading, fence, rule): a paragraph starts after it
-    line_no, position = -1, 0
-    for candidate in _INTERESTING.finditer(text):
-        line_no += text.count("\n", position, candidate.start() + 1)
-        position = candidate.start() + 1
-        i, line = line_no, lines[line_no]
-        match = _FENCE.match(line)
+    boundary = 0  # where in t the last line that closed a block (heading, fence, rule) ends: a paragraph follows
+    line_no, counted, position, looked = -1, 0, 0, 0
+    complete = True
+    while True:
+        candidate = _INTERESTING.search(t, position)
+        if candidate is None:
+            break
+        if len(headings) >= limit or looked >= budget:
+            complete = False
+            break
+        looked += 1
+        start = candidate.start() + 1
+        line_no += t.count("\n", counted, start)
+        counted = start
+        end = t.find("\n", start)
+        end = len(t) if end < 0 else end
+        line = t[start:end]
+        position = end
+        fence = _FENCE.match(line)
         if fence is not None:
-            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) \
-                    and not line.strip()[len(match.group(1)):].strip():
-                fence, boundary = None, i
-            continue
-        if match:
-            fence, boundary = match.group(1), i
+            closing = _closing_fence(fence.group(1)).search(t, end)
+            if closing is None:  # the fence runs to the end of the document
+                break
+            position = boundary = closing.end()
+            line_no += t.count("\n", counted, closing.start() + 1)
+            counted = closing.start() + 1
             continue
         atx = _ATX.match(line)
-        if atx:
-            boundary = i
+        if atx is not None:
+            boundary = end
             raw = _heading_raw(atx.group(2))
             if raw:
-                headings.append(Heading(i, i + 1, len(atx.group(1)), raw, render_inline(raw)))
+                raw, cut = _cut(raw)
+                headings.append(Heading(line_no, line_no + 1, len(atx.group(1)), raw, render_inline(raw),
+                                        start - 1, min(end, len(text)), cut))
             continue
         setext = _SETEXT.match(line)
-        if setext:
-            start = i
-            while start - 1 > boundary and not _blank(lines[start - 1]):
-                start -= 1
+        if setext is not None:
+            first = _paragraph_start(t, boundary, start)
             # a list, quote, table or HTML block runs until a blank line: underlining it makes no heading
-            if start < i and not _NOT_PARAGRAPH.match(lines[start]):
-                raw = " ".join(part.strip() for part in lines[start:i])
-                headings.append(Heading(start, i + 1, 1 if setext.group(1)[0] == "=" else 2, raw,
-                                        render_inline(raw)))
-            boundary = i
-    return headings
+            if first < start and not _NOT_PARAGRAPH.match(t[first : t.find("\n", first)]):
+                paragraph = t[first : start - 1]
+                raw = " ".join(part.strip() for part in paragraph[: 4 * MAX_HEADING_CHARS].split("\n"))
+                raw, cut = _cut(raw)
+                cut = cut or len(paragraph) > 4 * MAX_HEADING_CHARS
+                headings.append(Heading(line_no - t.count("\n", first, start), line_no + 1,
+                                        1 if setext.group(1)[0] == "=" else 2, raw, render_inline(raw), first - 1,
+                                        min(end, len(text)), cut))
+            boundary = end
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return HeadingScan(headings, complete, len(text), lines, looked)
+
+
+def _closing_fence(fence: str) -> re.Pattern[str]:
+    """The line that closes a fence opened by `fence`: the same character at least as often, then nothing."""
+    pattern = _closing_fences.get(fence)
+    if pattern is None:
+        pattern = re.compile(rf"\n[ \t]{{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[^\S\n]*$", re.MULTILINE)
+        if len(_closing_fences) < 64:
+            _closing_fences[fence] = pattern
+    return pattern
+
+
+def _paragraph_start(t: str, boundary: int, start: int) -> int:
+    """Where in t the paragraph ends that a setext underline starting at `start` would underline: after the
+    last blank line since `boundary` (the end of the last block), or right after `boundary`. `start` itself
+    when the line before the underline is blank or a block's end."""
+    if start - 1 <= boundary:
+        return start
+    blank = _LAST_BLANK.match(t, boundary, start)
+    if blank is None:
+        return boundary + 1
+    return t.index("\n", blank.end()) + 1
+
+
+def _cut(raw: str) -> tuple[str, bool]:
+    if len(raw) <= MAX_HEADING_CHARS:
+        return raw, False
+    return raw[:MAX_HEADING_CHARS].rstrip(), True
 
 
 def _heading_raw(text: str | None) -> str:
@@ -113,7 +195,8 @@ def may_have_headings(text: str) -> bool:
 
 
 # -- rendering ----------------------------------------------------------------------------------------------
-_CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")
+_CODE_SPAN = re.compile(r"(`+)(.+?)(?<!`)\1(?!`)")  # the rule `_code_spans` follows (the reference in tests)
+_TICKS = re.compile(r"`+")
 _ESCAPE = re.compile(r"\\([!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~])")
 _IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\](?:\([^)]*\)|\[[^\]]*\])?")
 _AUTOLINK = re.compile(r"<((?:https?|ftp|mailto):[^>\s]+)>", re.IGNORECASE)
@@ -133,12 +216,47 @@ def render_inline(text: str) -> str:
         return " ".join(text.split())
     out: list[str] = []
     position = 0
-    for code in _CODE_SPAN.finditer(text):
-        out.append(_render_plain(text[position : code.start()]))
-        out.append(code.group(2).strip() or code.group(2))
-        position = code.end()
+    for start, end, inner_start, inner_end in _code_spans(text):
+        out.append(_render_plain(text[position:start]))
+        code = text[inner_start:inner_end]
+        out.append(code.strip() or code)
+        position = end
     out.append(_render_plain(text[position:]))
     return _SPACES.sub(" ", "".join(out)).strip()
+
+
+def _code_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """(start, end, content start, content end) of each code span, as `_CODE_SPAN.finditer` finds them, in time
+    linear in the backticks (the regex backtracks cubically: 300 backticks took 0.2 s, 2,000 a minute).
+
+    An opening run of n backticks pairs with the first later run of exactly k backticks on its line, for the
+    largest k <= n that has one (the n - k others belong to the content); matching goes on after the closer."""
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
+    by_length: dict[int, list[int]] = {}  # run length -> indexes of the runs of that length, ascending
+    for i, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(i)
+    spans: list[tuple[int, int, int, int]] = []
+    i = 0
+    while i < len(runs):
+        start, end = runs[i]
+        line_end = text.find("\n", end)
+        line_end = len(text) if line_end < 0 else line_end
+        closer = None
+        for k in range(end - start, 0, -1):
+            same = by_length.get(k)
+            if same is None:
+                continue
+            at = bisect.bisect_right(same, i)
+            if at < len(same) and runs[same[at]][0] < line_end:
+                closer = k, same[at]
+                break
+        if closer is None:
+            i += 1
+            continue
+        k, j = closer
+        spans.append((start, runs[j][1], start + k, runs[j][0]))
+        i = j + 1
+    return spans
 
 
 def _render_plain(text: str) -> str:
@@ -164,7 +282,7 @@ def heading_line_text(heading_line: str) -> str:
 
 
 def normalize(text: str) -> str:
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
 # -- sections -----------------------------------------------------------------------------------------------
@@ -174,6 +292,7 @@ class Section:
     heading: Heading
     end: int  # the line after its last sub-section
     listed: bool = True  # False for the title H1, which is matched but not listed
+    stop: int = -1  # where it ends in the scanned text: the offset of line `end`
 
     @property
     def title(self) -> str:
@@ -182,16 +301,26 @@ class Section:
 
 def document_sections(lines: Sequence[str], headings: Sequence[Heading] | None = None) -> list[Section]:
     """The `#`-`###` sections of a body's lines, each with its path and extent. Repeated paths get " (2)"."""
-    found = [h for h in (find_headings(lines) if headings is None else headings) if h.level <= SECTION_LEVELS]
+    found = find_headings(lines) if headings is None else headings
+    return _sections(found, len(lines), sum(map(len, lines)) + max(len(lines) - 1, 0))
+
+
+def text_sections(scan: HeadingScan) -> list[Section]:
+    """`document_sections` of a scanned text (`scan_headings`): `section_in(text, section)` is its text."""
+    return _sections(scan.headings, scan.lines, scan.chars)
+
+
+def _sections(headings: Sequence[Heading], lines: int, chars: int) -> list[Section]:
+    found = [h for h in headings if h.level <= SECTION_LEVELS]
     h1 = [h for h in found if h.level == 1]
     title = found[0] if len(found) > 1 and len(h1) == 1 and found[0] is h1[0] else None
-    ends = _ends(found, len(lines))
+    ends = _ends(found, lines, chars)
     sections: list[Section] = []
     stack: list[tuple[int, tuple[str, ...]]] = []  # (level, path) of the open parents
     seen: dict[tuple[str, ...], int] = {}
-    for heading, end in zip(found, ends, strict=True):
+    for heading, (end, stop) in zip(found, ends, strict=True):
         if heading is title:
-            sections.append(Section((heading.text,), heading, end, listed=False))
+            sections.append(Section((heading.text,), heading, end, listed=False, stop=stop))
             continue
         while stack and stack[-1][0] >= heading.level:
             stack.pop()
@@ -200,17 +329,18 @@ def document_sections(lines: Sequence[str], headings: Sequence[Heading] | None =
         if count > 1:
             path = (*path[:-1], f"{heading.text} ({count})")
         stack.append((heading.level, path))
-        sections.append(Section(path, heading, end))
+        sections.append(Section(path, heading, end, stop=stop))
     return sections
 
 
-def _ends(headings: Sequence[Heading], total: int) -> list[int]:
-    """Where each heading's section ends: at the next heading of the same or a higher level (one pass)."""
-    ends = [total] * len(headings)
+def _ends(headings: Sequence[Heading], lines: int, chars: int) -> list[tuple[int, int]]:
+    """Where each heading's section ends (line, offset): at the next heading of the same or a higher level (one
+    pass)."""
+    ends = [(lines, chars)] * len(headings)
     open_: list[int] = []  # indexes of headings whose section is still open, levels increasing
     for i, heading in enumerate(headings):
         while open_ and headings[open_[-1]].level >= heading.level:
-            ends[open_.pop()] = heading.line
+            ends[open_.pop()] = (heading.line, heading.offset)
         open_.append(i)
     return ends
 
@@ -219,12 +349,16 @@ def named_sections(sections: Sequence[Section], mapping: Mapping[str, str]) -> t
                                                                                      list[str]]:
     """([(curator's name, its section)], names whose heading is not in the body). A heading line matches a
     section's heading text (or path); among equal texts the one at the written level wins, then the first."""
+    by_key: dict[str, list[Section]] = {}  # each section under its heading text and its path, normalised
+    for section in sections if mapping else ():
+        for key in dict.fromkeys((normalize(section.heading.text), normalize(section.title))):
+            by_key.setdefault(key, []).append(section)
     found: list[tuple[str, Section]] = []
     missing: list[str] = []
     for name, line in mapping.items():
         wanted = normalize(heading_line_text(line))
         level = len(line.strip()) - len(line.strip().lstrip("#"))
-        candidates = [s for s in sections if wanted and wanted in (normalize(s.heading.text), normalize(s.title))]
+        candidates = by_key.get(wanted, []) if wanted else []
         at_level = [s for s in candidates if s.heading.level == level]
         chosen = (at_level or candidates or [None])[0]
         if chosen is None:
@@ -234,13 +368,15 @@ def named_sections(sections: Sequence[Section], mapping: Mapping[str, str]) -> t
     return found, missing
 
 
-def listed_sections(sections: Sequence[Section], names: Sequence[tuple[str, Section]] = ()) -> tuple[str, ...] | None:
+def listed_sections(sections: Sequence[Section], names: Sequence[tuple[str, Section]] = (), *,
+                    complete: bool = True) -> tuple[str, ...] | None:
     """`availableSections`: the curator's names when there are any, else the heading paths in document order;
-    at most 50 and then "…"; None without headings."""
+    at most 50 and then "…" (also when the heading scan stopped early: `complete=False`); None without headings."""
     listed = [name for name, _ in names] or [s.title for s in sections if s.listed]
     if not listed:
         return None
-    return tuple(listed[:MAX_LISTED]) + ((MORE,) if len(listed) > MAX_LISTED else ())
+    more = len(listed) > MAX_LISTED or (not complete and not names)
+    return tuple(listed[:MAX_LISTED]) + ((MORE,) if more else ())
 
 
 CHIPS = 12  # about a dozen section chips fit above an answer; the rest wait behind "more"
@@ -282,30 +418,40 @@ def match_section(sections: Sequence[Section], title: str, names: Sequence[tuple
     """NFKC + casefold on a curator's name, the heading text or the heading path: exact first, then the unique
     section that contains it; a title with markup or heading attributes (`描述 {#description}`, as the section
     was named before its anchor was cleaned away) that matches nothing is tried again as rendered and cleaned.
-    `names` are (name, heading path) pairs."""
-    result = _match(sections, title, names)
+    `names` are (name, heading path) pairs. A title longer than any section's name can be (MAX_TITLE_CHARS)
+    matches nothing and is not read further."""
+    if len(title) > MAX_TITLE_CHARS:
+        shown = ", ".join(available or ()) or "none"
+        return SectionMatch(None, f"no section '{title[:80]}…': a section title has at most {MAX_TITLE_CHARS:,} "
+                                  f"characters; available: {shown}")
+    keys = _keys(sections, names)
+    result = _match(keys, title)
     rendered = render_inline(title)
     cleaned = SEPARATOR.join(clean_heading(part) for part in title.split(SEPARATOR))
     for retry in dict.fromkeys((rendered, cleaned, render_inline(cleaned))):
         if result.section is not None or result.note is not None:
             break
         if retry != title.strip():
-            result = _match(sections, retry, names)
+            result = _match(keys, retry)
     if result.section is None and result.note is None:
         shown = ", ".join(available or ()) or "none"
         return SectionMatch(None, f"no section '{title}'; available: {shown}")
     return result
 
 
-def _match(sections: Sequence[Section], title: str, names: Sequence[tuple[str, str]]) -> SectionMatch:
+def _keys(sections: Sequence[Section], names: Sequence[tuple[str, str]]) -> list[tuple[Section, tuple[str, ...]]]:
+    """Each section with what can name it, normalised: the curator's names for it, its heading text, its path
+    (computed once per call, not once per try)."""
+    own: dict[str, list[str]] = {}
+    for name, path in names:
+        own.setdefault(path, []).append(normalize(name))
+    return [(s, (*own.get(s.title, ()), normalize(s.heading.text), normalize(s.title))) for s in sections]
+
+
+def _match(keys: Sequence[tuple[Section, tuple[str, ...]]], title: str) -> SectionMatch:
     wanted = normalize(title)
     if not wanted:
         return SectionMatch(None, None)
-    by_path = {s.title: s for s in sections}
-    keys: list[tuple[Section, tuple[str, ...]]] = []
-    for section in sections:
-        own = [normalize(name) for name, path in names if path == section.title]
-        keys.append((section, (*own, normalize(section.heading.text), normalize(section.title))))
     exact = _unique([s for s, k in keys if wanted in k])
     if not exact:
         # A path contains every ancestor's name: containment looks at paths only when the title names one.
@@ -314,7 +460,9 @@ def _match(sections: Sequence[Section], title: str, names: Sequence[tuple[str, s
     if len(exact) == 1:
         return SectionMatch(exact[0], None)
     if exact:
-        return SectionMatch(None, "ambiguous: " + ", ".join(s.title for s in exact if s.title in by_path))
+        shown = ", ".join(s.title for s in exact[:MAX_AMBIGUOUS])
+        more = f", … ({len(exact) - MAX_AMBIGUOUS} more)" if len(exact) > MAX_AMBIGUOUS else ""
+        return SectionMatch(None, f"ambiguous: {shown}{more}")
     return SectionMatch(None, None)
 
 
@@ -327,10 +475,16 @@ def section_text(lines: Sequence[str], section: Section) -> str:
     return "\n".join(lines[section.heading.line : section.end]).strip("\n")
 
 
+def section_in(text: str, section: Section) -> str:
+    """`section_text` of a section of `text_sections`: a slice of the scanned text."""
+    return text[section.heading.offset : section.stop].strip("\n")
+
+
 # -- a whole document ---------------------------------------------------------------------------------------
 def body_text(content: str) -> str:
-    """The document's body as an answer shows it: frontmatter and boilerplate removed (`cleaning`)."""
-    body = split_body(content)
+    """The document's body as an answer shows it: frontmatter and boilerplate removed (`cleaning`), "\n" its only
+    line break."""
+    body = plain_lines(split_body(content))
     return clean_body(body) if needs_cleaning(body) else body
 
 
@@ -344,12 +498,15 @@ class Outline:
 
 
 def outline(content: str, named: Sequence[tuple[str, str]] = ()) -> Outline:
-    body = body_text(content)
-    if not may_have_headings(body):
-        return Outline(None, (), tuple(name for name, _ in named))
-    sections = document_sections(body.splitlines())
-    found, missing = named_sections(sections, dict(named))
-    return Outline(listed_sections(sections, found), tuple((n, s.title) for n, s in found), tuple(missing))
+    """The section list of a whole document and where its curator's names point; at most MAX_NAMED names are
+    looked up (the upload lint says so for more)."""
+    scan = scan_headings(body_text(content))
+    if not scan.headings:
+        return Outline(None, (), tuple(name for name, _ in named[:MAX_NAMED]))
+    sections = text_sections(scan)
+    found, missing = named_sections(sections, dict(named[:MAX_NAMED]))
+    return Outline(listed_sections(sections, found, complete=scan.complete), tuple((n, s.title) for n, s in found),
+                   tuple(missing))
 
 
 @dataclass(frozen=True)
@@ -361,9 +518,10 @@ class ServedSection:
 
 def serve_section(content: str, title: str, names: Sequence[tuple[str, str]] = (),
                   available: Sequence[str] | None = None) -> ServedSection:
-    """The section of a whole document that `title` names, as written (cleaned like the normal answer)."""
-    lines = body_text(content).splitlines()
-    match = match_section(document_sections(lines), title, names, available)
+    """The section of a whole document that `title` names, as written (cleaned like the normal answer). The
+    work is bounded like the L0 entry's (`scan_headings`): one read of the text, no line list."""
+    text = body_text(content)
+    match = match_section(text_sections(scan_headings(text)), title, names, available)
     if match.section is None:
         return ServedSection(None, None, match.note)
-    return ServedSection(section_text(lines, match.section), match.section.title, None)
+    return ServedSection(section_in(text, match.section), match.section.title, None)
