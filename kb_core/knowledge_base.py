@@ -197,8 +197,15 @@ class KnowledgeBase:
         self._recorder.flush(2)
         return self._metadata.recent_tool_calls(limit)
 
-    def flush_call_log(self, timeout: float = 10.0) -> None:
-        self._recorder.flush(timeout)
+    def flush_call_log(self, timeout: float = 10.0) -> bool:
+        """Wait until every call so far is in the log (or `timeout` seconds); whether they all are."""
+        return self._recorder.flush(timeout)
+
+    def tool_calls_not_logged(self, span: timedelta) -> int:
+        """Calls of the last `span` the log could not store (counted instead: `tool_call_dropped`), plus those
+        this process counted and has not stored yet. 0 is the normal case."""
+        self._recorder.flush(2)
+        return self._metadata.tool_calls_dropped(datetime.now(UTC) - span) + self._recorder.waiting_drops
 
     def tool_call_buckets(self, span: timedelta) -> list[CallBucket]:
         """Calls, found-rate and latency per hour (spans up to two days) or day over the last `span`."""
@@ -416,7 +423,7 @@ class KnowledgeBase:
             self._watcher.stop()  # releases the lease: another process takes over
         if self._follower is not None:
             self._follower.stop()
-        self._recorder.flush(5)
+        self._recorder.close(5)
         self._vectors.close()
         self._metadata.dispose()
 

@@ -11,7 +11,13 @@ import pytest
 from sqlalchemy import inspect, text
 
 from kb_core.storage.db_models import DocumentStatus
-from kb_core.storage.metadata_store import DocumentValues, MetadataStore, MetadataStoreError, redact_url
+from kb_core.storage.metadata_store import (
+    DocumentValues,
+    MetadataStore,
+    MetadataStoreError,
+    head_revision,
+    redact_url,
+)
 
 VALUES = DocumentValues(
     file_name="支付-errors 🚀.md",
@@ -31,8 +37,8 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
     store.migrate()
     tables = set(inspect(store._engine).get_table_names())
-    assert {"api_document", "tool_call", "alembic_version"} <= tables
-    assert store.current_revision() == "0005"
+    assert {"api_document", "tool_call", "tool_call_dropped", "alembic_version"} <= tables
+    assert store.current_revision() == head_revision() == "0007"
 
 
 def test_status_is_stored_as_varchar(store):
@@ -103,7 +109,7 @@ def test_two_processes_migrating_at_once_both_succeed(db_url):
                               text=True) for _ in range(3)]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err[-2000:] for _, err in results]
-    assert MetadataStore(db_url).current_revision() == "0005"
+    assert MetadataStore(db_url).current_revision() == head_revision()
 
 
 def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
@@ -112,7 +118,7 @@ def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KB_DATABASE_URL", f"sqlite:///{tmp_path / 'ops.sqlite3'}")
     monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
     assert main([]) == 0
-    assert "revision 0005" in capsys.readouterr().out
+    assert f"revision {head_revision()}" in capsys.readouterr().out
 
 
 def test_url_password_is_hidden():

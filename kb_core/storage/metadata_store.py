@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,19 +17,24 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, delete, event, func, select, text
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kb_core.access import acting_name
 from kb_core.errors import MetadataStoreError, SettingsError
-from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, utcnow
+from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, ToolCallDropped, utcnow
 from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name
 from kb_core.storage.tool_call_log import ToolCallQueries, ToolCallRecord, tool_call_record
 
 log = logging.getLogger(__name__)
 
+# What one tool_call row may hold (the columns' sizes; MySQL TEXT is 64 KB, 4 bytes a character at worst): a
+# record is cut to fit rather than refused, so no record can make a whole batch fail.
+_TOOL_CALL_LIMITS = {"tool_name": 64, "match_types": 64, "request_id": 16, "caller": 64, "confidence": 8}
+_MAX_TEXT_CHARS = 16000
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -87,6 +92,31 @@ class ChangeRecord:
     file_path: str
     operation: str  # "upsert" | "delete"
     content_sha256: str | None
+
+
+def _alembic_config() -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", "kb_core.storage:migrations")
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest schema revision this code knows (what `migrate()` brings a database to)."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def _cut(value: str | None, limit: int) -> str | None:
+    return value if value is None or len(value) <= limit else value[:limit]
+
+
+def _json_text(value: Any) -> str:
+    """JSON that fits a TEXT column: anything longer is kept as a cut string under "_raw" (still valid JSON)."""
+    dumped = json.dumps(value, ensure_ascii=False)
+    if len(dumped) <= _MAX_TEXT_CHARS:
+        return dumped
+    return json.dumps({"_raw": dumped[:_MAX_TEXT_CHARS - 100]}, ensure_ascii=False)
 
 
 def redact_url(url: str) -> str:
@@ -147,8 +177,7 @@ class MetadataStore(ToolCallQueries):
             return MetadataStoreError("another process holds the migration lock for over 120 s")
         try:
             with self._locked(self.lock("kbmigrate", "schema"), 120, stuck), self._engine.connect() as connection:
-                cfg = AlembicConfig()
-                cfg.set_main_option("script_location", "kb_core.storage:migrations")
+                cfg = _alembic_config()
                 cfg.attributes["connection"] = connection
                 command.upgrade(cfg, revision)
                 connection.commit()
@@ -338,24 +367,36 @@ class MetadataStore(ToolCallQueries):
         caller: str,
         error: str | None = None,
         confidence: str | None = None,
+        created_at: datetime | None = None,
     ) -> int:
+        values = _tool_call_values(dict(tool_name=tool_name, arguments=arguments, found=found, match_types=match_types,
+                                        sources=sources, latency_ms=latency_ms, request_id=request_id, caller=caller,
+                                        error=error, confidence=confidence, created_at=created_at))
         with self._write("record a tool call") as session:
-            row = ToolCall(
-                tool_name=tool_name,
-                arguments=json.dumps(arguments, ensure_ascii=False),
-                found=found,
-                match_types=",".join(match_types),
-                sources=json.dumps(list(sources), ensure_ascii=False),
-                latency_ms=latency_ms,
-                request_id=request_id,
-                caller=caller,
-                error=error,
-                created_at=utcnow(),
-                confidence=confidence,
-            )
+            row = ToolCall(**values)
             session.add(row)
             session.flush()
             return row.id
+
+    def record_tool_calls(self, records: Sequence[Mapping[str, Any]], *, dropped: int = 0,
+                          reason: str = "") -> int:
+        """Insert many tool calls (each as `record_tool_call` takes them) in one transaction, plus, when
+        `dropped` > 0, a `tool_call_dropped` row saying how many calls were not logged and why. Returns the
+        number of calls inserted."""
+        rows = [_tool_call_values(r) for r in records]
+        with self._write("record tool calls") as session:
+            if rows:  # Core, not the ORM: one executemany (a multi-row INSERT on MySQL), no objects
+                session.connection().execute(insert(ToolCall.__table__), rows)
+            if dropped > 0:
+                session.add(ToolCallDropped(created_at=utcnow(), dropped=dropped, reason=reason[:255]))
+        return len(rows)
+
+    def tool_calls_dropped(self, since: datetime) -> int:
+        """How many tool calls since `since` (UTC) the call log could not store (see `record_tool_calls`)."""
+        moment = since.astimezone(UTC).replace(tzinfo=None) if since.tzinfo else since
+        with self._read() as session:
+            return int(session.scalar(select(func.coalesce(func.sum(ToolCallDropped.dropped), 0))
+                                      .where(ToolCallDropped.created_at >= moment)) or 0)
 
     def recent_tool_calls(self, limit: int = 200) -> list[ToolCallRecord]:
         with self._read() as session:
@@ -378,6 +419,26 @@ class MetadataStore(ToolCallQueries):
                 yield session
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"cannot {what} in the database at {self.url}: {exc}") from exc
+
+
+def _tool_call_values(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A `tool_call` row's columns from a call record, cut to fit the columns."""
+    values: dict[str, Any] = {
+        "tool_name": record["tool_name"],
+        "arguments": _json_text(record.get("arguments") or {}),
+        "found": bool(record.get("found")),
+        "match_types": ",".join(record.get("match_types") or ()),
+        "sources": _json_text(list(record.get("sources") or ())),
+        "latency_ms": float(record.get("latency_ms") or 0.0),
+        "request_id": record.get("request_id"),
+        "caller": record.get("caller") or "python",
+        "error": _cut(record.get("error"), _MAX_TEXT_CHARS),
+        "created_at": record.get("created_at") or utcnow(),
+        "confidence": record.get("confidence"),
+    }
+    for column, limit in _TOOL_CALL_LIMITS.items():
+        values[column] = _cut(values[column], limit)
+    return values
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
