@@ -322,11 +322,14 @@ class KnowledgeBase:
 
     # -- changes -------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None,
-               if_match: str | None = None) -> UploadOutcome:
+               if_match: str | None = None, create_only: bool = False) -> UploadOutcome:
         """`if_match`: the sha256 of the version this replaces (`DocumentRecord.content_sha256`, or what the
-        upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing."""
+        upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing.
+        `create_only=True`: the document must not exist yet (a file at that path, indexed or not, raises
+        `DocumentConflictError`, writing nothing): what to send for a file a preview showed as new."""
         with self._writing(Role.CURATOR, "upload documents"):
-            return self._documents.upload(file_name, data, category, if_match=if_match, **_p(progress))
+            return self._documents.upload(file_name, data, category, if_match=if_match, create_only=create_only,
+                                          **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
         with self._writing(Role.CURATOR, "delete documents"):

@@ -226,11 +226,17 @@ class DocumentService:
 
     # -- upload --------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress = no_progress,
-               if_match: str | None = None) -> UploadOutcome:
+               if_match: str | None = None, create_only: bool = False) -> UploadOutcome:
         """Index a file as `<category>/<name>`, replacing what is there. With `if_match` (the sha256 of the version
         the caller based this on, as `content_sha256` or the upload preview shows it) the upload is a replace
         that only happens while that version is still the current one: checked under the document's lock, so
-        a concurrent writer in any process cannot slip in between; otherwise `DocumentConflictError`."""
+        a concurrent writer in any process cannot slip in between; otherwise `DocumentConflictError`.
+        With `create_only=True` the upload only creates: a file at that path (indexed or not, written by
+        another process or dropped on disk meanwhile) makes it a `DocumentConflictError`, checked the same way,
+        so of two writers creating one new name exactly one wins."""
+        if create_only and if_match is not None:
+            raise UploadRejected("create_only and if_match exclude each other (create a new document, or replace "
+                                 "a given version); nothing was written")
         file_path, target = self._folder.target(category, file_name)
         name, category = target.name, target.parent.relative_to(self._folder.base_dir).as_posix()
         text = decode_markdown(data, max_bytes=self._max_upload_bytes, file_name=name)
@@ -240,6 +246,8 @@ class DocumentService:
                 raise UploadRejected(f"if_match must be a document's sha256 (64 hex digits, as "
                                      f"DocumentRecord.content_sha256), not {if_match[:80]!r}; nothing was written")
             self._check_version(file_path, target, if_match)  # early, before minutes of embedding; again below
+        if create_only:
+            self._check_absent(file_path, target)  # early; again under the lock
         existing = self._read_row(file_path)
         if existing is not None and self.is_current(existing, digest, target):
             progress("done", 1, 1)
@@ -250,6 +258,8 @@ class DocumentService:
         with self.locked(file_path):
             if if_match is not None:
                 self._check_version(file_path, target, if_match)
+            if create_only:
+                self._check_absent(file_path, target)
             existing = self._read_row(file_path)  # again: another writer may have been faster
             if existing is not None and self.is_current(existing, digest, target):
                 progress("done", 1, 1)
@@ -272,6 +282,18 @@ class DocumentService:
         if current != expected.strip().lower():
             log.warning("upload of %s refused: based on %s, current %s", file_path, expected[:12], current)
             raise DocumentConflictError(file_path, expected, current)
+
+    def _check_absent(self, file_path: str, target: Path) -> None:
+        """`create_only`: nothing may be at the path. Like `_check_version`, the file on disk decides: a file
+        not indexed yet counts as there, a row whose file is gone (or never arrived) does not."""
+        try:
+            data = self._folder.current_bytes(target)
+        except OSError as exc:
+            raise DocumentError("read the current version", str(exc)) from exc
+        if data is not None:
+            current = sha256(data)
+            log.warning("create-only upload of %s refused: it exists (version %s)", file_path, current[:12])
+            raise DocumentConflictError(file_path, None, current)
 
     def is_current(self, row: DocumentRecord, digest: str, target: Path) -> bool:
         if row.content_sha256 != digest or row.status != DocumentStatus.INDEXED:
