@@ -372,10 +372,17 @@ class KnowledgeBase:
         """What each store holds. Every page render shows it, so the counts are cached until a write of this
         process or a change from the feed (or `max_age` seconds; 5 s while a store is failing, to show its
         recovery soon). The model's state is read fresh: it changes while the model loads."""
-        status = self._summaries.get("status", lambda: self._read_status(max_age), max_age=max_age)
-        if status.database_error or status.milvus_error:
-            status = self._summaries.get("status", lambda: self._read_status(max_age),
-                                         max_age=min(5.0, max_age or 5.0))
+        computed: list[bool] = []
+
+        def read() -> KnowledgeBaseStatus:
+            computed.append(True)
+            return self._read_status(max_age)
+
+        status = self._summaries.get("status", read, max_age=max_age)
+        if (status.database_error or status.milvus_error) and not computed:
+            # a cached status of a failing store; never a second read in one call: with a frozen store, each
+            # read waits the backend timeout (and one that ran while a change came in is stale at once)
+            status = self._summaries.get("status", read, max_age=min(5.0, max_age or 5.0))
         return dataclasses.replace(status, model=self._embedder.state, dense_search=self._searcher.dense_active())
 
     def _read_status(self, max_age: float | None = None) -> KnowledgeBaseStatus:

@@ -5,6 +5,11 @@ first write. The writes then go file -> database row (uncommitted) -> Milvus -> 
 undoes the earlier steps in reverse (decision D5): the previous file bytes and vectors are kept in memory
 for that. Deletion goes vectors -> file -> L0 -> row, so a failure part-way leaves a row that `reconcile`
 (or deleting again) finishes. Bringing the stores back into agreement after anything else lives in `reconcile`.
+
+A backend that did not answer in time (a frozen database or Milvus server) is not asked again by the undo: that
+would make the caller wait a second timeout. The file is restored at once and the row stays PENDING (the intent
+record); this process settles it in the background once the backend answers (`stranded`,
+`Reconciler.recover_dead_writers`), as the next opening would after a crash.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import os
 import re
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -141,6 +147,12 @@ def _values_of(record: DocumentRecord) -> DocumentValues:
     return DocumentValues(**{f.name: getattr(record, f.name) for f in fields(DocumentValues)})
 
 
+# the store each write step talks to: the undo of that store's earlier steps is left to recovery when it timed out
+_STORE_OF_STEP = {"database": "row", "database commit": "row", "write vectors": "vectors",
+                  "delete stale vectors": "vectors"}
+_STORE_NAMES = {"row": "the database", "vectors": "Milvus"}
+
+
 def _run_undos(undo: list[tuple[str, Callable[[], None]]]) -> list[str]:
     problems: list[str] = []
     for what, action in reversed(undo):
@@ -162,6 +174,7 @@ class DocumentService:
         embedder: Embedder | None,
         *,
         max_upload_bytes: int,
+        backend_timeout: float = 10.0,
     ):
         self._folder = folder
         self._l0 = l0
@@ -173,6 +186,19 @@ class DocumentService:
         self._write_lock = threading.RLock()
         self._held: set[str] = set()  # paths whose database lock this service holds (under _write_lock)
         self.owner = new_owner()
+        self._backend_timeout = backend_timeout
+        # writes that failed on a backend that did not answer in time: path -> document id (None: no row yet).
+        # Whether their last step landed is unknown until the backend answers; recovery settles them then.
+        self._stranded: dict[str, int | None] = {}
+
+    def stranded(self) -> dict[str, int | None]:
+        """This service's writes left to recovery because a backend did not answer in time (path -> id). Never
+        waits for a write in flight (a copy: writers change it under their locks)."""
+        return self._stranded.copy()
+
+    def forget_stranded(self, file_path: str) -> None:
+        """Recovery settled the write at `file_path` (the caller holds its lock)."""
+        self._stranded.pop(file_path, None)
 
     @property
     def profile(self) -> str:
@@ -352,6 +378,7 @@ class DocumentService:
         )
         undo: list[tuple[str, Callable[[], None]]] = []
         doc_id: int | None = existing.id if existing is not None else None
+        started = time.monotonic()  # of the current step: a step that failed after most of the timeout timed out
         try:
             step = "database"
             doc_id = self._metadata.save_document(values, doc_id, pending=("upload", self.owner))
@@ -364,33 +391,52 @@ class DocumentService:
                 progress("saving", 0, 1)
                 undo.append(("file", lambda: self._folder.undo_write(write_file, data, old_bytes)))
                 self._folder.write(write_file, data)
-            step = "write vectors"
+            step, started = "write vectors", time.monotonic()
             progress("indexing", 0, len(prepared.chunks))
             # Upsert by `{doc_id}:{chunk_no}` first, then drop chunks a longer old version had: a failed write
             # leaves the old vectors untouched. The undo is pushed first: a write can fail half-way.
             undo.append(("vectors", lambda: self._restore_vectors(doc_id, old_chunks, len(prepared.chunks))))
             self._vectors.upsert(self._rows(doc_id, file_path, category, prepared))
             if len(old_chunks) > len(prepared.chunks):
-                step = "delete stale vectors"
+                step, started = "delete stale vectors", time.monotonic()
                 self._vectors.delete_chunks_from(doc_id, len(prepared.chunks))
-            step = "database commit"
+            step, started = "database commit", time.monotonic()
             progress("indexing", len(prepared.chunks), len(prepared.chunks))
             self._metadata.finish_write(doc_id, last_error=values.last_error)
         except BaseException as exc:  # noqa: BLE001 - whatever failed or interrupted: undo, then re-raise
-            problems = _run_undos(undo)
+            silent = self._timed_out(step, started, exc)
+            # the store that did not answer is not asked again now (the caller would wait a second timeout), and
+            # the row keeps its intent record for recovery, which settles the write once that store answers
+            left = {silent, "row"} if silent else set()
+            problems = _run_undos([(what, action) for what, action in undo if what not in left])
             message = f"{type(exc).__name__}: {exc}"
+            if silent:
+                message += (f"; {_STORE_NAMES[silent]} did not answer in time: the file is as it was, and this "
+                            "process finishes undoing the write once it answers (so does reopening or reconcile)")
             if problems:
-                message += "; and the rollback was incomplete (" + "; ".join(problems) + "): run reconcile"
+                message += ("; and the rollback was incomplete (" + "; ".join(problems) + "): this process "
+                            "finishes it once the stores answer again, or run reconcile")
+            if silent or problems:
+                self._stranded[file_path] = doc_id
             log.error("storing %s failed at %s: %s", file_path, step, message)
             if not isinstance(exc, Exception):
                 raise
             raise DocumentError(step, message) from exc
 
+        self._stranded.pop(file_path, None)  # a write that went through settles any earlier one
         self._update_l0(file_path, prepared.frontmatter, category, prepared.text)
         record = self._metadata.get(doc_id) if doc_id is not None else None
         if record is None:  # pragma: no cover - committed just above
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
         return record
+
+    def _timed_out(self, step: str, started: float, exc: BaseException) -> str | None:
+        """The store ("row" | "vectors") whose step failed after waiting most of the backend timeout, or None
+        (a quick failure, an interruption, or a step on no remote store)."""
+        store = _STORE_OF_STEP.get(step)
+        if store is None or not isinstance(exc, Exception):
+            return None
+        return store if time.monotonic() - started >= self._backend_timeout / 2 else None
 
     @contextlib.contextmanager
     def locked(self, file_path: str) -> Iterator[None]:

@@ -1,7 +1,12 @@
 """Document metadata and the tool-call log in SQL (SQLite by default, MySQL/MariaDB in production).
 
 Values cross the boundary as frozen dataclasses; ORM objects never leave this module. Migrations are
-Alembic's, inside the package, and run under a lock so two processes starting at once do not race.
+Alembic's, inside the package, and run under a lock so two processes starting at once do not race. A migration
+that failed (the database was down when the process started) is tried again by the next use, once the database
+answers: no restart needed.
+
+Each call waits for the database at most once for `timeout` (KB_BACKEND_TIMEOUT): a pooled connection whose
+ping timed out is not replaced by a second wait for a new one (`_budget`).
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
@@ -154,9 +161,18 @@ class MetadataStore(ToolCallQueries):
             self._engine: Engine = create_engine(parsed, **kwargs)
         except (ArgumentError, ImportError) as exc:
             raise SettingsError(f"KB_DATABASE_URL: cannot use {redact_url(url)}: {exc}") from exc
+        self._timeout = timeout
         if parsed.get_backend_name() == "sqlite":
-            event.listen(self._engine, "connect", _sqlite_pragmas)
+            # a busy database (another process's write transaction) waits the backend timeout, not longer
+            busy_ms = max(1000, round(timeout * 1000))
+            event.listen(self._engine, "connect", lambda dbapi, _record: _sqlite_pragmas(dbapi, busy_ms))
+        else:
+            event.listen(self._engine, "do_connect", self._connect_within_budget)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        self._call = threading.local()  # .deadline: when the current call's wait for the database ends
+        self._wanted_revision: str | None = None  # a migration that failed: the next use tries it again
+        self._migration_error: str | None = None
+        self._migrating = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -172,7 +188,9 @@ class MetadataStore(ToolCallQueries):
 
     # -- migrations ----------------------------------------------------------------------------------
     def migrate(self, revision: str = "head") -> None:
-        """Bring the schema to `revision`. Safe when several processes start at once."""
+        """Bring the schema to `revision`. Safe when several processes start at once. When it fails (the database
+        is down), the next use of this store tries again, so a process started during an outage migrates the
+        database once it answers, without a restart."""
         def stuck() -> MetadataStoreError:
             return MetadataStoreError("another process holds the migration lock for over 120 s")
         try:
@@ -181,12 +199,70 @@ class MetadataStore(ToolCallQueries):
                 cfg.attributes["connection"] = connection
                 command.upgrade(cfg, revision)
                 connection.commit()
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, MetadataStoreError) as exc:
+            self._wanted_revision, self._migration_error = revision, str(exc)  # the next use tries again
+            if isinstance(exc, MetadataStoreError):
+                raise
             raise MetadataStoreError(f"cannot migrate the database at {self.url}: {exc}") from exc
+        self._wanted_revision = self._migration_error = None
         log.info("database %s is at schema revision %s", self.url, self.current_revision())
 
+    def _ensure_schema(self) -> None:
+        """Run a migration that failed earlier, once, before the first use that finds the database answering.
+        One thread migrates; the others wait for its outcome instead of trying (and waiting) again."""
+        if self._wanted_revision is None:
+            return
+        if self._migrating.acquire(blocking=False):
+            try:
+                if self._wanted_revision is not None:
+                    self.migrate(self._wanted_revision)
+                    log.warning("the database %s answers again: migrated it (it was not available when this "
+                                "process started)", self.url)
+            finally:
+                self._migrating.release()
+            return
+        with self._migrating:  # another thread is migrating: its outcome is ours
+            pass
+        if self._wanted_revision is not None:
+            raise MetadataStoreError(f"the database at {self.url} could not be migrated yet: "
+                                     f"{self._migration_error}")
+
+    @contextlib.contextmanager
+    def _budget(self) -> Iterator[None]:
+        """One call's wait for the database: `timeout` in all, however many connections it has to make. A
+        nested call shares its caller's budget."""
+        if getattr(self._call, "deadline", None) is not None:
+            yield
+            return
+        self._call.deadline = time.monotonic() + self._timeout
+        try:
+            yield
+        finally:
+            self._call.deadline = None
+
+    def _connect_within_budget(self, dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        """MySQL/MariaDB: a new connection waits only for what is left of the call's budget. A pooled
+        connection's ping that timed out (a frozen server) has spent it: the replacement fails at once instead
+        of waiting the whole timeout again; a ping that failed at once (the server restarted) leaves the
+        replacement nearly all of it."""
+        deadline = getattr(self._call, "deadline", None)
+        if deadline is None:
+            return None  # not within a call: connect as configured
+        left = deadline - time.monotonic()
+        dbapi = dialect.loaded_dbapi
+        if left < 0.05:
+            raise dbapi.OperationalError(2003, f"the database did not answer within {self._timeout:g} s "
+                                               "(KB_BACKEND_TIMEOUT)")
+        connection = dbapi.connect(*cargs, **{**cparams, "connect_timeout": left, "read_timeout": left,
+                                              "write_timeout": left, "defer_connect": True})
+        connection.connect()
+        # from now on the connection's own timeouts (pymysql reads these attributes before each socket use)
+        connection._read_timeout = cparams.get("read_timeout")
+        connection._write_timeout = cparams.get("write_timeout")
+        return connection
+
     def current_revision(self) -> str | None:
-        with self._engine.connect() as connection:
+        with self._budget(), self._engine.connect() as connection:
             try:
                 return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
             except SQLAlchemyError:
@@ -209,10 +285,16 @@ class MetadataStore(ToolCallQueries):
     @contextlib.contextmanager
     def _locked(self, lock: NamedLock, timeout: float, on_timeout: Callable[[], Exception]) -> Iterator[None]:
         try:
-            with lock.hold(timeout, on_timeout):
-                yield
+            with self._budget():  # connecting; the wait for the lock itself is `timeout`
+                got = lock.acquire(timeout)
         except (SQLAlchemyError, OSError) as exc:
             raise MetadataStoreError(f"cannot take lock {lock.name} in the database at {self.url}: {exc}") from exc
+        if not got:
+            raise on_timeout()
+        try:
+            yield
+        finally:
+            lock.release()
 
     # -- documents -----------------------------------------------------------------------------------
     def save_document(self, values: DocumentValues, doc_id: int | None = None, *,
@@ -406,16 +488,18 @@ class MetadataStore(ToolCallQueries):
     # -- helpers -------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _read(self) -> Iterator[Session]:
+        self._ensure_schema()
         try:
-            with self._sessions() as session:
+            with self._budget(), self._sessions() as session:
                 yield session
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"cannot read from the database at {self.url}: {exc}") from exc
 
     @contextlib.contextmanager
     def _write(self, what: str) -> Iterator[Session]:
+        self._ensure_schema()
         try:
-            with self._sessions() as session, session.begin():
+            with self._budget(), self._sessions() as session, session.begin():
                 yield session
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"cannot {what} in the database at {self.url}: {exc}") from exc
@@ -441,9 +525,9 @@ def _tool_call_values(record: Mapping[str, Any]) -> dict[str, Any]:
     return values
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_pragmas(dbapi_connection: Any, busy_ms: int) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets the console read while an upload writes; a busy timeout waits for the writer instead of failing.
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     cursor.close()
