@@ -84,7 +84,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
     searcher = VectorSearcher(vectors, dense_embedder, min_dense_score=settings.min_dense_score)
     documents = DocumentService(folder, index, metadata, vectors, dense_embedder,
-                                max_upload_bytes=settings.max_upload_bytes)
+                                max_upload_bytes=settings.max_upload_bytes, backend_timeout=settings.backend_timeout)
     reconciler = Reconciler(documents, folder, index, metadata, vectors)
     # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
     # running would miss that document until someone opened the knowledge base anew or reconciled.

@@ -14,6 +14,7 @@ KnowledgeBaseError
 ├── DocumentError            a document operation failed at `step`; what it changed was undone
 │   └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
 └── DocumentConflictError    `upload(..., if_match=…)` found another version than the one the caller based it on
+                             (or `create_only=True` found the name taken)
 ```
 
 Messages are written for the person who sees them: what failed, and what to do about it.
@@ -83,13 +84,19 @@ class UploadRejected(DocumentError, InvalidInputError):
 
 class DocumentConflictError(KnowledgeBaseError):
     """A replace based on a version that is no longer the current one (`upload(..., if_match=...)`): someone
-    wrote, deleted or created the document meanwhile. Nothing was written; look at the current version first.
-    `current` is None when no document exists at `path`."""
+    wrote, deleted or created the document meanwhile; or a create (`upload(..., create_only=True)`, `expected`
+    None) of a name that exists by now. Nothing was written; look at the current version first. `current` is
+    None when no document exists at `path`."""
 
-    def __init__(self, path: str, expected: str, current: str | None):
+    def __init__(self, path: str, expected: str | None, current: str | None):
         now = f"it is now version {current[:12]}" if current else "it does not exist (any more)"
-        super().__init__(f"{path} changed since the version you based this upload on ({expected[:12]}): {now}; "
-                         "nothing was written - look at the current version and upload again")
+        if expected is None:
+            super().__init__(f"{path} already exists (version {(current or '')[:12]}): this upload only creates "
+                             "new documents; nothing was written - look at it, then replace it or choose another "
+                             "name")
+        else:
+            super().__init__(f"{path} changed since the version you based this upload on ({expected[:12]}): "
+                             f"{now}; nothing was written - look at the current version and upload again")
         self.path = path
         self.expected = expected
         self.current = current

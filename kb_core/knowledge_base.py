@@ -228,8 +228,15 @@ class KnowledgeBase:
         self._recorder.flush(2)
         return self._metadata.recent_tool_calls(limit)
 
-    def flush_call_log(self, timeout: float = 10.0) -> None:
-        self._recorder.flush(timeout)
+    def flush_call_log(self, timeout: float = 10.0) -> bool:
+        """Wait until every call so far is in the log (or `timeout` seconds); whether they all are."""
+        return self._recorder.flush(timeout)
+
+    def tool_calls_not_logged(self, span: timedelta) -> int:
+        """Calls of the last `span` the log could not store (counted instead: `tool_call_dropped`), plus those
+        this process counted and has not stored yet. 0 is the normal case."""
+        self._recorder.flush(2)
+        return self._metadata.tool_calls_dropped(datetime.now(UTC) - span) + self._recorder.waiting_drops
 
     def tool_call_buckets(self, span: timedelta) -> list[CallBucket]:
         """Calls, found-rate and latency per hour (spans up to two days) or day over the last `span`."""
@@ -374,11 +381,14 @@ class KnowledgeBase:
 
     # -- changes -------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None,
-               if_match: str | None = None) -> UploadOutcome:
+               if_match: str | None = None, create_only: bool = False) -> UploadOutcome:
         """`if_match`: the sha256 of the version this replaces (`DocumentRecord.content_sha256`, or what the
-        upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing."""
+        upload preview showed); another current version, or none, raises `DocumentConflictError`, writing nothing.
+        `create_only=True`: the document must not exist yet (a file at that path, indexed or not, raises
+        `DocumentConflictError`, writing nothing): what to send for a file a preview showed as new."""
         with self._writing(Role.CURATOR, "upload documents", "upload"):
-            return self._documents.upload(file_name, data, category, if_match=if_match, **_p(progress))
+            return self._documents.upload(file_name, data, category, if_match=if_match, create_only=create_only,
+                                          **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
         with self._writing(Role.CURATOR, "delete documents", "delete"):
@@ -423,10 +433,17 @@ class KnowledgeBase:
         """What each store holds. Every page render shows it, so the counts are cached until a write of this
         process or a change from the feed (or `max_age` seconds; 5 s while a store is failing, to show its
         recovery soon). The model's state is read fresh: it changes while the model loads."""
-        status = self._summaries.get("status", lambda: self._read_status(max_age), max_age=max_age)
-        if status.database_error or status.milvus_error:
-            status = self._summaries.get("status", lambda: self._read_status(max_age),
-                                         max_age=min(5.0, max_age or 5.0))
+        computed: list[bool] = []
+
+        def read() -> KnowledgeBaseStatus:
+            computed.append(True)
+            return self._read_status(max_age)
+
+        status = self._summaries.get("status", read, max_age=max_age)
+        if (status.database_error or status.milvus_error) and not computed:
+            # a cached status of a failing store; never a second read in one call: with a frozen store, each
+            # read waits the backend timeout (and one that ran while a change came in is stale at once)
+            status = self._summaries.get("status", read, max_age=min(5.0, max_age or 5.0))
         return dataclasses.replace(status, model=self._embedder.state, dense_search=self._searcher.dense_active())
 
     def _read_status(self, max_age: float | None = None) -> KnowledgeBaseStatus:
@@ -507,7 +524,7 @@ class KnowledgeBase:
         if self._follower is not None:
             self._follower.stop()
         self._index.close()  # writes the L0 snapshot if anything changed since the last one
-        self._recorder.flush(5)
+        self._recorder.close(5)
         self._vectors.close()
         self._metadata.dispose()
 

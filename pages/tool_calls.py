@@ -33,9 +33,13 @@ span = PERIODS[period]
 try:
     buckets = kb.tool_call_buckets(span)
     groups = kb.needs_attention(span)
+    not_logged = kb.tool_calls_not_logged(span)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
     st.stop()
+if not_logged:  # counted by the call log's writer instead of being dropped silently
+    st.warning(f"{not_logged:,} tool calls of the last {period} are not in the log (the log's queue was full, or "
+               "the database refused them): the counts on this page are short by that many.")
 
 # -- over time ---------------------------------------------------------------------------------------------
 if buckets:

@@ -19,7 +19,7 @@ if not kb.actor.may(Role.CURATOR):  # not offered in the navigation either; kb_c
     st.stop()
 state = st.session_state
 # What the curator saw on the previous run: a click reruns the script, and the upload must use the versions
-# the preview showed then (`if_match`), not whatever is on disk by now.
+# the preview showed then (`if_match`; for a file shown as new, `create_only`), not whatever is on disk by now.
 shown_before: dict[str, str | None] = state.get("upload_shown", {})
 
 _STAGES = {"parsing": 0.1, "chunking": 0.2, "embedding": 0.3, "saving": 0.7, "indexing": 0.8, "done": 1.0}
@@ -147,7 +147,10 @@ if batch is not None:
             base_version = shown_before[f.file_id] if f.file_id in shown_before else v.if_match
             row = {"file": v.upload_name, "result": "failed", "document": v.file_path, "chunks": 0, "detail": ""}
             try:
-                outcome = kb.upload(name, f.getvalue(), v.category, progress=progress, if_match=base_version)
+                # shown as new: it must still be new (a file of that name from another process, or dropped on
+                # disk meanwhile, is a conflict, not something to overwrite)
+                outcome = kb.upload(name, f.getvalue(), v.category, progress=progress, if_match=base_version,
+                                    create_only=base_version is None)
                 row.update(result=outcome.action, chunks=outcome.document.chunk_count,
                            detail="; ".join(outcome.warnings))
                 slot.progress(1.0, text=f"{escape_markdown(name)}: {outcome.action}")

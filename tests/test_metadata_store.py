@@ -6,13 +6,18 @@ import json
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from sqlalchemy import inspect, text
 
 from kb_core.storage.db_models import DocumentStatus
-from kb_core.storage.metadata_store import DocumentValues, MetadataStore, MetadataStoreError, redact_url
+from kb_core.storage.metadata_store import (
+    DocumentValues,
+    MetadataStore,
+    MetadataStoreError,
+    head_revision,
+    redact_url,
+)
 
 VALUES = DocumentValues(
     file_name="支付-errors 🚀.md",
@@ -26,9 +31,6 @@ VALUES = DocumentValues(
     embedding_model="BAAI/bge-m3",
 )
 
-# the newest migration script's revision (each file starts with its 4-digit revision)
-VERSIONS = Path(__file__).resolve().parents[1] / "kb_core/storage/migrations/versions"
-HEAD = max(p.name[:4] for p in VERSIONS.glob("0*.py"))
 
 
 
@@ -36,8 +38,8 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
     store.migrate()
     tables = set(inspect(store._engine).get_table_names())
-    assert {"api_document", "tool_call", "alembic_version"} <= tables
-    assert store.current_revision() == HEAD
+    assert {"api_document", "tool_call", "tool_call_dropped", "alembic_version"} <= tables
+    assert store.current_revision() == head_revision() == "0007"
 
 
 def test_status_is_stored_as_varchar(store):
@@ -108,7 +110,7 @@ def test_two_processes_migrating_at_once_both_succeed(db_url):
                               text=True) for _ in range(3)]
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err[-2000:] for _, err in results]
-    assert MetadataStore(db_url).current_revision() == HEAD
+    assert MetadataStore(db_url).current_revision() == head_revision()
 
 
 def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
@@ -117,7 +119,7 @@ def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("KB_DATABASE_URL", f"sqlite:///{tmp_path / 'ops.sqlite3'}")
     monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
     assert main([]) == 0
-    assert f"revision {HEAD}" in capsys.readouterr().out
+    assert f"revision {head_revision()}" in capsys.readouterr().out
 
 
 def test_url_password_is_hidden():

@@ -6,17 +6,18 @@ supplement's or an alternative's source) exactly as a lookup serves its primary.
 MCP server and Python agents all go through `LookupTool.call` / `ReadDocumentTool.call`, so they can never
 disagree. Bad arguments give an error *result* an agent can read, never an exception that kills its loop.
 Every call is logged to the `tool_call` table (with its `tool_name`) by a background writer: a slow or dead
-database never slows or breaks a call (a WARN is logged instead).
+database never slows or breaks a call (a WARN is logged instead), and no call is dropped silently (`CallRecorder`).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
-import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kb_core.errors import ToolArgumentError, UnknownSourceError
@@ -179,45 +180,167 @@ class CallSink(Protocol):
     def record_tool_call(self, **fields: Any) -> Any: ...
 
 
-class CallRecorder:
-    """Writes call records on a background thread; `flush()` waits for the queue (tests, shutdown)."""
+class BatchCallSink(CallSink, Protocol):
+    def record_tool_calls(self, records: Sequence[Mapping[str, Any]], *, dropped: int = 0, reason: str = "") -> int:
+        ...
 
-    def __init__(self, sink: CallSink, *, max_pending: int = 1000):
+
+class CallRecorder:
+    """Writes call records on a background thread, many to a transaction, so a call never waits for the
+    database and a burst of calls is logged as fast as the database takes batches.
+
+    Nothing is dropped silently. While the database cannot take records (down, frozen), they wait here and the
+    writer tries again, backing off up to `MAX_BACKOFF` seconds. Only past `max_pending` waiting records is a
+    new one not kept: it is counted, and the count is stored (`tool_call_dropped`, with the reason) with the
+    next batch that gets through; the Tool calls page shows it. A batch the database refuses while it accepts
+    other writes is written call by call, and the calls it still refuses are counted the same way.
+    `flush()` waits (on a condition) until everything recorded so far is stored."""
+
+    BATCH = 500
+    MAX_BACKOFF = 10.0
+    FAILURES_BEFORE_CHECK = 3  # failed tries of one batch before checking whether the database works at all
+
+    def __init__(self, sink: CallSink, *, max_pending: int = 50_000, batch_size: int = BATCH):
         self._sink = sink
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=max_pending)
+        self._max_pending = max_pending
+        self._batch_size = batch_size
+        self._pending: collections.deque[dict[str, Any]] = collections.deque()
+        self._changed = threading.Condition()
+        self._writing = 0  # records the writer has taken and not yet stored (or given back)
+        self._dropped: dict[str, int] = {}  # reason -> calls not logged and not yet stored as a count
+        self._dropped_total = 0  # every call this recorder could not log (stored or not)
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._stop = threading.Event()
         self._warned_at = 0.0
 
     def record(self, **fields: Any) -> None:
+        fields.setdefault("created_at", datetime.now(UTC).replace(tzinfo=None))  # the call's time, not the write's
+        with self._changed:
+            if len(self._pending) + self._writing >= self._max_pending:
+                self._count_dropped(1, f"the call log's queue was full ({self._max_pending:,} calls waiting "
+                                       "for the database)")
+            else:
+                self._pending.append(fields)
+            self._changed.notify_all()
         self._ensure_thread()
-        try:
-            self._queue.put_nowait(fields)
-        except queue.Full:
-            self._warn("tool-call log queue is full; dropping a record")
 
-    def flush(self, timeout: float = 10.0) -> None:
+    @property
+    def not_logged(self) -> int:
+        """Calls this recorder could not log (whether or not that count has been stored yet)."""
+        return self._dropped_total
+
+    @property
+    def waiting_drops(self) -> int:
+        """Calls counted as not logged whose count is not stored yet."""
+        with self._changed:
+            return sum(self._dropped.values())
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every record so far is stored (or `timeout` seconds); whether it all was."""
         deadline = time.monotonic() + timeout
-        while self._queue.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.01)
+        with self._changed:
+            while self._pending or self._writing or self._dropped:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._thread is None:
+                    return False
+                self._changed.wait(left)
+        return True
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flush, then stop the writer. What the database still would not take is reported (it cannot be
+        stored anywhere else)."""
+        self.flush(timeout)
+        self._stop.set()
+        with self._changed:
+            lost = len(self._pending) + self._writing + sum(self._dropped.values())
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=max(1.0, timeout))
+        if lost:
+            log.warning("%d tool calls were not logged: the database did not take them before closing", lost)
+
+    def _count_dropped(self, count: int, reason: str) -> None:
+        """Under `_changed`."""
+        self._dropped[reason] = self._dropped.get(reason, 0) + count
+        self._dropped_total += count
+        self._warn(f"tool-call log: {reason}; the number of calls not logged is stored with the log")
 
     def _ensure_thread(self) -> None:
         if self._thread is None:
-            with self._lock:
-                if self._thread is None:
+            with self._changed:
+                if self._thread is None and not self._stop.is_set():
                     self._thread = threading.Thread(target=self._run, name="kb-tool-call-log", daemon=True)
                     self._thread.start()
 
     def _run(self) -> None:
-        while True:
-            fields = self._queue.get()
+        backoff = 0.0
+        failures = 0
+        while not self._stop.is_set():
+            with self._changed:
+                while not (self._pending or self._dropped) and not self._stop.is_set():
+                    self._changed.wait()
+                batch = [self._pending.popleft() for _ in range(min(self._batch_size, len(self._pending)))]
+                dropped, self._dropped = self._dropped, {}
+                self._writing = len(batch)
             try:
-                if fields is not None:
-                    self._sink.record_tool_call(**fields)
+                self._write(batch, dropped)
+                stored, backoff, failures = True, 0.0, 0
             except Exception as exc:  # noqa: BLE001 - the log must never take the tool down
-                self._warn(f"could not record a tool call: {exc}")
-            finally:
-                self._queue.task_done()
+                stored = False
+                failures += 1
+                self._warn(f"could not record {len(batch)} tool calls (kept; trying again): {exc}")
+                if failures >= self.FAILURES_BEFORE_CHECK and batch and self._database_works():
+                    self._one_by_one(batch)  # the batch is the problem, not the database
+                    batch, stored, failures = [], True, 0
+                    with self._changed:  # the counts taken with it go with the next batch
+                        for reason, count in dropped.items():
+                            self._dropped[reason] = self._dropped.get(reason, 0) + count
+            with self._changed:
+                self._writing = 0
+                if not stored:  # back to the front, in order; the counts too
+                    self._pending.extendleft(reversed(batch))
+                    for reason, count in dropped.items():
+                        self._dropped[reason] = self._dropped.get(reason, 0) + count
+                self._changed.notify_all()
+            if not stored:
+                backoff = min(self.MAX_BACKOFF, max(0.25, backoff * 2))
+                self._stop.wait(backoff)
+
+    def _write(self, batch: list[dict[str, Any]], dropped: dict[str, int]) -> None:
+        record_many = getattr(self._sink, "record_tool_calls", None)
+        if record_many is None:  # a sink without batches (a test double)
+            for fields in batch:
+                self._sink.record_tool_call(**fields)
+            for reason, count in dropped.items():
+                log.warning("%d tool calls were not logged: %s", count, reason)
+            return
+        # one transaction: the calls and the count of those not logged are stored together, or neither is
+        record_many(batch, dropped=sum(dropped.values()), reason="; ".join(dropped)[:255])
+
+    def _database_works(self) -> bool:
+        """After repeated failures of one batch: does the database take a small write? If so the batch itself
+        is the problem (it is then written call by call)."""
+        record_many = getattr(self._sink, "record_tool_calls", None)
+        if record_many is None:
+            return False
+        try:
+            record_many([], dropped=0)
+            return True
+        except Exception:  # noqa: BLE001 - still down: keep the batch and keep trying
+            return False
+
+    def _one_by_one(self, batch: list[dict[str, Any]]) -> None:
+        refused = 0
+        problem = ""
+        for fields in batch:
+            try:
+                self._sink.record_tool_call(**fields)
+            except Exception as exc:  # noqa: BLE001
+                refused += 1
+                problem = str(exc)
+        if refused:
+            with self._changed:
+                self._count_dropped(refused, f"the database refused them: {problem}"[:255])
 
     def _warn(self, message: str) -> None:
         now = time.monotonic()

@@ -5,7 +5,7 @@ beyond a row's chunk count, re-indexes documents with missing vectors, indexes f
 and reports rows whose file has gone (removing them only when asked: `delete_missing`). With `paths` it
 looks at just those files and folders (the folder watcher's incremental run). Opening a knowledge base runs
 the cheap first step (`recover`: only the PENDING rows), and a running process repeats it for writers that
-died (`recover_dead_writers`).
+died, and for its own writes a backend outage cut short (`recover_dead_writers`).
 """
 
 from __future__ import annotations
@@ -112,17 +112,64 @@ class Reconciler:
 
     def recover_dead_writers(self) -> ReconcileReport:
         """For a process that keeps running: finish or undo the rows of writers (other processes on this host)
-        that died since it opened. Rows of live writers, and this service's own (a thread of it may be writing
-        them right now), are not touched, so this never waits on a lock."""
+        that died since it opened, and the writes of this service that a backend outage left PENDING (or left
+        unsure whether their last step landed: `DocumentService.stranded`), once the backends answer again.
+        Rows of live writers are not touched. This service's own are settled under the document's lock (and this
+        process's write lock), looked at again there: a write of this process still in flight is waited for,
+        never interfered with."""
         own = self._service.owner
-        rows = [row for row in self._metadata.pending_documents()
-                if row.pending_owner != own and owner_is_gone(row.pending_owner, own)]
-        if not rows:
+        pending = self._metadata.pending_documents()
+        rows = [row for row in pending if row.pending_owner != own and owner_is_gone(row.pending_owner, own)]
+        mine = [row for row in pending if row.pending_owner == own]
+        stranded = self._service.stranded()
+        if (mine or stranded) and self._vectors_answer():
+            rows += mine
+        else:
+            stranded = {}
+        if not rows and not stranded:
             return ReconcileReport()
-        report = self._recover_rows(rows)
-        log.warning("recovered the writes of writers that died: %d finished, %d undone, %d failed",
-                    len(report.finished), len(report.undone), len(report.failed))
+        report = self._recover_rows(rows) + self._settle_stranded(stranded)
+        log.warning("recovered the writes of writers that died or were cut short by an outage: %d finished, "
+                    "%d undone, %d failed", len(report.finished), len(report.undone), len(report.failed))
         return report
+
+    def _vectors_answer(self) -> bool:
+        """Whether Milvus answers now (the database did: it listed the pending rows). Settling a write while it
+        does not would only wait its timeout again, holding this process's write lock."""
+        try:
+            self._vectors.count_chunks()
+            return True
+        except KnowledgeBaseError as exc:
+            log.info("writes cut short by an outage wait for Milvus: %s", exc)
+            return False
+
+    def _settle_stranded(self, stranded: dict[str, int | None]) -> ReconcileReport:
+        """This service's writes whose last step may or may not have landed (a commit that timed out): the file
+        on disk decides, as after a crash. A row still PENDING was settled by `_recover_rows` just before."""
+        finished: list[str] = []
+        undone: list[str] = []
+        failed: list[tuple[str, str]] = []
+        for path in stranded:
+            try:
+                with self._service.locked(path):
+                    row = self._metadata.get_by_path(path)
+                    if row is not None and row.pending_operation is None:
+                        on_disk = self._folder.exists(path)
+                        if on_disk and (row.status != "INDEXED"
+                                        or sha256(self._folder.read_bytes(path)) != row.content_sha256):
+                            self._service.index_file(path)  # the file on disk wins
+                            finished.append(path)
+                        elif not on_disk:  # the upload was undone on disk: undo it everywhere
+                            self._vectors.delete_document(row.id)
+                            self._l0.remove(path)
+                            self._metadata.delete_document(row.id)
+                            undone.append(path)
+                    if row is None or row.pending_operation is None:
+                        self._service.forget_stranded(path)
+            except (KnowledgeBaseError, OSError) as exc:
+                failed.append((path, str(exc)))
+                log.error("could not settle the interrupted write of %s: %s", path, exc)
+        return ReconcileReport(finished=tuple(finished), undone=tuple(undone), failed=tuple(failed))
 
     def _recover_rows(self, rows: Iterable[DocumentRecord]) -> ReconcileReport:
         finished: list[str] = []

@@ -5,6 +5,11 @@ first write. The writes then go file -> database row (uncommitted) -> Milvus -> 
 undoes the earlier steps in reverse (decision D5): the previous file bytes and vectors are kept in memory
 for that. Deletion goes vectors -> file -> L0 -> row, so a failure part-way leaves a row that `reconcile`
 (or deleting again) finishes. Bringing the stores back into agreement after anything else lives in `reconcile`.
+
+A backend that did not answer in time (a frozen database or Milvus server) is not asked again by the undo: that
+would make the caller wait a second timeout. The file is restored at once and the row stays PENDING (the intent
+record); this process settles it in the background once the backend answers (`stranded`,
+`Reconciler.recover_dead_writers`), as the next opening would after a crash.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -140,6 +146,12 @@ def _values_of(record: DocumentRecord) -> DocumentValues:
     return DocumentValues(**{f.name: getattr(record, f.name) for f in fields(DocumentValues)})
 
 
+# the store each write step talks to: the undo of that store's earlier steps is left to recovery when it timed out
+_STORE_OF_STEP = {"database": "row", "database commit": "row", "write vectors": "vectors",
+                  "delete stale vectors": "vectors"}
+_STORE_NAMES = {"row": "the database", "vectors": "Milvus"}
+
+
 def _run_undos(undo: list[tuple[str, Callable[[], None]]]) -> list[str]:
     problems: list[str] = []
     for what, action in reversed(undo):
@@ -161,6 +173,7 @@ class DocumentService:
         embedder: Embedder | None,
         *,
         max_upload_bytes: int,
+        backend_timeout: float = 10.0,
     ):
         self._folder = folder
         self._l0 = l0
@@ -172,6 +185,19 @@ class DocumentService:
         self._write_lock = threading.RLock()
         self._held: set[str] = set()  # paths whose database lock this service holds (under _write_lock)
         self.owner = new_owner()
+        self._backend_timeout = backend_timeout
+        # writes that failed on a backend that did not answer in time: path -> document id (None: no row yet).
+        # Whether their last step landed is unknown until the backend answers; recovery settles them then.
+        self._stranded: dict[str, int | None] = {}
+
+    def stranded(self) -> dict[str, int | None]:
+        """This service's writes left to recovery because a backend did not answer in time (path -> id). Never
+        waits for a write in flight (a copy: writers change it under their locks)."""
+        return self._stranded.copy()
+
+    def forget_stranded(self, file_path: str) -> None:
+        """Recovery settled the write at `file_path` (the caller holds its lock)."""
+        self._stranded.pop(file_path, None)
 
     @property
     def profile(self) -> str:
@@ -225,11 +251,17 @@ class DocumentService:
 
     # -- upload --------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress = no_progress,
-               if_match: str | None = None) -> UploadOutcome:
+               if_match: str | None = None, create_only: bool = False) -> UploadOutcome:
         """Index a file as `<category>/<name>`, replacing what is there. With `if_match` (the sha256 of the version
         the caller based this on, as `content_sha256` or the upload preview shows it) the upload is a replace
         that only happens while that version is still the current one: checked under the document's lock, so
-        a concurrent writer in any process cannot slip in between; otherwise `DocumentConflictError`."""
+        a concurrent writer in any process cannot slip in between; otherwise `DocumentConflictError`.
+        With `create_only=True` the upload only creates: a file at that path (indexed or not, written by
+        another process or dropped on disk meanwhile) makes it a `DocumentConflictError`, checked the same way,
+        so of two writers creating one new name exactly one wins."""
+        if create_only and if_match is not None:
+            raise UploadRejected("create_only and if_match exclude each other (create a new document, or replace "
+                                 "a given version); nothing was written")
         file_path, target = self._folder.target(category, file_name)
         name, category = target.name, target.parent.relative_to(self._folder.base_dir).as_posix()
         text = decode_markdown(data, max_bytes=self._max_upload_bytes, file_name=name)
@@ -237,6 +269,8 @@ class DocumentService:
         if if_match is not None:
             if_match = checked_sha256(if_match)  # a wrong type or shape is bad input; upper-case hex is fine
             self._check_version(file_path, target, if_match)  # early, before minutes of embedding; again below
+        if create_only:
+            self._check_absent(file_path, target)  # early; again under the lock
         existing = self._read_row(file_path)
         if existing is not None and self.is_current(existing, digest, target):
             progress("done", 1, 1)
@@ -247,6 +281,8 @@ class DocumentService:
         with self.locked(file_path):
             if if_match is not None:
                 self._check_version(file_path, target, if_match)
+            if create_only:
+                self._check_absent(file_path, target)
             existing = self._read_row(file_path)  # again: another writer may have been faster
             if existing is not None and self.is_current(existing, digest, target):
                 progress("done", 1, 1)
@@ -269,6 +305,18 @@ class DocumentService:
         if current != expected.strip().lower():
             log.warning("upload of %s refused: based on %s, current %s", file_path, expected[:12], current)
             raise DocumentConflictError(file_path, expected, current)
+
+    def _check_absent(self, file_path: str, target: Path) -> None:
+        """`create_only`: nothing may be at the path. Like `_check_version`, the file on disk decides: a file
+        not indexed yet counts as there, a row whose file is gone (or never arrived) does not."""
+        try:
+            data = self._folder.current_bytes(target)
+        except OSError as exc:
+            raise DocumentError("read the current version", str(exc)) from exc
+        if data is not None:
+            current = sha256(data)
+            log.warning("create-only upload of %s refused: it exists (version %s)", file_path, current[:12])
+            raise DocumentConflictError(file_path, None, current)
 
     def is_current(self, row: DocumentRecord, digest: str, target: Path) -> bool:
         if row.content_sha256 != digest or row.status != DocumentStatus.INDEXED:
@@ -327,6 +375,7 @@ class DocumentService:
         )
         undo: list[tuple[str, Callable[[], None]]] = []
         doc_id: int | None = existing.id if existing is not None else None
+        started = time.monotonic()  # of the current step: a step that failed after most of the timeout timed out
         try:
             step = "database"
             doc_id = self._metadata.save_document(values, doc_id, pending=("upload", self.owner))
@@ -339,33 +388,52 @@ class DocumentService:
                 progress("saving", 0, 1)
                 undo.append(("file", lambda: self._folder.undo_write(write_file, data, old_bytes)))
                 self._folder.write(write_file, data)
-            step = "write vectors"
+            step, started = "write vectors", time.monotonic()
             progress("indexing", 0, len(prepared.chunks))
             # Upsert by `{doc_id}:{chunk_no}` first, then drop chunks a longer old version had: a failed write
             # leaves the old vectors untouched. The undo is pushed first: a write can fail half-way.
             undo.append(("vectors", lambda: self._restore_vectors(doc_id, old_chunks, len(prepared.chunks))))
             self._vectors.upsert(self._rows(doc_id, file_path, category, prepared))
             if len(old_chunks) > len(prepared.chunks):
-                step = "delete stale vectors"
+                step, started = "delete stale vectors", time.monotonic()
                 self._vectors.delete_chunks_from(doc_id, len(prepared.chunks))
-            step = "database commit"
+            step, started = "database commit", time.monotonic()
             progress("indexing", len(prepared.chunks), len(prepared.chunks))
             self._metadata.finish_write(doc_id, last_error=values.last_error)
         except BaseException as exc:  # noqa: BLE001 - whatever failed or interrupted: undo, then re-raise
-            problems = _run_undos(undo)
+            silent = self._timed_out(step, started, exc)
+            # the store that did not answer is not asked again now (the caller would wait a second timeout), and
+            # the row keeps its intent record for recovery, which settles the write once that store answers
+            left = {silent, "row"} if silent else set()
+            problems = _run_undos([(what, action) for what, action in undo if what not in left])
             message = f"{type(exc).__name__}: {exc}"
+            if silent:
+                message += (f"; {_STORE_NAMES[silent]} did not answer in time: the file is as it was, and this "
+                            "process finishes undoing the write once it answers (so does reopening or reconcile)")
             if problems:
-                message += "; and the rollback was incomplete (" + "; ".join(problems) + "): run reconcile"
+                message += ("; and the rollback was incomplete (" + "; ".join(problems) + "): this process "
+                            "finishes it once the stores answer again, or run reconcile")
+            if silent or problems:
+                self._stranded[file_path] = doc_id
             log.error("storing %s failed at %s: %s", file_path, step, message)
             if not isinstance(exc, Exception):
                 raise
             raise DocumentError(step, message) from exc
 
+        self._stranded.pop(file_path, None)  # a write that went through settles any earlier one
         self._update_l0(file_path, prepared.frontmatter, category, prepared.text)
         record = self._metadata.get(doc_id) if doc_id is not None else None
         if record is None:  # pragma: no cover - committed just above
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
         return record
+
+    def _timed_out(self, step: str, started: float, exc: BaseException) -> str | None:
+        """The store ("row" | "vectors") whose step failed after waiting most of the backend timeout, or None
+        (a quick failure, an interruption, or a step on no remote store)."""
+        store = _STORE_OF_STEP.get(step)
+        if store is None or not isinstance(exc, Exception):
+            return None
+        return store if time.monotonic() - started >= self._backend_timeout / 2 else None
 
     @contextlib.contextmanager
     def locked(self, file_path: str) -> Iterator[None]:

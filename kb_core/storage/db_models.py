@@ -76,6 +76,19 @@ class ToolCall(Base):
     confidence: Mapped[str | None] = mapped_column(String(8), nullable=True)  # of the primary; NULL without one
 
 
+class ToolCallDropped(Base):
+    """Tool calls that were not logged: the call log's writer stores how many (and why) instead of dropping them
+    silently, so the Tool calls page can say its counts are short."""
+
+    __tablename__ = "tool_call_dropped"
+    __table_args__ = (Index("ix_tool_call_dropped_created_at", "created_at"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)  # when the count was stored
+    dropped: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(String(255), default="")
+
+
 class Change(Base):
     """The change feed: one row per committed write, in the write's own transaction. Every process follows it
     to keep its in-memory L0 index in step with the others' writes."""

@@ -1,7 +1,12 @@
 """Document metadata and the tool-call log in SQL (SQLite by default, MySQL/MariaDB in production).
 
 Values cross the boundary as frozen dataclasses; ORM objects never leave this module. Migrations are
-Alembic's, inside the package, and run under a lock so two processes starting at once do not race.
+Alembic's, inside the package, and run under a lock so two processes starting at once do not race. A migration
+that failed (the database was down when the process started) is tried again by the next use, once the database
+answers: no restart needed.
+
+Each call waits for the database at most once for `timeout` (KB_BACKEND_TIMEOUT): a pooled connection whose
+ping timed out is not replaced by a second wait for a new one (`_budget`).
 """
 
 from __future__ import annotations
@@ -9,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,19 +24,24 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, delete, event, func, select, text
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from kb_core.access import acting_name
 from kb_core.errors import MetadataStoreError, SettingsError
-from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, utcnow
+from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, ToolCallDropped, utcnow
 from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name
 from kb_core.storage.tool_call_log import ToolCallQueries, ToolCallRecord, tool_call_record
 
 log = logging.getLogger(__name__)
 
+# What one tool_call row may hold (the columns' sizes; MySQL TEXT is 64 KB, 4 bytes a character at worst): a
+# record is cut to fit rather than refused, so no record can make a whole batch fail.
+_TOOL_CALL_LIMITS = {"tool_name": 64, "match_types": 64, "request_id": 16, "caller": 64, "confidence": 8}
+_MAX_TEXT_CHARS = 16000
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -89,6 +101,31 @@ class ChangeRecord:
     content_sha256: str | None
 
 
+def _alembic_config() -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", "kb_core.storage:migrations")
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest schema revision this code knows (what `migrate()` brings a database to)."""
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def _cut(value: str | None, limit: int) -> str | None:
+    return value if value is None or len(value) <= limit else value[:limit]
+
+
+def _json_text(value: Any) -> str:
+    """JSON that fits a TEXT column: anything longer is kept as a cut string under "_raw" (still valid JSON)."""
+    dumped = json.dumps(value, ensure_ascii=False)
+    if len(dumped) <= _MAX_TEXT_CHARS:
+        return dumped
+    return json.dumps({"_raw": dumped[:_MAX_TEXT_CHARS - 100]}, ensure_ascii=False)
+
+
 def redact_url(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
@@ -124,9 +161,18 @@ class MetadataStore(ToolCallQueries):
             self._engine: Engine = create_engine(parsed, **kwargs)
         except (ArgumentError, ImportError) as exc:
             raise SettingsError(f"KB_DATABASE_URL: cannot use {redact_url(url)}: {exc}") from exc
+        self._timeout = timeout
         if parsed.get_backend_name() == "sqlite":
-            event.listen(self._engine, "connect", _sqlite_pragmas)
+            # a busy database (another process's write transaction) waits the backend timeout, not longer
+            busy_ms = max(1000, round(timeout * 1000))
+            event.listen(self._engine, "connect", lambda dbapi, _record: _sqlite_pragmas(dbapi, busy_ms))
+        else:
+            event.listen(self._engine, "do_connect", self._connect_within_budget)
         self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+        self._call = threading.local()  # .deadline: when the current call's wait for the database ends
+        self._wanted_revision: str | None = None  # a migration that failed: the next use tries it again
+        self._migration_error: str | None = None
+        self._migrating = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -142,22 +188,81 @@ class MetadataStore(ToolCallQueries):
 
     # -- migrations ----------------------------------------------------------------------------------
     def migrate(self, revision: str = "head") -> None:
-        """Bring the schema to `revision`. Safe when several processes start at once."""
+        """Bring the schema to `revision`. Safe when several processes start at once. When it fails (the database
+        is down), the next use of this store tries again, so a process started during an outage migrates the
+        database once it answers, without a restart."""
         def stuck() -> MetadataStoreError:
             return MetadataStoreError("another process holds the migration lock for over 120 s")
         try:
             with self._locked(self.lock("kbmigrate", "schema"), 120, stuck), self._engine.connect() as connection:
-                cfg = AlembicConfig()
-                cfg.set_main_option("script_location", "kb_core.storage:migrations")
+                cfg = _alembic_config()
                 cfg.attributes["connection"] = connection
                 command.upgrade(cfg, revision)
                 connection.commit()
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, MetadataStoreError) as exc:
+            self._wanted_revision, self._migration_error = revision, str(exc)  # the next use tries again
+            if isinstance(exc, MetadataStoreError):
+                raise
             raise MetadataStoreError(f"cannot migrate the database at {self.url}: {exc}") from exc
+        self._wanted_revision = self._migration_error = None
         log.info("database %s is at schema revision %s", self.url, self.current_revision())
 
+    def _ensure_schema(self) -> None:
+        """Run a migration that failed earlier, once, before the first use that finds the database answering.
+        One thread migrates; the others wait for its outcome instead of trying (and waiting) again."""
+        if self._wanted_revision is None:
+            return
+        if self._migrating.acquire(blocking=False):
+            try:
+                if self._wanted_revision is not None:
+                    self.migrate(self._wanted_revision)
+                    log.warning("the database %s answers again: migrated it (it was not available when this "
+                                "process started)", self.url)
+            finally:
+                self._migrating.release()
+            return
+        with self._migrating:  # another thread is migrating: its outcome is ours
+            pass
+        if self._wanted_revision is not None:
+            raise MetadataStoreError(f"the database at {self.url} could not be migrated yet: "
+                                     f"{self._migration_error}")
+
+    @contextlib.contextmanager
+    def _budget(self) -> Iterator[None]:
+        """One call's wait for the database: `timeout` in all, however many connections it has to make. A
+        nested call shares its caller's budget."""
+        if getattr(self._call, "deadline", None) is not None:
+            yield
+            return
+        self._call.deadline = time.monotonic() + self._timeout
+        try:
+            yield
+        finally:
+            self._call.deadline = None
+
+    def _connect_within_budget(self, dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        """MySQL/MariaDB: a new connection waits only for what is left of the call's budget. A pooled
+        connection's ping that timed out (a frozen server) has spent it: the replacement fails at once instead
+        of waiting the whole timeout again; a ping that failed at once (the server restarted) leaves the
+        replacement nearly all of it."""
+        deadline = getattr(self._call, "deadline", None)
+        if deadline is None:
+            return None  # not within a call: connect as configured
+        left = deadline - time.monotonic()
+        dbapi = dialect.loaded_dbapi
+        if left < 0.05:
+            raise dbapi.OperationalError(2003, f"the database did not answer within {self._timeout:g} s "
+                                               "(KB_BACKEND_TIMEOUT)")
+        connection = dbapi.connect(*cargs, **{**cparams, "connect_timeout": left, "read_timeout": left,
+                                              "write_timeout": left, "defer_connect": True})
+        connection.connect()
+        # from now on the connection's own timeouts (pymysql reads these attributes before each socket use)
+        connection._read_timeout = cparams.get("read_timeout")
+        connection._write_timeout = cparams.get("write_timeout")
+        return connection
+
     def current_revision(self) -> str | None:
-        with self._engine.connect() as connection:
+        with self._budget(), self._engine.connect() as connection:
             try:
                 return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
             except SQLAlchemyError:
@@ -180,10 +285,16 @@ class MetadataStore(ToolCallQueries):
     @contextlib.contextmanager
     def _locked(self, lock: NamedLock, timeout: float, on_timeout: Callable[[], Exception]) -> Iterator[None]:
         try:
-            with lock.hold(timeout, on_timeout):
-                yield
+            with self._budget():  # connecting; the wait for the lock itself is `timeout`
+                got = lock.acquire(timeout)
         except (SQLAlchemyError, OSError) as exc:
             raise MetadataStoreError(f"cannot take lock {lock.name} in the database at {self.url}: {exc}") from exc
+        if not got:
+            raise on_timeout()
+        try:
+            yield
+        finally:
+            lock.release()
 
     # -- documents -----------------------------------------------------------------------------------
     def save_document(self, values: DocumentValues, doc_id: int | None = None, *,
@@ -338,24 +449,36 @@ class MetadataStore(ToolCallQueries):
         caller: str,
         error: str | None = None,
         confidence: str | None = None,
+        created_at: datetime | None = None,
     ) -> int:
+        values = _tool_call_values(dict(tool_name=tool_name, arguments=arguments, found=found, match_types=match_types,
+                                        sources=sources, latency_ms=latency_ms, request_id=request_id, caller=caller,
+                                        error=error, confidence=confidence, created_at=created_at))
         with self._write("record a tool call") as session:
-            row = ToolCall(
-                tool_name=tool_name,
-                arguments=json.dumps(arguments, ensure_ascii=False),
-                found=found,
-                match_types=",".join(match_types),
-                sources=json.dumps(list(sources), ensure_ascii=False),
-                latency_ms=latency_ms,
-                request_id=request_id,
-                caller=caller,
-                error=error,
-                created_at=utcnow(),
-                confidence=confidence,
-            )
+            row = ToolCall(**values)
             session.add(row)
             session.flush()
             return row.id
+
+    def record_tool_calls(self, records: Sequence[Mapping[str, Any]], *, dropped: int = 0,
+                          reason: str = "") -> int:
+        """Insert many tool calls (each as `record_tool_call` takes them) in one transaction, plus, when
+        `dropped` > 0, a `tool_call_dropped` row saying how many calls were not logged and why. Returns the
+        number of calls inserted."""
+        rows = [_tool_call_values(r) for r in records]
+        with self._write("record tool calls") as session:
+            if rows:  # Core, not the ORM: one executemany (a multi-row INSERT on MySQL), no objects
+                session.connection().execute(insert(ToolCall.__table__), rows)
+            if dropped > 0:
+                session.add(ToolCallDropped(created_at=utcnow(), dropped=dropped, reason=reason[:255]))
+        return len(rows)
+
+    def tool_calls_dropped(self, since: datetime) -> int:
+        """How many tool calls since `since` (UTC) the call log could not store (see `record_tool_calls`)."""
+        moment = since.astimezone(UTC).replace(tzinfo=None) if since.tzinfo else since
+        with self._read() as session:
+            return int(session.scalar(select(func.coalesce(func.sum(ToolCallDropped.dropped), 0))
+                                      .where(ToolCallDropped.created_at >= moment)) or 0)
 
     def recent_tool_calls(self, limit: int = 200) -> list[ToolCallRecord]:
         with self._read() as session:
@@ -365,24 +488,46 @@ class MetadataStore(ToolCallQueries):
     # -- helpers -------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _read(self) -> Iterator[Session]:
+        self._ensure_schema()
         try:
-            with self._sessions() as session:
+            with self._budget(), self._sessions() as session:
                 yield session
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"cannot read from the database at {self.url}: {exc}") from exc
 
     @contextlib.contextmanager
     def _write(self, what: str) -> Iterator[Session]:
+        self._ensure_schema()
         try:
-            with self._sessions() as session, session.begin():
+            with self._budget(), self._sessions() as session, session.begin():
                 yield session
         except SQLAlchemyError as exc:
             raise MetadataStoreError(f"cannot {what} in the database at {self.url}: {exc}") from exc
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _tool_call_values(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A `tool_call` row's columns from a call record, cut to fit the columns."""
+    values: dict[str, Any] = {
+        "tool_name": record["tool_name"],
+        "arguments": _json_text(record.get("arguments") or {}),
+        "found": bool(record.get("found")),
+        "match_types": ",".join(record.get("match_types") or ()),
+        "sources": _json_text(list(record.get("sources") or ())),
+        "latency_ms": float(record.get("latency_ms") or 0.0),
+        "request_id": record.get("request_id"),
+        "caller": record.get("caller") or "python",
+        "error": _cut(record.get("error"), _MAX_TEXT_CHARS),
+        "created_at": record.get("created_at") or utcnow(),
+        "confidence": record.get("confidence"),
+    }
+    for column, limit in _TOOL_CALL_LIMITS.items():
+        values[column] = _cut(values[column], limit)
+    return values
+
+
+def _sqlite_pragmas(dbapi_connection: Any, busy_ms: int) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets the console read while an upload writes; a busy timeout waits for the writer instead of failing.
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     cursor.close()

@@ -26,6 +26,10 @@ from sqlalchemy.exc import SQLAlchemyError
 log = logging.getLogger(__name__)
 
 BACKENDS = ("sqlite", "mysql", "mariadb")
+# Seconds a MySQL release waits for the server. A healthy one answers in a millisecond; past this the connection
+# is dropped instead, which releases the lock just as well (the server ends the session), so a frozen server
+# never makes a finished write wait a second timeout for its lock.
+RELEASE_WAIT = 0.5
 
 
 def lock_name(purpose: str, url: URL, scope: str) -> str:
@@ -163,10 +167,11 @@ class NamedLock:
         if connection is None:
             return
         try:
-            connection.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": self.name})
-            connection.commit()
+            with _waiting_at_most(connection, RELEASE_WAIT):
+                connection.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": self.name})
+                connection.commit()
             connection.close()
-        except SQLAlchemyError as exc:  # the connection is gone, and the lock with it
+        except SQLAlchemyError as exc:  # the connection is gone (or dropped now), and the lock with it
             log.debug("releasing lock %s: %s", self.name, exc)
             connection.invalidate()
             connection.close()
@@ -191,3 +196,17 @@ class NamedLock:
 
     def check(self) -> bool:
         return self.still_held()
+
+
+@contextlib.contextmanager
+def _waiting_at_most(connection: Connection, seconds: float) -> Iterator[None]:
+    """Shorter socket timeouts on a pymysql connection for a moment (it reads them before each socket use)."""
+    raw = connection.connection.dbapi_connection
+    saved = (getattr(raw, "_read_timeout", None), getattr(raw, "_write_timeout", None))
+    if hasattr(raw, "_read_timeout"):
+        raw._read_timeout = raw._write_timeout = seconds
+    try:
+        yield
+    finally:
+        if hasattr(raw, "_read_timeout"):
+            raw._read_timeout, raw._write_timeout = saved

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -390,15 +391,18 @@ class MilvusVectorStore:
         if category:
             kwargs["filter"] = f'category == "{_escape(category)}"'
         kwargs["timeout"] = self._timeout
+        started = time.monotonic()
         with self._milvus(f"Milvus {field} search failed"):
             try:
                 result = self.client().search(self._collection, data=data, **kwargs)
             except Exception as exc:  # noqa: BLE001
-                if not self._recoverable(exc):
-                    raise
+                spent = time.monotonic() - started
+                if not self._recoverable(exc) or spent >= self._timeout / 2:
+                    raise  # a frozen server already cost most of the timeout: one timeout per call, not two
                 # A restarted Milvus server brings the collection back "released", or our connection is
                 # stale: load it again (or reconnect) and retry once, instead of failing until a restart.
                 self._reconnect(exc)
+                kwargs["timeout"] = max(0.5, self._timeout - (time.monotonic() - started))
                 result = self.client().search(self._collection, data=data, **kwargs)
         return list(result[0]) if result else []
 
