@@ -237,6 +237,9 @@ def test_error_names_the_failed_step(kb, monkeypatch):
 
 @pytest.mark.parametrize("where", ["milvus delete", "database commit"])
 def test_failed_delete_leaves_a_state_that_a_retry_completes(kb, monkeypatch, tmp_path, where):
+    # the retry is this test's to make: the follower's recovery would otherwise finish the delete on its own
+    # if its 10-second chore fell between the failure and the retry
+    internals(kb).follower.stop()
     record = kb.upload("a.md", PAYMENT.encode(), "api").document
     if where == "database commit":
         from kb_core.storage.metadata_store import MetadataStoreError
@@ -259,6 +262,7 @@ def test_failed_delete_leaves_a_state_that_a_retry_completes(kb, monkeypatch, tm
 def test_failed_file_removal_is_recorded_and_retry_completes(kb, monkeypatch, tmp_path):
     from pathlib import Path
 
+    internals(kb).follower.stop()  # the retry is this test's to make (see above)
     record = kb.upload("a.md", PAYMENT.encode(), "api").document
 
     def refuse(self, missing_ok=False):
