@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kb_core import terms as text_analysis
@@ -155,13 +155,7 @@ def lookup_knowledge(query: str, section_title: str | None = None) -> dict:
     """The agent tool on the default knowledge base: `{found, primary, supplement}` (Spec 5), logged with
     caller "python". Never raises: bad arguments, or a knowledge base that cannot be opened, return the same
     shape plus an `error` string."""
-    try:
-        kb = default_knowledge_base()
-    except Exception as exc:  # noqa: BLE001 - an agent loop must get a readable answer, not a crash
-        log.error("the knowledge base could not be opened: %s", exc)
-        return {"found": False, "primary": None, "supplement": None,
-                "error": f"the knowledge base could not be opened: {exc}"}
-    return kb.lookup_knowledge(query, section_title, caller="python")
+    return _on_default(lambda kb: kb.lookup_knowledge(query, section_title, caller="python"))
 
 
 def read_document(source: str, section_title: str | None = None) -> dict:
@@ -169,10 +163,16 @@ def read_document(source: str, section_title: str | None = None) -> dict:
     `lookup_knowledge` answer) served like a primary, or its section `section_title`. Logged with caller
     "python". Never raises: an unknown source, bad arguments, or a knowledge base that cannot be opened return
     the same shape plus an `error` string."""
+    return _on_default(lambda kb: kb.read_document_tool(source, section_title, caller="python"))
+
+
+def _on_default(call: Callable[[KnowledgeBase], dict]) -> dict:
+    """A tool call on the default knowledge base; one that cannot be opened gives the answer's shape and an
+    `error` string instead of an exception (an agent loop must get a readable answer, not a crash)."""
     try:
         kb = default_knowledge_base()
-    except Exception as exc:  # noqa: BLE001 - an agent loop must get a readable answer, not a crash
+    except Exception as exc:  # noqa: BLE001 - see above
         log.error("the knowledge base could not be opened: %s", exc)
         return {"found": False, "primary": None, "supplement": None,
                 "error": f"the knowledge base could not be opened: {exc}"}
-    return kb.read_document_tool(source, section_title, caller="python")
+    return call(kb)
