@@ -436,6 +436,9 @@ class _FtsStore:
     def chunks_of(self, doc_id: int) -> list[Any]:
         return self._index.chunks_of(doc_id)
 
+    def document_frequencies(self, terms: Any) -> tuple[dict[str, int], int]:
+        return self._index.document_frequencies(terms)
+
 
 def _profile(kb: Any, queries: list[str], top: int = 14) -> list[dict[str, Any]]:
     """cProfile over one pass of the lookups: the functions with the most time of their own."""
