@@ -193,9 +193,12 @@ else:
             with st.container(height=420):
                 st.markdown(neutralize_images(_demote_headings(supplement["content"])))
 
-    if payload.get("alternatives"):
-        st.markdown("**Alternatives** — the answer is unsure; other pages worth reading, best first")
-        st.dataframe(payload["alternatives"], hide_index=True)
+    # Always one container, filled or not: a block that comes and goes would shift every element after it, and
+    # the browser would briefly show the previous answer's "Why" beside the new one while it reruns.
+    with st.container(key="alternatives"):
+        if payload.get("alternatives"):
+            st.markdown("**Alternatives** — the answer is unsure; other pages worth reading, best first")
+            st.dataframe(payload["alternatives"], hide_index=True)
 
     st.subheader("Why")
     timing = " · ".join(f"{stage} {ms:.1f} ms" for stage, ms in trace.timings_ms.items())

@@ -391,7 +391,11 @@ def test_an_ambiguous_query_shows_both_panels_and_why(sample_server, page):
     _wait_idle(page)
     _screenshot(page, "tool-calls.png")
     picker = page.get_by_role("combobox", name="Open a query in the playground")
+    # the picker sits at the bottom edge of the 1000 px viewport: a click while Streamlit's scroll container
+    # is still bringing it into view lands beside it; scroll first, then open it and wait for the list
+    picker.scroll_into_view_if_needed()
     picker.click()
+    expect(page.get_by_role("listbox")).to_be_visible(timeout=TIMEOUT_MS)
     options = page.get_by_role("option")
     expect(options.filter(has_text="flux capacitor warranty")).to_have_count(1)
     expect(options.filter(has_text="ERR_TIMEOUT")).to_have_count(0)

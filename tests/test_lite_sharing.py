@@ -288,3 +288,34 @@ def test_the_shared_server_listens_on_loopback_only_and_its_port_file_is_private
         assert internals(kb).vectors.count_chunks() == 0  # and it serves this process as before
     finally:
         kb.close()
+
+
+@pytest.mark.timeout(120)
+def test_an_owner_closing_during_a_followers_write_costs_the_follower_nothing(tmp_path, agents):
+    """The owner's last store releases the directory while a follower's write is on its way to the old port:
+    the follower opens the directory again (as its new owner here) and writes once more."""
+    (tmp_path / "knowledge_base").mkdir()
+    owner = agents("owner").started()
+    assert owner.call("open")["role"] == "owner"
+    kb = open_knowledge_base(make_settings(tmp_path))
+    try:
+        vectors = internals(kb).vectors
+        kb.upload("gateway-retries.md", GATEWAY.encode(), "api")  # connects this process as a follower
+        assert not vectors._session.is_owner
+        client = vectors.client()
+        real_upsert = client.upsert
+        closed = []
+
+        def owner_closes_first(*args, **kwargs):
+            if not closed:  # the call has left the follower's checks; now the owner lets go of the directory
+                closed.append(owner.call("close"))
+            return real_upsert(*args, **kwargs)
+
+        client.upsert = owner_closes_first
+        outcome = kb.upload("ledger-snapshots.md", LEDGER.encode(), "ops")
+        assert closed and outcome.action == "indexed"
+        assert vectors._session.is_owner  # it opened the directory again and took it over
+        assert len(vectors.chunks_of(outcome.document.id, with_vectors=True)) > 0
+        assert kb.lookup_knowledge("LEDGER_SNAPSHOT")["primary"]["confidence"] == "high"
+    finally:
+        kb.close()

@@ -209,6 +209,7 @@ class CallRecorder:
         self._writing = 0  # records the writer has taken and not yet stored (or given back)
         self._dropped: dict[str, int] = {}  # reason -> calls not logged and not yet stored as a count
         self._dropped_total = 0  # every call this recorder could not log (stored or not)
+        self._writing_dropped = 0  # of those, the count the writer has taken and not yet stored
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._warned_at = 0.0
@@ -233,13 +234,13 @@ class CallRecorder:
     def waiting_drops(self) -> int:
         """Calls counted as not logged whose count is not stored yet."""
         with self._changed:
-            return sum(self._dropped.values())
+            return sum(self._dropped.values()) + self._writing_dropped
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every record so far is stored (or `timeout` seconds); whether it all was."""
         deadline = time.monotonic() + timeout
         with self._changed:
-            while self._pending or self._writing or self._dropped:
+            while self._pending or self._writing or self._writing_dropped or self._dropped:
                 left = deadline - time.monotonic()
                 if left <= 0 or self._thread is None:
                     return False
@@ -252,7 +253,7 @@ class CallRecorder:
         self.flush(timeout)
         self._stop.set()
         with self._changed:
-            lost = len(self._pending) + self._writing + sum(self._dropped.values())
+            lost = len(self._pending) + self._writing + self._writing_dropped + sum(self._dropped.values())
             self._changed.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=max(1.0, timeout))
@@ -282,6 +283,7 @@ class CallRecorder:
                 batch = [self._pending.popleft() for _ in range(min(self._batch_size, len(self._pending)))]
                 dropped, self._dropped = self._dropped, {}
                 self._writing = len(batch)
+                self._writing_dropped = sum(dropped.values())
             try:
                 self._write(batch, dropped)
                 stored, backoff, failures = True, 0.0, 0
@@ -296,7 +298,7 @@ class CallRecorder:
                         for reason, count in dropped.items():
                             self._dropped[reason] = self._dropped.get(reason, 0) + count
             with self._changed:
-                self._writing = 0
+                self._writing = self._writing_dropped = 0
                 if not stored:  # back to the front, in order; the counts too
                     self._pending.extendleft(reversed(batch))
                     for reason, count in dropped.items():

@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -296,24 +296,45 @@ class MilvusVectorStore:
                     raise VectorStoreError(f"chunk {row.chunk_id} has no {self._dense_dim}-d vector")
                 item["dense"] = row.dense
             data.append(item)
-        with self._milvus(f"cannot write {len(rows)} chunks to Milvus"):
-            self.client().upsert(self._collection, data, timeout=self._timeout)
+        def write(client: Any) -> None:
+            client.upsert(self._collection, data, timeout=self._timeout)
             # Lite rebuilds BM25 statistics per query until the segment is flushed (DESIGN.md).
-            self.client().flush(self._collection, timeout=self._timeout)
+            client.flush(self._collection, timeout=self._timeout)
+
+        self._write(f"cannot write {len(rows)} chunks to Milvus", write)
 
     def delete_document(self, doc_id: int) -> None:
-        with self._milvus(f"cannot delete the vectors of document {doc_id}"):
-            if self._fulltext is not None:
+        what = f"cannot delete the vectors of document {doc_id}"
+        if self._fulltext is not None:
+            with self._milvus(what):
                 self._fulltext.delete_document(doc_id)
-            self.client().delete(self._collection, filter=f"doc_id == {int(doc_id)}", timeout=self._timeout)
+        self._write(what, lambda client: client.delete(self._collection, filter=f"doc_id == {int(doc_id)}",
+                                                       timeout=self._timeout))
 
     def delete_chunks_from(self, doc_id: int, first_chunk_no: int) -> None:
         """Drop a document's chunks numbered `first_chunk_no` and up (left over from a longer version)."""
-        with self._milvus(f"cannot delete stale chunks of document {doc_id}"):
-            if self._fulltext is not None:
+        what = f"cannot delete stale chunks of document {doc_id}"
+        if self._fulltext is not None:
+            with self._milvus(what):
                 self._fulltext.delete_chunks_from(doc_id, first_chunk_no)
-            stale = f"doc_id == {int(doc_id)} and chunk_no >= {int(first_chunk_no)}"
-            self.client().delete(self._collection, filter=stale, timeout=self._timeout)
+        stale = f"doc_id == {int(doc_id)} and chunk_no >= {int(first_chunk_no)}"
+        self._write(what, lambda client: client.delete(self._collection, filter=stale, timeout=self._timeout))
+
+    def _write(self, what: str, call: Callable[[Any], None]) -> None:
+        """Run one write. A follower whose owner closed the Lite directory while the call was in flight (the
+        owner's last store released it) opens the directory again - maybe as its new owner - and writes once
+        more: every write here is idempotent (upsert by key, delete by filter)."""
+        with self._milvus(what):
+            session = self._session
+            try:
+                call(self.client())
+                return
+            except Exception:
+                if session is None or session.is_owner or not session.owner_gone():
+                    raise
+                log.warning("the Milvus Lite owner %s closed %s during a write; opening it again and retrying once",
+                            session.owner.describe() if session.owner else "?", self._uri)
+            call(self.client())
 
     # -- reads ---------------------------------------------------------------------------------------
     def chunks_of(self, doc_id: int, *, with_vectors: bool = False) -> list[ChunkRow]:
