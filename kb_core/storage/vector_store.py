@@ -48,6 +48,11 @@ logging.getLogger("grpc._server").addFilter(_DropUnimplementedRpcNoise())
 
 _OUTPUT = ["doc_id", "source", "category", "chunk_no", "heading", "text"]
 MAX_TEXT = 65535
+# A category is a folder path of up to 255 characters (documents.folder.MAX_CATEGORY_CHARS; ASCII, so characters
+# are bytes). Collections made before nested categories hold 64: their rows keep a cut category, which only a
+# category filter reads (`category_chars` says how long the open collection's are).
+CATEGORY_CHARS = 255
+LEGACY_CATEGORY_CHARS = 64
 FULLTEXT_PROFILE = "fulltext"
 
 
@@ -108,6 +113,7 @@ class MilvusVectorStore:
         self._client: Any = None
         self._lock = threading.Lock()
         self._session: LiteSession | None = None  # how this process reaches a Milvus Lite directory
+        self._category_chars = CATEGORY_CHARS  # of the open collection (read when it is opened)
 
     @property
     def uri(self) -> str:
@@ -212,7 +218,7 @@ class MilvusVectorStore:
             schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
             schema.add_field("doc_id", DataType.INT64)
             schema.add_field("source", DataType.VARCHAR, max_length=1024)
-            schema.add_field("category", DataType.VARCHAR, max_length=64)
+            schema.add_field("category", DataType.VARCHAR, max_length=CATEGORY_CHARS)
             schema.add_field("chunk_no", DataType.INT64)
             schema.add_field("heading", DataType.VARCHAR, max_length=1024)
             schema.add_field(
@@ -239,6 +245,15 @@ class MilvusVectorStore:
                 if "already exist" not in str(exc) or not client.has_collection(name):
                     raise
         client.load_collection(name)
+        self._category_chars = _varchar_length(client.describe_collection(name), "category") or CATEGORY_CHARS
+        if self._category_chars < CATEGORY_CHARS:
+            log.info("the Milvus collection %s keeps categories up to %d characters (made before nested categories)",
+                     name, self._category_chars)
+
+    @property
+    def category_chars(self) -> int:
+        """How many characters of a category the open collection keeps."""
+        return self._category_chars
 
     def close(self) -> None:
         """Close the connection; an owner of a Milvus Lite directory also stops serving it and frees its
@@ -286,11 +301,12 @@ class MilvusVectorStore:
         if self._fulltext is not None:
             with self._milvus(f"cannot write {len(rows)} chunks to the full-text index"):
                 self._fulltext.upsert(rows)
+        self.client()  # opened first: how much of a category the collection keeps is read at open
         data = []
         for row in rows:
             item = {"id": row.chunk_id, "doc_id": row.doc_id, "source": row.source[:1024],
-                    "category": row.category[:64], "chunk_no": row.chunk_no, "heading": row.heading[:1024],
-                    "text": row.text[:MAX_TEXT]}
+                    "category": row.category[:self._category_chars], "chunk_no": row.chunk_no,
+                    "heading": row.heading[:1024], "text": row.text[:MAX_TEXT]}
             if self._dense_dim is not None:
                 if row.dense is None or len(row.dense) != self._dense_dim:
                     raise VectorStoreError(f"chunk {row.chunk_id} has no {self._dense_dim}-d vector")
@@ -409,8 +425,11 @@ class MilvusVectorStore:
     def _search(self, data: list[Any], field: str, params: dict, limit: int, category: str | None) -> list[Any]:
         kwargs: dict[str, Any] = {"anns_field": field, "limit": limit, "search_params": params,
                                   "output_fields": _OUTPUT, "consistency_level": "Strong"}
-        if category:
-            kwargs["filter"] = f'category == "{_escape(category)}"'
+        cut = bool(category) and len(category) > self._category_chars
+        if category:  # a collection that keeps less of a category matches on what it keeps, then on the path
+            kwargs["filter"] = f'category == "{_escape(category[:self._category_chars])}"'
+            if cut:  # other folders with the same beginning come back too: ask for more, keep the right ones
+                kwargs["limit"] = min(16384, limit * 4)
         kwargs["timeout"] = self._timeout
         started = time.monotonic()
         with self._milvus(f"Milvus {field} search failed"):
@@ -425,7 +444,10 @@ class MilvusVectorStore:
                 self._reconnect(exc)
                 kwargs["timeout"] = max(0.5, self._timeout - (time.monotonic() - started))
                 result = self.client().search(self._collection, data=data, **kwargs)
-        return list(result[0]) if result else []
+        hits = list(result[0]) if result else []
+        if cut:
+            hits = [h for h in hits if _in_folder((h.get("entity") or h)["source"], category)][:limit]
+        return hits
 
     @staticmethod
     def _recoverable(exc: Exception) -> bool:
@@ -460,3 +482,19 @@ class MilvusVectorStore:
             dense=[float(x) for x in dense] if dense is not None else None,
         )
 
+
+def _varchar_length(description: dict, field: str) -> int | None:
+    """A VARCHAR field's max_length from `describe_collection` (None when it cannot be read)."""
+    for item in description.get("fields", ()):
+        if item.get("name") == field:
+            try:
+                return int(item.get("params", {}).get("max_length"))
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
+def _in_folder(source: str, category: str) -> bool:
+    """Whether a chunk's display path (`<base>/<category>/<file>.md`) lies directly in `category`."""
+    folder = source.rsplit("/", 1)[0]
+    return folder == category or folder.endswith(f"/{category}")
