@@ -321,7 +321,11 @@ class Trash:
         removed = []
         for folder, item in self._scan():
             if item is None:
-                if now - datetime.fromtimestamp(folder.stat().st_mtime, UTC) >= DANGLING_AFTER:
+                try:
+                    stale = now - datetime.fromtimestamp(folder.stat().st_mtime, UTC) >= DANGLING_AFTER
+                except OSError:  # removed meanwhile (another process's purge)
+                    continue
+                if stale:
                     log.info("removing the trash folder %s: it holds no file (an interrupted delete)", folder.name)
                     self._remove_folder(folder)
             elif now - item.deleted_at >= older_than and self.remove(item):
