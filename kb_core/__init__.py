@@ -39,12 +39,14 @@ from kb_core.documents.sections import SectionChips, section_chips
 from kb_core.documents.service import DeleteOutcome, UploadOutcome
 from kb_core.documents.synonyms import as_lines as synonym_lines
 from kb_core.documents.synonyms import parse_lines as parse_synonym_lines
+from kb_core.documents.trash import TrashItem
 from kb_core.errors import (
     AccessDeniedError,
     DocumentConflictError,
     DocumentError,
     FrontmatterError,
     KnowledgeBaseError,
+    RestoreConflictError,
     SettingsError,
     UploadRejected,
 )
@@ -67,6 +69,8 @@ __all__ = [
     "BatchAction",
     "BatchFile",
     "DocumentConflictError",
+    "RestoreConflictError",
+    "TrashItem",
     "MORE_SECTIONS",
     "categories_below",
     "category_folders",

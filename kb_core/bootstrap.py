@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import Any
 
 from kb_core import terms as text_analysis
@@ -15,6 +16,7 @@ from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher, paths_changed_while_unwatched
 from kb_core.documents.reconcile import Reconciler
 from kb_core.documents.service import DocumentService
+from kb_core.documents.trash import Trash
 from kb_core.errors import KnowledgeBaseError
 from kb_core.knowledge_base import KnowledgeBase
 from kb_core.logs import configure_log_file, log_file_path
@@ -83,7 +85,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         embedder.start_loading()
     dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
     searcher = VectorSearcher(vectors, dense_embedder, min_dense_score=settings.min_dense_score)
-    documents = DocumentService(folder, index, metadata, vectors, dense_embedder,
+    trash = Trash(settings.trash_dir, folder)
+    documents = DocumentService(folder, index, metadata, vectors, dense_embedder, trash=trash,
                                 max_upload_bytes=settings.max_upload_bytes, backend_timeout=settings.backend_timeout)
     reconciler = Reconciler(documents, folder, index, metadata, vectors)
     # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
@@ -102,7 +105,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
                                 metadata.lease("kbwatch", folder.display_path("")),
                                 catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
     kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
-                       documents=documents, reconciler=reconciler,
+                       documents=documents, reconciler=reconciler, trash=trash,
                        lookup=HybridLookup(index, searcher, default_language=settings.default_language),
                        searcher=searcher, follower=follower, watcher=watcher, metrics=metrics)
     if settings.metrics_port:
@@ -114,12 +117,23 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         reconciler.recover()  # finish or undo what a crash left PENDING (only those rows are read)
     except KnowledgeBaseError as exc:
         log.error("could not check for interrupted writes: %s", exc)
+    # documents deleted longer than KB_TRASH_DAYS ago leave the trash; once per opening, in the background
+    # (when the jobs system lands, this becomes its periodic purge job: same call, kb.purge_trash())
+    threading.Thread(target=_purge_old_trash, args=(trash, settings.trash_days), name="kb-trash-purge",
+                     daemon=True).start()
     if watcher is not None:
         watcher.start()  # after recovery: the catch-up sync must not meet this process's own PENDING rows
     log.info("knowledge base open in %.2f s: %d L0 documents, database %s, Milvus %s (%s), model %s: %s",
              time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
              settings.embedding_model, embedder.state.state)
     return kb
+
+
+def _purge_old_trash(trash: Trash, days: int) -> None:
+    try:
+        trash.purge(timedelta(days=days))
+    except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again
+        log.error("could not purge the trash %s: %s", trash.directory, exc)
 
 
 def _fulltext_index(settings: Settings, collection: str) -> SqliteFullTextIndex | None:

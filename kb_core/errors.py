@@ -14,7 +14,8 @@ KnowledgeBaseError
 ├── DocumentError            a document operation failed at `step`; what it changed was undone
 │   └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
 └── DocumentConflictError    `upload(..., if_match=…)` found another version than the one the caller based it on
-                             (or `create_only=True` found the name taken)
+    │                        (or `create_only=True` found the name taken)
+    └── RestoreConflictError `restore(...)` found a file at the trashed document's path again (`replace=True`)
 ```
 
 Messages are written for the person who sees them: what failed, and what to do about it.
@@ -99,6 +100,21 @@ class DocumentConflictError(KnowledgeBaseError):
                              f"{now}; nothing was written - look at the current version and upload again")
         self.path = path
         self.expected = expected
+        self.current = current
+
+
+class RestoreConflictError(DocumentConflictError):
+    """`KnowledgeBase.restore` of a trashed document whose path holds a file again: nothing was restored (the
+    item stays in the trash). `current` is the sha256 of the file found there; restore with `replace=True` to
+    put the trashed version in its place."""
+
+    def __init__(self, path: str, current: str | None):
+        KnowledgeBaseError.__init__(
+            self, f"{path} exists again (version {(current or '')[:12]}): restoring the trashed version would "
+                  "replace it; nothing was restored - look at the current document, then restore with replace "
+                  "(the console asks first) or leave it in the trash")
+        self.path = path
+        self.expected = None
         self.current = current
 
 

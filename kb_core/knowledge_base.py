@@ -35,6 +35,7 @@ from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.synonyms import clean_groups, parse_lines
+from kb_core.documents.trash import Trash, TrashItem
 from kb_core.errors import InvalidInputError, KnowledgeBaseError
 from kb_core.logs import log_context, new_request_id
 from kb_core.metrics import KnowledgeBaseMetrics
@@ -132,6 +133,7 @@ class KnowledgeBase:
         embedder: Embedder,
         documents: DocumentService,
         reconciler: Reconciler,
+        trash: Trash,
         lookup: HybridLookup,
         searcher: VectorSearcher,
         follower: ChangeFollower | None = None,
@@ -146,6 +148,7 @@ class KnowledgeBase:
         self._embedder = embedder
         self._documents = documents
         self._reconciler = reconciler
+        self._trash = trash
         self._lookup = lookup
         self._searcher = searcher
         self._follower = follower
@@ -360,6 +363,20 @@ class KnowledgeBase:
         """The versions of a document's page in every language L0 holds (itself included; empty: not in L0)."""
         return self._index.versions(file_path)
 
+    def document_path(self, path: str) -> str | None:
+        """The path a document is stored under (`knowledge_base/api/x.md`, as `DocumentRecord.file_path`) for
+        that path or one relative to the knowledge base (`api/x.md`, what a `?doc=` link carries); `None` for
+        what cannot be a path under the knowledge base. Reads nothing."""
+        if not isinstance(path, str) or not path.strip() or "\x00" in path:
+            return None
+        text = path.strip()
+        relative = self._folder.relative_of(text)
+        if relative is None and not text.startswith("/"):
+            relative = text
+        if not relative or any(part in ("", ".", "..") for part in relative.split("/")):
+            return None
+        return self._folder.display_path(relative)
+
     def relative_path(self, file_path: str) -> str | None:
         """`api/x.md` for `knowledge_base/api/x.md`; `None` outside the knowledge base."""
         return self._folder.relative_path(file_path)
@@ -391,8 +408,49 @@ class KnowledgeBase:
                                           **_p(progress))
 
     def delete(self, doc_id: int) -> DeleteOutcome:
+        """Move a document's file into the trash (`trash()`, for `KB_TRASH_DAYS` days) and remove its row, vectors
+        and L0 entry. Curators only."""
         with self._writing(Role.CURATOR, "delete documents", "delete"):
             return self._documents.delete(doc_id)
+
+    # -- the trash -----------------------------------------------------------------------------------
+    def trash(self) -> list[TrashItem]:
+        """The deleted documents waiting in the trash, newest first (an item whose record is missing or broken is
+        listed with what is known: `TrashItem.problem`)."""
+        return self._trash.items()
+
+    def restore(self, item: TrashItem | str, *, replace: bool = False,
+                progress: Progress | None = None) -> UploadOutcome:
+        """Bring a document back from the trash byte for byte, through the upload (validation, every store, the
+        change feed), and take it out of the trash. `item`: a `TrashItem`, its `item_id`, or a document path
+        (`knowledge_base/api/x.md` or `api/x.md`: its newest item). A file at that path again raises
+        `RestoreConflictError` (a `DocumentConflictError`), writing nothing, unless `replace=True`. Curators only."""
+        with self._writing(Role.CURATOR, "restore documents", "restore"):
+            return self._documents.restore(self._trash_item(item), replace=replace, **_p(progress))
+
+    def purge_trash(self, older_than_days: float | None = None, *,
+                    items: Iterable[TrashItem | str] | None = None) -> list[TrashItem]:
+        """Remove for good the items deleted at least `older_than_days` ago (default `KB_TRASH_DAYS`; opening the
+        knowledge base does this once in the background), or exactly `items` (`TrashItem`s or item ids, any
+        age). The items removed. Curators only."""
+        self._actor.require(Role.CURATOR, "purge the trash")
+        if older_than_days is not None and (isinstance(older_than_days, bool) or not isinstance(
+                older_than_days, (int, float)) or not 0 <= older_than_days < 100_000):
+            raise InvalidInputError(f"older_than_days must be a number of days from 0, not {older_than_days!r}")
+        chosen = None if items is None else [self._trash_item(item) for item in items]
+        days = self._settings.trash_days if older_than_days is None else older_than_days
+        with self._writing(Role.CURATOR, "purge the trash", "purge"):
+            return self._trash.purge(timedelta(days=days), items=chosen)
+
+    def _trash_item(self, item: TrashItem | str) -> TrashItem:
+        """The item as it is in the trash now, from an item, its id or a document path (its newest item)."""
+        key = item.item_id if isinstance(item, TrashItem) else item
+        if not isinstance(key, str) or not key.strip():
+            raise InvalidInputError(f"expected a trash item, its id or a document path, not {item!r}")
+        found = self._trash.find(key) if "/" in key else self._trash.get(key)
+        if found is None:
+            raise InvalidInputError(f"{key} is not in the trash (restored or purged already?); nothing was done")
+        return found
 
     def reindex(self, doc_id: int, *, progress: Progress | None = None) -> DocumentRecord:
         with self._writing(Role.ADMIN, "re-index documents", "reindex"):

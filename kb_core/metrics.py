@@ -31,7 +31,7 @@ PATH_L0_L1 = "l0_l1"  # several pages (or only generic keywords) matched: L1 cal
 PATH_L1_ONLY = "l1_only"  # no page matched: L1 answers (or nothing is found)
 L0_OUTCOMES = {PATH_L0_UNIQUE: "unique", PATH_L0_L1: "ambiguous", PATH_L1_ONLY: "miss"}
 
-WRITES = ("upload", "delete", "reindex", "synonyms")  # kb_write_duration_seconds{operation}
+WRITES = ("upload", "delete", "restore", "purge", "reindex", "synonyms")  # kb_write_duration_seconds{operation}
 JOBS = ("reconcile", "reindex_all", "watch_sync")  # kb_job_duration_seconds{name}
 TOOL_OUTCOMES = ("found", "not_found", "error")
 

@@ -46,6 +46,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("l0", "snapshot"): "l0_snapshot",
     ("auth", "roles"): "roles",
     ("auth", "service-identity"): "service_identity",
+    ("trash", "days"): "trash_days",
 }
 _ENV_PREFIX = "KB_"
 
@@ -154,6 +155,10 @@ class Settings(BaseSettings):
                     "frees its place")
     min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
                                    description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")
+    trash_days: int = Field(
+        default=30, ge=0, le=36500,
+        description="KB_TRASH_DAYS: days a deleted document is kept in the trash (kb_trash/ at the app root, outside "
+                    "the knowledge base) before the purge removes it; 0 = at the next purge")
     log_file: str | None = Field(
         default=None,
         description="KB_LOG_FILE: a rotating JSON-lines log of this process (INFO and above; `{pid}` becomes the "
@@ -258,6 +263,18 @@ class Settings(BaseSettings):
     def l0_snapshot_path(self) -> Path | None:
         value = self.l0_snapshot.strip()
         return None if value.lower() in ("", "off", "none", "0") else self.resolve_path(value)
+
+    @property
+    def trash_dir(self) -> Path:
+        """Where deleted documents wait: `kb_trash/` at the app root. Never a folder the scan reads: when the
+        knowledge base holds the app root (`KB_BASE_PATH=.`), it is the hidden `.kb_trash/` (the scan skips
+        hidden folders), so reconcile and the watcher never index a trashed file."""
+        trash = self.app_root / "kb_trash"
+        try:
+            inside = trash.resolve().is_relative_to(self.base_dir.resolve())
+        except (OSError, RuntimeError):
+            inside = False
+        return self.app_root / ".kb_trash" if inside else trash
 
     @property
     def resolved_database_url(self) -> str:

@@ -1,5 +1,6 @@
-"""Documents: browse, tick a row to inspect it (content, frontmatter, raw file, chunks), delete, re-index,
-reconcile, and the keyword map."""
+"""Documents: browse, click a row to inspect it (content, frontmatter, raw file, chunks) — or open
+`/documents?doc=<path>` — move documents to the trash (one, or all the filters show), restore them from the Trash
+tab, re-index, reconcile, and the keyword map."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from kb_core import KnowledgeBaseError, Role, categories_below, category_folders
 from pages.shell.inspector import render_inspector
 from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.safe import escape_markdown, inline_code
-from pages.shell.views import flash, selected_row, show_flash, table_key
+from pages.shell.trash_view import render_trash
+from pages.shell.views import ROW_OR_CELL, clicked_row, flash, show_flash, table_key
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -17,6 +19,7 @@ may_edit, may_administer = kb.actor.may(Role.CURATOR), kb.actor.may(Role.ADMIN)
 st.title("📚 Documents")
 state = st.session_state
 BULK_OPTIONS = 1000
+MAX_NAMES = 50  # a confirmation lists this many paths, then a count
 
 
 def _progress_runner(label: str, action):
@@ -47,7 +50,14 @@ def _delete(doc_ids: list[int], slot: str) -> None:
             failures.append(str(exc))
     state.confirm_delete = None
     state.bulk = []
-    flash(slot, *(("error", "; ".join(failures)) if failures else ("success", "; ".join(messages))))
+    state.bulk_all = False
+    if failures:
+        moved = f"; {len(messages)} moved to the trash" if messages else ""
+        flash(slot, "error", f"{len(failures)} of {len(doc_ids)} not deleted: " + "; ".join(failures) + moved)
+    elif len(messages) > 3:
+        flash(slot, "success", f"moved {len(messages)} documents to the trash (Trash tab: restore or purge)")
+    else:
+        flash(slot, "success", "; ".join(messages))
 
 
 try:
@@ -62,8 +72,11 @@ if missing:
                "hand). Lookups cannot answer with them: run **Reconcile** (Maintenance tab) with *remove documents "
                "whose file is gone*.  \n" + "  \n".join(inline_code(d.file_path) for d in missing))
 
-tab_list, tab_keywords, tab_maintenance = st.tabs(["Documents", "Keyword map", "Maintenance"],
-                                                  key="documents_tab", on_change="rerun")
+# The Trash tab is offered to those who may restore and purge (kb_core refuses anyone else anyway).
+tabs = st.tabs(["Documents", "Keyword map", *(["Trash"] if may_edit else []), "Maintenance"], key="documents_tab",
+               on_change="rerun")
+tab_list, tab_keywords, tab_maintenance = tabs[0], tabs[1], tabs[-1]
+tab_trash = tabs[2] if may_edit else None
 
 if tab_list.open:
     with tab_list:
@@ -105,7 +118,12 @@ if tab_list.open:
 
         filtering = bool(chosen_categories or chosen_statuses or chosen_languages or text)
         shown = [d for d in documents if visible(d)] if filtering else documents
-        st.caption(f"{len(shown)} of {len(documents)} documents" + (" · tick a row to inspect it" if shown else ""))
+        st.caption(f"{len(shown)} of {len(documents)} documents" + (" · click a row to inspect it" if shown else ""))
+        # `?doc=<path>` (relative to the knowledge base, or as listed) opens that document; selecting a row puts
+        # its path there, so the address bar links to what is on screen.
+        linked = st.query_params.get("doc", "")
+        linked_path = kb.document_path(linked) if linked else None
+        linked_doc = next((d for d in documents if d.file_path == linked_path), None) if linked_path else None
         picked = None
         if not documents:
             st.info("No documents yet: upload some, or use Maintenance → Reconcile for files already on disk.")
@@ -123,14 +141,30 @@ if tab_list.open:
             cached = state.get("_documents_table")
             if cached is None or cached[0] != fingerprint:
                 cached = state["_documents_table"] = (fingerprint, [table_row(d) for d in shown])
+            linked_row = next((i for i, d in enumerate(shown) if d is linked_doc), None) if linked_doc else None
             event = st.dataframe(
                 cached[1],
-                hide_index=True, on_select="rerun", selection_mode="single-row",
+                hide_index=True, on_select="rerun", selection_mode=ROW_OR_CELL,
+                # a link's document is selected when the table first shows it (a click elsewhere then wins)
+                selection_default={"selection": {"rows": [linked_row]}} if linked_row is not None else None,
                 key=table_key("documents-table", (d.id for d in shown)),
                 column_config={"size": st.column_config.NumberColumn("size", format="%d B")},
             )
-            row = selected_row(event)
+            row = clicked_row(event, "documents-table")
             picked = shown[row] if row is not None and row < len(shown) else None
+        if picked is not None:
+            link = kb.relative_path(picked.file_path) or picked.file_path
+            if linked != link:
+                st.query_params["doc"] = link
+            state.doc_link = link
+        elif linked and linked != state.get("doc_link"):  # a link from elsewhere, its document not in the table
+            picked = linked_doc
+            if picked is None:
+                st.warning(f"No document at {inline_code(linked)}: it was deleted (see the Trash tab), renamed, or "
+                           "the link is mistyped.")
+        elif state.get("doc_link"):  # its row was unselected (or the list changed): the link goes too
+            state.doc_link = None
+            st.query_params.pop("doc", None)
 
         inspector = st.container()
         with inspector:
@@ -140,20 +174,29 @@ if tab_list.open:
 
         if may_edit:
             st.divider()
-            # A multiselect sends every option to the browser on each rerun: offer it once the list is filtered down.
+            # "All shown" takes what the filters show, however many; picking single documents uses a multiselect,
+            # which sends every option to the browser on each rerun: offered once the list is filtered down.
+            every = st.checkbox(f"Select all {len(shown)} documents shown", key="bulk_all", disabled=not shown,
+                                help="Everything the filters above show; filter first to narrow it down.")
             by_label = {f"{d.file_path} (#{d.id})": d for d in shown} if len(shown) <= BULK_OPTIONS else {}
             bulk = st.multiselect("Select documents for bulk delete", list(by_label), key="bulk",
-                                  disabled=not by_label,
+                                  disabled=every or not by_label,
                                   help=None if by_label else f"Filter the list to {BULK_OPTIONS} documents or fewer "
-                                                             "to select several for deletion.")
-            if st.button(f"Delete {len(bulk)} selected…", disabled=not bulk):
-                state.confirm_delete = {"ids": [by_label[label].id for label in bulk], "where": "bulk"}
+                                                             "to pick single documents, or select all shown.")
+            chosen = [d.id for d in shown] if every else [by_label[label].id for label in bulk if label in by_label]
+            if st.button(f"Delete {len(chosen)} selected…", key="bulk-delete", disabled=not chosen,
+                         help="Into the trash: restore them from the Trash tab"):
+                state.confirm_delete = {"ids": chosen, "where": "bulk"}
             pending = state.get("confirm_delete")
             show_flash("bulk")
             if pending and pending.get("where") == "bulk":
-                names = [d.file_path for d in documents if d.id in pending["ids"]]
-                st.warning("Delete for good (file, database row, vectors and L0 entry)?  \n"
-                           + "  \n".join(map(escape_markdown, names)))
+                wanted = set(pending["ids"])
+                names = [d.file_path for d in documents if d.id in wanted]
+                more = f"  \n… and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else ""
+                st.warning(f"Move {len(names)} document(s) to the trash? Their files wait there for "
+                           f"{kb.settings.trash_days} days (Trash tab: restore or purge); their database rows, "
+                           "vectors and L0 entries are removed now.  \n"
+                           + "  \n".join(map(escape_markdown, names[:MAX_NAMES])) + more)
                 confirm = st.container(horizontal=True)
                 confirm.button("Confirm delete", type="primary", on_click=_delete, args=(list(pending["ids"]), "bulk"))
                 confirm.button("Cancel", on_click=lambda: state.update(confirm_delete=None))
@@ -161,6 +204,10 @@ if tab_list.open:
 if tab_keywords.open:
     with tab_keywords:
         render_keyword_map(kb)
+
+if tab_trash is not None and tab_trash.open:
+    with tab_trash:
+        render_trash(kb)
 
 if tab_maintenance.open and not may_administer:
     with tab_maintenance:

@@ -274,12 +274,12 @@ def assert_consistent(kb) -> None:
 def internals(kb):
     """The stores behind a `KnowledgeBase` facade, for tests that check each store itself (the facade keeps
     them private): index (L0), folder, metadata, vectors, embedder, documents (the writer), reconciler,
-    follower, watcher and summaries."""
+    follower, watcher, summaries and trash."""
     from types import SimpleNamespace
 
     return SimpleNamespace(**{name: getattr(kb, f"_{name}") for name in (
         "index", "folder", "metadata", "vectors", "embedder", "documents", "reconciler", "follower", "watcher",
-        "summaries")})
+        "summaries", "trash")})
 
 
 # -- the console under AppTest (shared by the page tests) ----------------------------------------------------------

@@ -74,7 +74,10 @@ def bystander_text() -> bytes:
 # -- kill points ------------------------------------------------------------------------------------------------
 UPLOAD_STEPS = ("metadata.save_document", "write_atomic", "vectors.upsert", "vectors.delete_chunks_from",
                 "metadata.finish_write", "index.add")
-DELETE_STEPS = ("metadata.set_pending", "vectors.delete_document", "unlink", "metadata.delete_document")
+# A delete moves the file into the trash: the item is prepared (folder + record) before the intent record, and
+# "move" is the rename of the target into it (the record is completed with the sha256 after it: move_in:after).
+DELETE_STEPS = ("trash.prepare", "metadata.set_pending", "vectors.delete_document", "move", "trash.move_in",
+                "metadata.delete_document")
 # Embedded mode keeps BM25 in an SQLite FTS5 index beside Milvus Lite; `vectors.upsert`, `.delete_chunks_from`
 # and `.delete_document` write it first, then Milvus. "fulltext.X:after" kills between the two.
 FULLTEXT_STEPS = ("fulltext.upsert", "fulltext.delete_chunks_from", "fulltext.delete_document")
@@ -98,7 +101,7 @@ def _around(function, point: str, when: str):
 
 
 def arm(kb, point: str, target: Path) -> None:
-    """Patch ONE step (instance attribute, module function or, for the file, `Path.unlink`/`os.replace`
+    """Patch ONE step (instance attribute, module function or, for the file, `os.rename`/`os.replace`
     restricted to the target document) so that the process kills itself right before/inside/after it."""
     from kb_core.documents import folder
 
@@ -115,18 +118,18 @@ def arm(kb, point: str, target: Path) -> None:
         os.replace = replace  # write_atomic calls os.replace through the os module
     elif step == "write_atomic":
         folder.write_atomic = _around(folder.write_atomic, step, when)
-    elif step == "unlink":
-        real_unlink = Path.unlink
+    elif step == "move":
+        real_rename = os.rename
 
-        def unlink(self, *args, **kwargs):
-            mine = self == target
+        def rename(src, dst, *args, **kwargs):
+            mine = Path(src) == target
             if mine and when == "before":
-                _kill("unlink:before")
-            real_unlink(self, *args, **kwargs)
+                _kill("move:before")
+            real_rename(src, dst, *args, **kwargs)
             if mine and when == "after":
-                _kill("unlink:after")
+                _kill("move:after (the file is in the trash, its record not completed)")
 
-        Path.unlink = unlink
+        os.rename = rename  # Trash.move_in calls os.rename through the os module
     elif step.startswith("fulltext."):
         fulltext = getattr(kb._vectors, "_fulltext", None)
         if fulltext is None:

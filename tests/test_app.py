@@ -94,7 +94,7 @@ def test_two_uploaded_files_show_up_in_documents_and_one_can_be_deleted(app_root
     at.session_state[frame.key] = {"selection": {"rows": [list(table["id"]).index(2)], "columns": [], "cells": []}}
     at.run()
     at.button(key="delete-2").click().run()
-    assert "for good" in at.warning[0].value
+    assert "goes to the trash" in at.warning[0].value
     at.button(key="confirm-delete-2").click().run()
     assert not at.exception
     assert "deleted knowledge_base/api/refunds.md" in at.success[0].value

@@ -1,7 +1,8 @@
 """End to end in a real browser: `streamlit run app.py` driven by Debian's chromium through PyPI playwright.
 
-Upload a document, find it in the playground, inspect and delete it on the Documents page, and check the
-playground no longer finds it. Screenshots of each page land in `test-artifacts/` for a human to look at.
+Upload a document, find it in the playground, inspect it (a click on a cell) and delete it on the Documents page,
+check the playground no longer finds it, restore it from the Trash tab byte for byte and follow its `?doc=` link.
+Screenshots of each page land in `test-artifacts/` for a human to look at.
 Never skipped: CI installs `chromium` with apt; playwright never downloads a browser of its own.
 """
 
@@ -157,6 +158,13 @@ def _click_row(page, grid, row: int) -> None:
     _wait_idle(page)
 
 
+def _click_cell(page, grid, row: int, x: int = 300) -> None:
+    """Click a cell of a row (not its selection marker): with cell selection on, that selects the row too."""
+    grid.scroll_into_view_if_needed()
+    grid.click(position={"x": x, "y": 35 * (row + 1) + 17})
+    _wait_idle(page)
+
+
 def _look_up(page, query: str) -> None:
     from playwright.sync_api import expect
 
@@ -249,8 +257,9 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     _open(page, server, "documents", "Documents")
     expect(page.get_by_text("1 of 1 documents")).to_be_visible()
     _wait_idle(page)
-    _click_row(page, page.get_by_test_id("stDataFrame").first, 0)  # a click on the row opens the inspector
+    _click_cell(page, page.get_by_test_id("stDataFrame").first, 0)  # a click on any cell opens the inspector
     expect(page.get_by_role("heading", name="支付网关错误码定义")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page).to_have_url(re.compile(r"/documents\?doc=api(%2F|/)payment-errors\.md$"))  # a link to it
     expect(page.get_by_role("tab", name="Frontmatter")).to_be_visible()
     page.get_by_role("tab", name="Chunks").click()
     page.get_by_role("textbox", name="Search in this document's chunks").fill("幂等")
@@ -259,9 +268,9 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     _wait_idle(page)
     _screenshot(page, "documents.png")
     page.get_by_role("button", name="Delete…").click()
-    expect(page.get_by_text("for good (file, database row", exact=False)).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_text("Its file goes to the trash", exact=False)).to_be_visible(timeout=TIMEOUT_MS)
     page.get_by_role("button", name="Confirm delete").click()
-    expect(page.get_by_text(f"deleted {SOURCE}")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_text(f"deleted {SOURCE}: its file is in the trash")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.get_by_text("0 of 0 documents")).to_be_visible()
     for store in ("L0", "Database", "Milvus"):
         expect(_sidebar_metric(page, store)).to_have_text("0")
@@ -278,6 +287,35 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     raw = page.get_by_test_id("stCode")
     expect(raw).to_contain_text('"found": false')
     expect(raw).not_to_contain_text(SOURCE)
+
+    # 5. The Trash tab brings it back, byte for byte, into every store.
+    _open(page, server, "documents", "Documents")
+    page.get_by_role("tab", name="Trash").click()
+    expect(page.get_by_text("1 deleted document(s)", exact=False)).to_be_visible(timeout=TIMEOUT_MS)
+    _wait_idle(page)
+    _click_cell(page, page.get_by_test_id("stDataFrame").first, 0)
+    restore = page.get_by_role("button", name="Restore")
+    expect(restore).to_be_visible(timeout=TIMEOUT_MS)
+    _screenshot(page, "trash.png")
+    restore.click()
+    expect(page.get_by_text(f"restored {SOURCE} (indexed)")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_text("The trash is empty.")).to_be_visible()
+    for store in ("L0", "Database", "Milvus"):
+        expect(_sidebar_metric(page, store)).to_have_text("1")
+    _wait_idle(page)
+    assert on_disk.read_bytes() == PAYMENT_DOC.encode("utf-8")
+
+    # 6. A link to the document opens its inspector in a fresh page load; the playground finds it again.
+    page.goto(f"{server['url']}/documents?doc=api/payment-errors.md")
+    expect(page.get_by_role("heading", name="支付网关错误码定义")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_role("tab", name="Raw file")).to_be_visible()
+    expect(page.get_by_text("1 of 1 documents")).to_be_visible()
+    _wait_idle(page)
+    expect(page).to_have_url(re.compile(r"/documents\?doc=api(%2F|/)payment-errors\.md$"))
+    _open(page, server, "", "Lookup playground")
+    _look_up(page, "ERR_TIMEOUT")
+    expect(page.get_by_text("exact_L0", exact=True).first).to_be_visible()
+    expect(page.get_by_test_id("stCode")).to_contain_text(f'"source": "{SOURCE}"')
 
 
 @pytest.mark.timeout(300)

@@ -96,7 +96,7 @@ SERVER_CASES = [
     ("replace-more", "vectors.upsert:after"),
     ("delete", "metadata.set_pending:after"),
     ("delete", "vectors.delete_document:after"),
-    ("delete", "unlink:after"),
+    ("delete", "move:after"),
     ("delete", "metadata.delete_document:before"),
 ]
 assert set(SERVER_CASES) <= set(SQLITE_CASES)
@@ -276,6 +276,23 @@ def _check_repair(kb) -> list[str]:
     return problems
 
 
+def _check_trash(kb, scenario: str, state: str) -> list[str]:
+    """Nothing is lost: a document deleted (absent) is in the trash once, byte for byte; one still there left
+    nothing in it (a prepared item without its file is not listed)."""
+    items = kb.trash()
+    if scenario != "delete" or state != "absent":
+        return [f"the trash holds {[i.file_path for i in items]}, expected nothing"] if items else []
+    if [i.file_path for i in items] != [FILE_PATH]:
+        return [f"the trash holds {[i.file_path for i in items]}, expected {FILE_PATH} once"]
+    item, expected = items[0], child.version_text("alpha", child.LONG)
+    problems = []
+    if (internals(kb).trash.directory / item.item_id / item.relative_path).read_bytes() != expected:
+        problems.append("the trashed file is not the deleted version")
+    if item.sha256 not in (None, _sha(expected)):
+        problems.append("the trash record's sha256 is not the deleted version's")
+    return problems
+
+
 def check_after_crash(kb, scenario: str) -> tuple[str, list[str]]:
     """Everything the reopened knowledge base must satisfy; returns the target's state and the problems."""
     problems = []
@@ -288,6 +305,7 @@ def check_after_crash(kb, scenario: str) -> tuple[str, list[str]]:
         problems += incoherent
     elif state not in ALLOWED[scenario]:
         problems.append(f"ended {state}, but a {scenario} may only end {sorted(ALLOWED[scenario])}")
+    problems += _check_trash(kb, scenario, state)
     bystander = internals(kb).metadata.get_by_path(BYSTANDER_PATH)
     if (bystander is None or bystander.content_sha256 != _sha(child.bystander_text())
             or len(internals(kb).vectors.chunks_of(bystander.id)) != bystander.chunk_count
@@ -296,6 +314,10 @@ def check_after_crash(kb, scenario: str) -> tuple[str, list[str]]:
     if state != "incoherent":
         problems += _check_lookup(kb, state)
     problems += _check_repair(kb)
+    if scenario == "delete" and state == "absent" and not problems:  # and it comes back from the trash whole
+        kb.restore(FILE_PATH)
+        problems += [f"after restoring from the trash: {p}" for p in _version_state(kb, "alpha", child.LONG)]
+        problems += [f"the trash still holds {i.file_path} after its restore" for i in kb.trash()]
     return state, problems
 
 

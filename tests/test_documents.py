@@ -260,21 +260,29 @@ def test_failed_delete_leaves_a_state_that_a_retry_completes(kb, monkeypatch, tm
 
 
 def test_failed_file_removal_is_recorded_and_retry_completes(kb, monkeypatch, tmp_path):
+    """The file cannot be moved into the trash: the row says so, the file stays, the prepared trash item is
+    taken back, and deleting again finishes."""
+    import os
     from pathlib import Path
 
     internals(kb).follower.stop()  # the retry is this test's to make (see above)
     record = kb.upload("a.md", PAYMENT.encode(), "api").document
+    real_rename = os.rename
 
-    def refuse(self, missing_ok=False):
-        raise PermissionError("injected: read-only file system")
+    def refuse(src, dst, *args, **kwargs):
+        if Path(src) == tmp_path / "knowledge_base/api/a.md":
+            raise PermissionError("injected: read-only file system")
+        return real_rename(src, dst, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "unlink", refuse)
-    with pytest.raises(DocumentError, match="delete file"):
+    monkeypatch.setattr(os, "rename", refuse)
+    with pytest.raises(DocumentError, match="move to the trash failed"):
         kb.delete(record.id)
     monkeypatch.undo()
     row = kb.get(record.id)
     assert row.status == DocumentStatus.FAILED and "deletion incomplete" in row.last_error
+    assert (tmp_path / "knowledge_base/api/a.md").read_bytes() == PAYMENT.encode() and kb.trash() == []
     assert kb.delete(record.id).deleted
+    assert [item.file_path for item in kb.trash()] == ["knowledge_base/api/a.md"]
     assert_consistent(kb)
 
 

@@ -249,13 +249,14 @@ def test_deleting_from_the_inspector_confirms_next_to_the_button(root):
     at = click_row(documents_page(), "file", EXTRA)
     doc_id = int(table(at, "file")[1].set_index("file").loc[EXTRA, "id"])
     at.button(key=f"delete-{doc_id}").click().run()
-    assert f"Delete `{EXTRA}` for good" in at.warning[0].value
+    assert f"Delete `{EXTRA}`? Its file goes to the trash for 30 days" in at.warning[0].value
     assert (root / EXTRA).exists()
     at.button(key=f"confirm-delete-{doc_id}").click().run()
     assert not at.exception, at.exception
     assert f"deleted {EXTRA}" in at.success[0].value
     assert EXTRA not in set(table(at, "file")[1]["file"])
     assert not (root / EXTRA).exists()
+    assert "doc" not in at.query_params  # the link went with the document
 
 
 def test_documents_whose_file_is_gone_are_removed_by_reconcile_when_asked(root):
@@ -308,3 +309,134 @@ def test_every_document_shows_its_language_and_the_list_filters_by_it(root):
     files = set(table(at, "file")[1]["file"])
     assert ZH_LIMIT_REQ in files and EN_LIMIT_REQ not in files
     assert files == {f for f, language in lang.items() if language == "zh"}
+
+
+# -- a click anywhere on a row, `?doc=` links, select-all into the trash, the Trash tab (issue 24) --------------
+def click_cell(at: AppTest, column: str, value: str, *, cell: str | None = None) -> AppTest:
+    """Click one cell (in column `cell`, default `column`) of the row whose `column` equals `value`, as a click
+    on it in the browser does: no checkbox."""
+    frame, rows = table(at, column)
+    index = list(rows[column]).index(value)
+    at.session_state[frame.key] = {"selection": {"rows": [], "columns": [], "cells": [[index, cell or column]]}}
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def linked_page(doc_param: str) -> AppTest:
+    """The Documents page opened at `/documents?doc=<doc_param>` in a fresh session."""
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.run()
+    at.query_params["doc"] = doc_param
+    at.switch_page("../pages/documents.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_a_click_on_any_cell_opens_the_inspector_and_puts_the_document_in_the_url(root):
+    at = click_cell(documents_page(), "file", EXTRA, cell="title")
+    assert "Plugin configuration" in [h.value for h in at.subheader]
+    assert at.query_params.get("doc") == "gateway/plugin-config.md"
+    at = click_cell(at, "file", EN_LIMIT_REQ, cell="keywords")  # another row: the inspector and the link follow
+    assert "limit-req" in [h.value for h in at.subheader] and "Plugin configuration" not in at.subheader.values
+    assert at.query_params.get("doc") == "gateway/limit-req.md"
+    frame, _ = table(at, "file")
+    at.session_state[frame.key] = {"selection": {"rows": [], "columns": [], "cells": []}}  # unselected
+    at.run()
+    assert not at.exception, at.exception
+    assert "limit-req" not in [h.value for h in at.subheader] and "doc" not in at.query_params
+
+
+def test_a_doc_link_opens_that_documents_inspector(root):
+    at = linked_page("gateway/plugin-config.md")
+    assert "Plugin configuration" in [h.value for h in at.subheader]
+    assert {"Content", "Frontmatter", "Raw file", "Chunks"} <= {t.label for t in at.tabs}
+    frame, rows = table(at, "file")
+    assert at.session_state[frame.key]["selection"]["rows"] == [list(rows["file"]).index(EXTRA)]  # its row
+    assert at.query_params.get("doc") == "gateway/plugin-config.md"
+    # a path as the list shows it works too; Chinese and nested paths as well
+    at = linked_page(ZH_LIMIT_REQ)
+    assert at.query_params.get("doc") == "gateway-zh/limit-req.md"
+    assert any("limit-req" in h.value for h in at.subheader) and at.code[0].value.startswith("---")
+
+
+def test_a_doc_link_to_an_unknown_path_says_so(root):
+    at = linked_page("gateway/no-such-page.md")
+    assert any("No document at `gateway/no-such-page.md`" in w.value and "Trash" in w.value for w in at.warning)
+    assert not [t for t in at.tabs if t.label == "Raw file"]
+    at = linked_page("../../etc/passwd")
+    assert any("No document at" in w.value for w in at.warning)
+
+
+def test_select_all_shown_moves_the_filtered_documents_to_the_trash(root):
+    at = documents_page()
+    at.multiselect(key="filter_category").set_value(["gateway-zh"]).run()
+    files = set(table(at, "file")[1]["file"])
+    assert len(files) > 3 and all(f.startswith("knowledge_base/gateway-zh/") for f in files)
+    at.checkbox(key="bulk_all").check().run()
+    at.button(key="bulk-delete").click().run()
+    assert not at.exception, at.exception
+    warning = next(w.value for w in at.warning if w.value.startswith("Move "))
+    assert warning.startswith(f"Move {len(files)} document(s) to the trash?") and ZH_LIMIT_REQ in warning
+    assert (root / ZH_LIMIT_REQ).exists()  # nothing before the confirmation
+    next(b for b in at.button if b.label == "Confirm delete").click().run()
+    assert not at.exception, at.exception
+    assert any(f"moved {len(files)} documents to the trash" in s.value for s in at.success)
+    assert not any((root / f).exists() for f in files)
+    assert at.checkbox(key="bulk_all").value is False
+    at = documents_page("Trash")
+    trashed = table(at, "deleted (UTC)")[1]
+    assert set(trashed["file"]) == files and set(trashed["by"]) == {"console"}  # the console's user
+
+
+def test_the_trash_tab_restores_and_asks_before_replacing(root):
+    original = (root / EXTRA).read_bytes()
+    at = click_row(documents_page(), "file", EXTRA)
+    doc_id = int(table(at, "file")[1].set_index("file").loc[EXTRA, "id"])
+    at.button(key=f"delete-{doc_id}").click().run()
+    at.button(key=f"confirm-delete-{doc_id}").click().run()
+    assert not (root / EXTRA).exists()
+
+    at = documents_page("Trash")
+    assert any("1 deleted document(s)" in c.value for c in at.caption)
+    at = click_cell(at, "file", EXTRA, cell="deleted (UTC)")
+    restore = next(b for b in at.button if b.label == "Restore")
+    restore.click().run()
+    assert not at.exception, at.exception
+    assert any(f"restored {EXTRA} (indexed)" in s.value for s in at.success)
+    assert (root / EXTRA).read_bytes() == original
+    assert any("The trash is empty" in i.value for i in at.info)
+    at = documents_page()
+    assert EXTRA in set(table(at, "file")[1]["file"])
+
+    # deleted again, and a new file put at its path meanwhile: Restore asks first
+    doc_id = int(table(at, "file")[1].set_index("file").loc[EXTRA, "id"])
+    at = click_row(at, "file", EXTRA)
+    at.button(key=f"delete-{doc_id}").click().run()
+    at.button(key=f"confirm-delete-{doc_id}").click().run()
+    write_doc(root, EXTRA, doc("Plugin configuration v2", ["plugin_attr"]))
+    at = click_row(documents_page("Trash"), "file", EXTRA, table_with="deleted (UTC)")
+    next(b for b in at.button if b.label == "Restore").click().run()
+    assert not at.exception, at.exception
+    assert any("exists again" in w.value and "Replace it" in w.value for w in at.warning)
+    assert "Plugin configuration v2" in (root / EXTRA).read_text(encoding="utf-8")  # asked, nothing written
+    next(b for b in at.button if b.label == "Replace").click().run()
+    assert not at.exception, at.exception
+    assert any(f"restored {EXTRA}" in s.value for s in at.success)  # over a file put there by hand
+    assert (root / EXTRA).read_bytes() == original
+
+
+def test_the_trash_tab_purges_after_asking(root):
+    at = click_row(documents_page(), "file", EXTRA)
+    doc_id = int(table(at, "file")[1].set_index("file").loc[EXTRA, "id"])
+    at.button(key=f"delete-{doc_id}").click().run()
+    at.button(key=f"confirm-delete-{doc_id}").click().run()
+    at = click_row(documents_page("Trash"), "file", EXTRA, table_with="deleted (UTC)")
+    next(b for b in at.button if b.label == "Purge…").click().run()
+    assert any(f"Purge `{EXTRA}` for good" in w.value for w in at.warning)
+    assert any((root / "kb_trash").iterdir())
+    next(b for b in at.button if b.label == "Confirm purge").click().run()
+    assert not at.exception, at.exception
+    assert any(f"purged {EXTRA}" in s.value for s in at.success)
+    assert not any((root / "kb_trash").iterdir())
+    assert any("The trash is empty" in i.value for i in at.info)

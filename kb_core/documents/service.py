@@ -3,8 +3,10 @@
 Everything that can fail without side effects (validation, parsing, chunking, embedding) runs before the
 first write. The writes then go file -> database row (uncommitted) -> Milvus -> commit -> L0, and a failure
 undoes the earlier steps in reverse (decision D5): the previous file bytes and vectors are kept in memory
-for that. Deletion goes vectors -> file -> L0 -> row, so a failure part-way leaves a row that `reconcile`
-(or deleting again) finishes. Bringing the stores back into agreement after anything else lives in `reconcile`.
+for that. Deletion moves the file into the trash (`trash.py`): trash item prepared -> intent record -> vectors ->
+file moved into the trash -> L0 -> row, so a failure part-way leaves a row that `reconcile` (or deleting again)
+finishes, and the file is in the knowledge base or in the trash at every moment. Restoring a trashed document
+is an upload of its bytes. Bringing the stores back into agreement after anything else lives in `reconcile`.
 
 A backend that did not answer in time (a frozen database or Milvus server) is not asked again by the undo: that
 would make the caller wait a second timeout. The file is restored at once and the row stays PENDING (the intent
@@ -20,6 +22,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -29,11 +32,20 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Protocol
 
+from kb_core.access import acting_name
 from kb_core.documents.chunking import FRONTMATTER_HEADING, Chunk, chunk_markdown
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.folder import KnowledgeFolder, checked_sha256, decode_markdown
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
-from kb_core.errors import DocumentConflictError, DocumentError, FrontmatterError, KnowledgeBaseError, UploadRejected
+from kb_core.documents.trash import Trash, TrashItem, TrashSlot
+from kb_core.errors import (
+    DocumentConflictError,
+    DocumentError,
+    FrontmatterError,
+    KnowledgeBaseError,
+    RestoreConflictError,
+    UploadRejected,
+)
 from kb_core.progress import Progress, no_progress
 from kb_core.storage.db_models import DocumentStatus
 from kb_core.storage.metadata_store import DocumentRecord, DocumentValues
@@ -67,6 +79,7 @@ class DeleteOutcome:
     deleted: bool
     file_path: str | None
     message: str
+    trashed: TrashItem | None = None  # where the file went; None when there was no file to keep
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,13 @@ def owner_is_gone(owner: str | None, own: str) -> bool:
     return False
 
 
+def _is_regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _values_of(record: DocumentRecord) -> DocumentValues:
     return DocumentValues(**{f.name: getattr(record, f.name) for f in fields(DocumentValues)})
 
@@ -172,10 +192,12 @@ class DocumentService:
         vectors: ChunkStore,
         embedder: Embedder | None,
         *,
+        trash: Trash,
         max_upload_bytes: int,
         backend_timeout: float = 10.0,
     ):
         self._folder = folder
+        self._trash = trash
         self._l0 = l0
         self._metadata = metadata
         self._vectors = vectors
@@ -489,8 +511,10 @@ class DocumentService:
 
     # -- delete --------------------------------------------------------------------------------------
     def delete(self, doc_id: int) -> DeleteOutcome:
-        """Intent record first (row PENDING "delete"), then vectors -> file -> L0 -> row. A failure or a crash
-        part-way leaves the row marked, and deleting again (or opening the knowledge base) finishes it."""
+        """Into the trash: a trash item is prepared first (a trash that cannot be written deletes nothing), then
+        the intent record (row PENDING "delete"), then vectors -> file moved into the trash -> L0 -> row. A
+        failure or a crash part-way leaves the row marked, and deleting again (or opening the knowledge base)
+        finishes it, moving the file into the trash if it is still in the knowledge base."""
         try:
             row = self._metadata.get(doc_id)
         except KnowledgeBaseError as exc:
@@ -500,34 +524,91 @@ class DocumentService:
         with self.locked(row.file_path):
             try:
                 row = self._metadata.get(doc_id)  # again, under the locks
-                if row is None:
-                    return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
-                self._metadata.set_pending(doc_id, "delete", self.owner)
             except KnowledgeBaseError as exc:
                 raise DocumentError("database", f"{exc}; nothing was deleted") from exc
-            self.finish_delete(row)
-        log.info("deleted document %d (%s)", doc_id, row.file_path)
-        return DeleteOutcome(True, row.file_path, f"deleted {row.file_path}")
+            if row is None:
+                return DeleteOutcome(False, None, f"document {doc_id} does not exist (already deleted?)")
+            try:
+                slot = self._trash_slot(row)
+            except OSError as exc:
+                raise DocumentError("move to the trash", f"the trash ({self._trash.directory}) cannot be written: "
+                                                         f"{exc}; nothing was deleted") from exc
+            try:
+                self._metadata.set_pending(doc_id, "delete", self.owner)
+            except KnowledgeBaseError as exc:
+                if slot is not None:
+                    self._trash.abandon(slot)
+                raise DocumentError("database", f"{exc}; nothing was deleted") from exc
+            trashed = self.finish_delete(row, slot)
+        log.info("deleted document %d (%s)%s", doc_id, row.file_path,
+                 f", its file is in the trash ({trashed.item_id})" if trashed else "")
+        message = f"deleted {row.file_path}: " + ("its file is in the trash" if trashed is not None
+                                                   else "there was no file to keep in the trash")
+        return DeleteOutcome(True, row.file_path, message, trashed)
 
-    def finish_delete(self, row: DocumentRecord) -> None:
+    def _trash_slot(self, row: DocumentRecord) -> TrashSlot | None:
+        """A trash item for the row's file, or None when its path holds no regular file (gone, or a link: a link
+        is removed, never what it names). `OSError` when the trash cannot be written."""
+        real = self._folder.lexical_path(row.file_path)
+        relative = self._folder.relative_of(row.file_path)
+        if real is None or relative is None or not _is_regular(real):
+            return None
+        # recovery of an interrupted delete: when it was asked for (set_pending's time) and by whom
+        asked = row.updated_at if row.pending_operation == "delete" else None
+        return self._trash.prepare(relative, deleted_by=acting_name() or row.changed_by, deleted_at=asked,
+                                   document_id=row.id)
+
+    def finish_delete(self, row: DocumentRecord, slot: TrashSlot | None = None) -> TrashItem | None:
+        """Vectors -> file into the trash -> L0 -> row, for a row marked PENDING "delete". The trash item the
+        file went to (None: there was no regular file at its path)."""
         try:
             self._vectors.delete_document(row.id)
         except Exception as exc:  # noqa: BLE001
+            if slot is not None:
+                self._trash.abandon(slot)
             raise DocumentError("delete vectors", f"{exc}; the document is marked for deletion: delete it again "
                                                   "(or reopen / reconcile) to finish") from exc
         # the path itself, never where a link points: deleting removes the link, not a file elsewhere
         real = self._folder.lexical_path(row.file_path)
+        trashed = None
         try:
-            if real is not None:
-                real.unlink(missing_ok=True)
+            if real is not None and _is_regular(real):
+                slot = slot or self._trash_slot(row)
+                if slot is not None:
+                    trashed = self._trash.move_in(slot, real)
+            else:
+                if slot is not None:
+                    self._trash.abandon(slot)
+                if real is not None:
+                    real.unlink(missing_ok=True)  # a link, or something else put in its place: no document bytes
         except OSError as exc:
-            self._mark_incomplete(row.id, f"deletion incomplete: the file could not be removed ({exc})")
-            raise DocumentError("delete file", f"{exc}; the vectors are gone, delete again to finish") from exc
+            if slot is not None:
+                self._trash.abandon(slot)
+            self._mark_incomplete(row.id, f"deletion incomplete: the file could not be moved to the trash ({exc})")
+            raise DocumentError("move to the trash", f"{exc}; the vectors are gone, delete again to finish") from exc
         self._l0.remove(row.file_path)
         try:
             self._metadata.delete_document(row.id)
         except KnowledgeBaseError as exc:
             raise DocumentError("delete row", f"{exc}; file and vectors are gone, delete again to finish") from exc
+        return trashed
+
+    # -- restore -------------------------------------------------------------------------------------
+    def restore(self, item: TrashItem, *, replace: bool = False, progress: Progress = no_progress) -> UploadOutcome:
+        """Bring a trashed document back byte for byte through the upload (validation, the path rule, every
+        store, the change feed), then take it out of the trash. A file at its path again is a
+        `RestoreConflictError` (nothing written, the item stays) unless `replace=True`; the very same bytes there
+        already (a restore cut short before the item was removed) count as restored."""
+        data = self._trash.read(item)
+        try:
+            outcome = self.upload(item.file_name, data, item.category, create_only=not replace, progress=progress)
+        except DocumentConflictError as exc:
+            if exc.current != sha256(data):
+                raise RestoreConflictError(item.file_path, exc.current) from exc
+            outcome = self.upload(item.file_name, data, item.category, if_match=exc.current, progress=progress)
+        self._trash.remove(item)  # after the upload: a kill in between leaves the item; restoring it again is a no-op
+        log.info("restored %s from the trash (%s): %s", item.file_path, item.item_id, outcome.action)
+        return outcome
 
     def _mark_incomplete(self, doc_id: int, message: str) -> None:
         try:

@@ -315,12 +315,14 @@ class MetadataStore(ToolCallQueries):
             return row.id
 
     def set_pending(self, doc_id: int, operation: str, owner: str) -> None:
-        """Record that `operation` on the row is in flight (status PENDING) before anything else is touched."""
+        """Record that `operation` on the row is in flight (status PENDING) before anything else is touched, and
+        who asked for it (recovery finishing a killed delete records them with the trashed file)."""
         with self._write("record the pending operation") as session:
             row = session.get(ApiDocument, doc_id)
             if row is not None:
                 row.status, row.pending_operation, row.pending_owner = DocumentStatus.PENDING, operation, owner
                 row.updated_at = utcnow()
+                row.changed_by = acting_name() or row.changed_by
 
     def finish_write(self, doc_id: int, status: DocumentStatus = DocumentStatus.INDEXED,
                      last_error: str | None = None) -> None:

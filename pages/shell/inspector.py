@@ -1,5 +1,6 @@
 """The Documents page's inspector: one document's content (cleaned as an agent reads it), frontmatter, raw file
-and chunks, with its actions (download, re-index, delete with the confirmation right under the button)."""
+and chunks, with its actions (download, re-index, delete into the trash with the confirmation right under the
+button)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
             state.confirm_delete = {"ids": [doc.id], "where": "inspector"}
         pending = state.get("confirm_delete")
         if pending and pending.get("where") == "inspector" and pending.get("ids") == [doc.id]:
-            st.warning(f"Delete {inline_code(doc.file_path)} for good (file, database row, vectors and L0 entry)?")
+            st.warning(f"Delete {inline_code(doc.file_path)}? Its file goes to the trash for "
+                       f"{kb.settings.trash_days} days (Trash tab: restore or purge); its database row, vectors and "
+                       "L0 entry are removed now.")
             confirm = st.container(horizontal=True)
             confirm.button("Confirm delete", type="primary", key=f"confirm-delete-{doc.id}", on_click=on_delete,
                            args=([doc.id], "inspector"))

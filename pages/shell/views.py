@@ -44,6 +44,31 @@ def selected_row(event) -> int | None:
     return rows[0] if rows else None
 
 
+# A table whose click anywhere on a row picks it: the row's checkbox selects the row, a click on any cell
+# selects that cell (and so its row). Give it to `st.dataframe(..., on_select="rerun")`.
+ROW_OR_CELL = ["single-row", "single-cell"]
+
+
+def clicked_row(event, key: str) -> int | None:
+    """The row a `ROW_OR_CELL` table's selection points at: the selected row, or the row of the selected cell.
+    When both are set and point at different rows, the one that changed last wins (remembered under `key`)."""
+    selection = event.selection if event is not None else None
+    rows = tuple(int(r) for r in selection.rows) if selection is not None else ()
+    cells = tuple(int(c[0]) for c in selection.cells) if selection is not None else ()
+    state = st.session_state
+    before_rows, before_cells, before = state.get(f"_clicked-{key}", ((), (), None))
+    if cells and cells != before_cells:
+        row = cells[0]
+    elif rows and rows != before_rows:
+        row = rows[0]
+    elif before is not None and (before in rows or before in cells):
+        row = before
+    else:
+        row = rows[0] if rows else (cells[0] if cells else None)
+    state[f"_clicked-{key}"] = (rows, cells, row)
+    return row
+
+
 def field_value(value: Any) -> str:
     """A frontmatter value as one readable cell: lists joined, mappings as compact JSON, never `{...}`."""
     if value is None:
