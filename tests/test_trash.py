@@ -349,6 +349,20 @@ def test_a_knowledge_base_at_the_app_root_keeps_its_trash_hidden_from_the_scan(o
     assert_consistent(kb)
 
 
+def test_a_knowledge_base_configured_as_dot_deletes_and_restores_its_files(open_kb, tmp_path):
+    """KB_BASE_PATH=. : display paths have no base prefix (`plugins/limit-req.md`)."""
+    kb = open_kb(base_path=".")
+    record = kb.upload("limit-req.md", ORIGINAL, "plugins").document
+    assert record.file_path == "plugins/limit-req.md"
+    item = kb.delete(record.id).trashed
+    assert not (tmp_path / "plugins/limit-req.md").exists() and _file_of(kb, item).read_bytes() == ORIGINAL
+    assert kb.reconcile().added == () and kb.documents() == []  # gone, not found again
+    kb.restore(item)
+    assert (tmp_path / "plugins/limit-req.md").read_bytes() == ORIGINAL
+    assert [d.file_path for d in kb.documents()] == ["plugins/limit-req.md"]
+    assert_consistent(kb)
+
+
 # -- two knowledge bases on one database ------------------------------------------------------------------------------
 def test_another_knowledge_base_drops_and_regains_the_document(tmp_path, db_url):
     with two_knowledge_bases(tmp_path, db_url, refresh_interval=0.2) as (a, b):

@@ -312,6 +312,12 @@ class KnowledgeFolder:
         """`knowledge_base/api/x.md` for `api/x.md`: the base as configured joined with the relative path."""
         return str(self._display_base / PurePosixPath(Path(relative).as_posix()))
 
+    def _display_prefix(self) -> str:
+        """What every display path starts with: `knowledge_base/`, or nothing for a base configured as `.`
+        (whose display paths are `api/x.md`)."""
+        base = str(self._display_base)
+        return "" if base == "." else base + "/"
+
     def resolve(self, file_path: str | os.PathLike[str]) -> Path | None:
         """The real path of a display path (or an absolute one), or `None` when it lies outside the base."""
         if not isinstance(file_path, (str, os.PathLike)):
@@ -328,7 +334,7 @@ class KnowledgeFolder:
         """The on-disk path of a display path *without* following links (what to unlink), or `None` when it is
         not under the base or its folder is not where it says (a linked folder on the way: the file there has a
         path of its own, and unlinking through the alias would remove that file)."""
-        prefix = str(self._display_base) + "/"
+        prefix = self._display_prefix()
         if not isinstance(file_path, str) or not file_path.startswith(prefix):
             return None
         relative = PurePosixPath(file_path[len(prefix):])
@@ -361,12 +367,11 @@ class KnowledgeFolder:
         """`api/x.md` for an absolute path under the base or a display path; "" for the base; else `None`.
         Links are not followed: a deleted file has nothing to resolve."""
         candidate = Path(path)
-        display = self.display_path("")
         if not candidate.is_absolute():
-            text = candidate.as_posix()
-            if text != display and not text.startswith(display + "/"):
+            text, prefix = candidate.as_posix(), self._display_prefix()
+            if text != self.display_path("") and not text.startswith(prefix):
                 return None
-            candidate = self._base / text[len(display) + 1:]
+            candidate = self._base / text[len(prefix):]
         try:
             relative = candidate.relative_to(self._base).as_posix()
         except ValueError:
