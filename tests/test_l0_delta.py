@@ -169,3 +169,50 @@ def test_term_order_follows_the_first_claimant_as_a_full_build_numbers_terms():
     index.remove(PATHS[0])
     index.add(_entry(PATHS[0], ["AI Security"], "", 0))  # now after "AI" in index order
     assert index.match("ai").matched_terms == ("ai", normalize_term("AI Security"))
+
+
+def _lookups(index: KnowledgeIndex, hits: list) -> list:
+    """The agent JSON and the trace's decision of every query, as `HybridLookup` answers them."""
+    from conftest import RecordingL1
+
+    from kb_core import HybridLookup
+
+    lookup = HybridLookup(index, RecordingL1(hits))
+    found = []
+    for query in QUERIES:
+        result = lookup.lookup(query)
+        trace = {k: v for k, v in result.trace.to_dict().items() if k not in ("requestId", "timingsMs")}
+        found.append((result.to_dict(), trace))
+    return found
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lookups_after_refreshed_files_answer_as_with_an_index_built_in_full(tmp_path, seed):
+    """The same through files and `refresh()` (as the change feed applies them), compared on whole lookups:
+    primary, confidence, the generic decision, alternatives, translations, the trace."""
+    import random
+
+    from kb_core import L1Hit
+
+    rng = random.Random(seed)
+    incremental = KnowledgeIndex("knowledge_base", app_root=tmp_path, synonyms=SYNONYMS)
+    incremental.settle = 3600.0
+    full = KnowledgeIndex("knowledge_base", app_root=tmp_path, synonyms=SYNONYMS)
+    full.delta_limit = 0
+    hits = [L1Hit(content=f"passage {i}", source=PATHS[i], score=0.03) for i in (2, 5, 7)]
+    for step in range(40):
+        path = PATHS[rng.randrange(len(PATHS))]
+        if rng.random() < 0.25:
+            (tmp_path / path).unlink(missing_ok=True)
+        else:
+            group = rng.choice(GROUPS)
+            keywords = rng.sample(KEYWORDS, rng.randint(1, 4))
+            extra = f"translationKey: {group}\n" if group else ""
+            (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / path).write_text(f"---\ntitle: T{step}\nkeywords: [{', '.join(keywords)}]\n{extra}"
+                                         f"summary: s\n---\n\n# Body {step}\n\nText.\n", encoding="utf-8")
+        for index in (incremental, full):
+            index.refresh(path)
+        if step % 10 == 9:
+            incremental.compact()
+        assert _lookups(incremental, hits) == _lookups(full, hits)
