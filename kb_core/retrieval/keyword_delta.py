@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Sequence
 from itertools import compress
 from typing import TYPE_CHECKING, Any
@@ -194,6 +195,7 @@ class DeltaSnapshot(L0View):
         self._multi = len(base.group_members)  # groups of several documents
         self._lock = threading.Lock()
         self._consolidated: Snapshot | None = None
+        self.build_seconds = 0.0  # how long `consolidated()` took
         self._bind()
 
     def _bind(self) -> None:
@@ -223,7 +225,7 @@ class DeltaSnapshot(L0View):
         """This view with each change applied in turn (the containers copied once, the terms recounted once)."""
         new: DeltaSnapshot = object.__new__(DeltaSnapshot)
         new.__dict__.update(self.__dict__)
-        new._lock, new._consolidated = threading.Lock(), None
+        new._lock, new._consolidated, new.build_seconds = threading.Lock(), None, 0.0
         new._entries, new._terms_at, new._moved = dict(self._entries), dict(self._terms_at), dict(self._moved)
         new._claims, new._members, new._group_ids = dict(self._claims), dict(self._members), dict(self._group_ids)
         new._bind()  # the views now read the copies, which the changes below update in place
@@ -413,8 +415,10 @@ class DeltaSnapshot(L0View):
         """The full `Snapshot` of the same entries: built once (a second caller waits for the first)."""
         with self._lock:
             if self._consolidated is None:
+                started = time.perf_counter()
                 self._consolidated = Snapshot(self.live_entries(), self.matching, self._cache, self.generic_docs,
                                               self.synonyms)
+                self.build_seconds = time.perf_counter() - started
             return self._consolidated
 
     def suggester(self) -> Suggester:

@@ -8,10 +8,11 @@ Readers never lock. Writers build a new immutable view under a lock and then swa
 sees the index either before or after an upload, never half-way (the spirit of decision I2's
 CopyOnWriteArrayList). A change does not rebuild everything: the new view is the last full `Snapshot` plus a
 delta of the changed entries (`keyword_delta.DeltaSnapshot`, answering exactly as a full rebuild would), built
-in time of the change, not of the index. Once the delta holds `DELTA_LIMIT` changes, or `SETTLE` seconds after
-the last one, a background thread builds the full snapshot and swaps it in (writers go on meanwhile; their
-changes are replayed onto it). `bulk()` collects a batch of changes: a small batch is applied as deltas at its
-end, a large one (a reconcile) rebuilds once.
+in time of the change, not of the index. Once the delta holds `DELTA_LIMIT` changes, or changes settled (`SETTLE`
+seconds after the last one, and at least ten times as long as the last full build took, so that a trickle of
+changes does not keep a core rebuilding), a background thread builds the full snapshot and swaps it in (writers
+go on meanwhile; their changes are replayed onto it). `bulk()` collects a batch of changes: a small batch is
+applied as deltas at its end, a large one (a reconcile) rebuilds once.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class KnowledgeIndex:
         self.delta_limit = self.DELTA_LIMIT
         self.settle = self.SETTLE
         self._changed_at = 0.0
+        self._fold_seconds = 0.0  # how long the last full build in the background took
         self._fold_wake = threading.Event()
         self._folder_thread: threading.Thread | None = None
         # the changes applied while the background rebuild runs (replayed onto its snapshot); None: not running
@@ -193,7 +195,8 @@ class KnowledgeIndex:
         return self._matching
 
     DELTA_LIMIT = 256  # changes a delta holds before the full rebuild runs at once; 0: every change rebuilds
-    SETTLE = 2.0  # seconds without a change before the delta is folded into a full rebuild
+    SETTLE = 2.0  # seconds without a change before the delta is folded into a full rebuild (see `_settled_after`)
+    FOLD_SHARE = 0.1  # ... and the background rebuild's share of the time when changes trickle in
 
     def _entry(self, file_path: str) -> KnowledgeEntry | None:
         """The entry at `file_path` as the changes so far leave it (those collected by `bulk()` included)."""
@@ -258,7 +261,8 @@ class KnowledgeIndex:
                 if not view.delta_size:
                     self._folder_thread = None
                     return
-                wait = 0.0 if view.delta_size >= self.delta_limit else self._changed_at + self.settle - time.monotonic()
+                wait = 0.0 if view.delta_size >= self.delta_limit else \
+                    self._changed_at + self._settled_after() - time.monotonic()
                 self._fold_wake.clear()
             if wait > 0:
                 self._fold_wake.wait(wait)
@@ -270,6 +274,11 @@ class KnowledgeIndex:
                 with self._write_lock:
                     self._changed_at = time.monotonic()
 
+    def _settled_after(self) -> float:
+        """Seconds after the last change before the delta is folded in: `settle`, or longer when a full build
+        costs more than `FOLD_SHARE` of that (about 1.5 s of CPU at 100,000 documents)."""
+        return max(self.settle, self._fold_seconds / self.FOLD_SHARE)
+
     def _fold(self, view: L0View) -> bool:
         """Build `view` in full and swap it in, with the changes made meanwhile replayed onto it; True when it
         was swapped in (False: a full rebuild or a bulk end replaced everything first)."""
@@ -278,7 +287,8 @@ class KnowledgeIndex:
             if self._snapshot is not view:
                 return False
             self._journal = journal
-        folded: L0View = view.consolidated()  # the long part: no lock held
+        folded: L0View = view.consolidated()  # the long part: no lock held (shared with the suggester's build)
+        self._fold_seconds = view.build_seconds
         done = 0
         while True:
             with self._write_lock:
