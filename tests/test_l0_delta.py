@@ -159,6 +159,9 @@ def test_a_synonym_reload_during_a_batch_rebuilds_at_its_end(tmp_path):
         index.save_synonyms((("限流", "rate limiting"),))
     assert [m.entry.file_path for m in index.match("rate limiting")] == [PATHS[0]]
     assert not isinstance(index.view, DeltaSnapshot)
+    with index.bulk():  # a batch without changes: the groups apply at once
+        index.save_synonyms((("cors", "跨域"),))
+    assert [m.entry.file_path for m in index.match("跨域")] == [PATHS[1]] and not index.match("rate limiting")
 
 
 def test_term_order_follows_the_first_claimant_as_a_full_build_numbers_terms():

@@ -385,7 +385,7 @@ class KnowledgeIndex:
             if groups == self._file_synonyms and not force:
                 return False
             self._file_synonyms = groups
-            if not self._bulk_depth:  # (the end of a bulk() sees the new groups and rebuilds)
+            if not self._bulk_changes:  # (the end of a bulk() with changes sees the new groups and rebuilds)
                 self._rebuild(self._snapshot.live_entries())
         log.info("synonyms reloaded: %d group(s)", len(self.synonyms()))
         return True
