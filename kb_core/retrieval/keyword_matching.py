@@ -123,18 +123,28 @@ class Snapshot(L0View):
         self.size = self.count = len(entries)  # positions (a delta's may have gaps) and documents
         self.matching = matching
         self.position = {entry.file_path: i for i, entry in enumerate(entries)}
-        postings: dict[str, list[int]] = {}
+        # Term ids in order of first claimant. The posting lists are grouped out of two flat arrays (term id,
+        # position) rather than collected in a list per term: 100,000 documents would make 150,000 young lists
+        # that survive into the oldest generation and make the garbage collector walk the whole heap (a pause
+        # of a few hundred ms for every thread) while the snapshot is built.
+        term_id: dict[str, int] = {}
+        claims: list[int] = []  # term id of each (document, keyword), in position order
+        claimants: list[int] = []  # ... and its position
         normalized: list[tuple[str, ...]] = []
         cache = normalized_cache if normalized_cache is not None else {}
         for pos, entry in enumerate(entries):
             own = entry_terms(entry, cache)
             for term in own:
-                postings.setdefault(term, []).append(pos)
+                claims.append(term_id.setdefault(term, len(term_id)))
+            claimants += [pos] * len(own)
             normalized.append(own)
         self.normalized_keywords = tuple(normalized)
-        self.terms: tuple[str, ...] = tuple(postings)
-        self.term_id = {term: i for i, term in enumerate(self.terms)}
-        self.postings: tuple[np.ndarray, ...] = tuple(np.array(p, dtype=np.int32) for p in postings.values())
+        self.terms: tuple[str, ...] = tuple(term_id)
+        self.term_id = term_id
+        by_term = np.array(claims, dtype=np.int32)
+        order = np.argsort(by_term, kind="stable")  # by term, positions ascending within each
+        sorted_terms, sorted_positions = by_term[order], np.array(claimants, dtype=np.int32)[order]
+        self.postings: tuple[np.ndarray, ...] = _split(sorted_positions, sorted_terms, len(term_id))
         # Translation groups: the language versions of one page count as one claimant. `group_of[pos]` is a
         # group id (a document without translations is a group of its own); `df[term]` counts groups.
         group_ids: dict[str, int] = {}
@@ -152,9 +162,13 @@ class Snapshot(L0View):
         self.generic_docs = generic_docs
         self.generic_limit = generic_limit(self.pages, generic_docs)
         self.group_members = {gid: tuple(ps) for gid, ps in members.items() if len(ps) > 1}
-        grouped = bool(self.group_members)
-        self.df: tuple[int, ...] = tuple(
-            len(np.unique(group_of[p])) if grouped and len(p) > 1 else len(p) for p in self.postings)
+        # df: pages per term, a page's translations counting once (distinct (term, group) pairs)
+        if self.group_members and len(sorted_terms):
+            pairs = np.unique(sorted_terms.astype(np.int64) * self.pages + group_of[sorted_positions])
+            counts = np.bincount(pairs // self.pages, minlength=len(term_id))
+        else:
+            counts = np.bincount(sorted_terms, minlength=len(term_id))
+        self.df: tuple[int, ...] = tuple(counts.tolist())
         self.search = TermSearch(self.terms)
         self.automaton = self.search.automaton
         self.has_terms = self.automaton is not None
@@ -201,6 +215,13 @@ class Snapshot(L0View):
         return self._suggester is not None
 
 
+def _split(values: np.ndarray, sorted_keys: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+    """`values` cut where `sorted_keys` (0 .. n - 1, ascending, each present) changes: one array per key."""
+    if n == 0:
+        return ()
+    return tuple(np.split(values, np.searchsorted(sorted_keys, np.arange(1, n))))
+
+
 class TermSearch:
     """The search structures over a tuple of terms (term id = index): an Aho-Corasick automaton for "the query
     contains a term" and, for "a term contains the query", the terms joined by NUL plus a dict of their word
@@ -225,11 +246,19 @@ class TermSearch:
         # Every maximal run of word characters in a term -> the terms holding it: a query that is one such run
         # ("ai", "err_timeout", "plugin") is found inside keywords with one dict lookup, word-aligned by
         # construction, instead of a scan over every keyword.
-        runs: dict[str, list[int]] = {}
+        # (Grouped out of flat lists, not collected in a list per run: see `Snapshot`.)
+        run_id: dict[str, int] = {}
+        run_of: list[int] = []
+        term_of: list[int] = []
         for i, term in enumerate(terms):
-            for run in dict.fromkeys(_WORD_RUN.findall(term)):
-                runs.setdefault(run, []).append(i)
-        self.word_runs = {run: tuple(ids) for run, ids in runs.items()}
+            found = _WORD_RUN.findall(term)
+            for run in (found if len(found) < 2 else dict.fromkeys(found)):
+                run_of.append(run_id.setdefault(run, len(run_id)))
+                term_of.append(i)
+        keys = np.array(run_of, dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        ids = _split(np.array(term_of, dtype=np.int64)[order], keys[order], len(run_id))
+        self.word_runs = dict(zip(run_id, (tuple(part.tolist()) for part in ids), strict=True))
 
     def spans(self, query: str, words: bool) -> list[tuple[int, int, int]]:
         spans: list[tuple[int, int, int]] = []
