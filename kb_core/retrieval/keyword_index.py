@@ -72,6 +72,7 @@ class KnowledgeIndex:
         self._generic_docs = generic_docs
         self._configured_synonyms = synonyms_module.clean_groups([list(g) for g in synonyms], "l0.synonyms")
         self._file_synonyms: synonyms_module.Groups = ()
+        self._merged_synonyms: tuple[synonyms_module.Groups | None, synonyms_module.Groups] = (None, ())
         self._synonym_signature: tuple[int, int] | None = None
         self._snapshot: L0View = Snapshot((), matching, generic_docs=generic_docs, synonyms=self.synonyms())
         self._write_lock = threading.RLock()
@@ -212,7 +213,7 @@ class KnowledgeIndex:
         if self._bulk_depth:
             self._bulk_changes.append((file_path, entry))
             self._bulk_latest[file_path] = entry
-        elif self.delta_limit <= 0 or self._snapshot.synonyms != self.synonyms():
+        elif self.delta_limit <= 0 or self._synonyms_changed():
             self._rebuild_with([(file_path, entry)])
         else:
             self._apply([(file_path, entry)])
@@ -362,8 +363,19 @@ class KnowledgeIndex:
 
     # -- synonyms ------------------------------------------------------------------------------------
     def synonyms(self) -> synonyms_module.Groups:
-        """The synonym groups L0 applies: the knowledge base's `_synonyms.yaml`, then `l0.synonyms`."""
-        return synonyms_module.merged(self._file_synonyms, self._configured_synonyms)
+        """The synonym groups L0 applies: the knowledge base's `_synonyms.yaml`, then `l0.synonyms` (merged once
+        per version of the file's groups: every applied change compares them with its snapshot's)."""
+        file_groups, merged = self._merged_synonyms
+        if file_groups is not self._file_synonyms:
+            file_groups = self._file_synonyms
+            merged = synonyms_module.merged(file_groups, self._configured_synonyms)
+            self._merged_synonyms = (file_groups, merged)
+        return merged
+
+    def _synonyms_changed(self) -> bool:
+        """Whether the current view was built with other synonym groups than `synonyms()` (a reload in a batch)."""
+        current, built = self.synonyms(), self._snapshot.synonyms
+        return built is not current and built != current
 
     def file_synonyms(self) -> synonyms_module.Groups:
         return self._file_synonyms
@@ -446,7 +458,7 @@ class KnowledgeIndex:
                 self._bulk_depth -= 1
                 if self._bulk_depth == 0 and self._bulk_changes:
                     changes, self._bulk_changes, self._bulk_latest = self._bulk_changes, [], {}
-                    if len(changes) > self.delta_limit or self._snapshot.synonyms != self.synonyms():
+                    if len(changes) > self.delta_limit or self._synonyms_changed():
                         self._rebuild_with(changes)
                     else:
                         self._apply(changes)
