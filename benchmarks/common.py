@@ -82,6 +82,46 @@ def _api(i: int, rng: random.Random) -> str:
     return f"{_SERVICES[i % len(_SERVICES)]}Service.{rng.choice(['create', 'query', 'cancel', 'sync'])}{i}"
 
 
+def _keywords(i: int, rng: random.Random, shared: list[str]) -> list[str]:
+    """Document i's keywords: its error code, maybe an API name, generic and short keywords at their shares,
+    1-3 shared terms, now and then a hot one; 3 to 7 in all."""
+    keywords = [_code(i)]
+    if rng.random() < 0.5:
+        keywords.append(_api(i, rng))
+    keywords += [term for term, share in _GENERIC if rng.random() < share]
+    if rng.random() < 0.06:
+        keywords.append(rng.choice(_SHORT))
+    keywords += rng.sample(shared, rng.randint(1, 3))
+    if rng.random() < 0.03:
+        keywords.append(rng.choice(_HOT))
+    keywords = list(dict.fromkeys(keywords))[:7]
+    while len(keywords) < 3:
+        keywords.append(rng.choice(shared))
+        keywords = list(dict.fromkeys(keywords))
+    return keywords
+
+
+def corpus_entries(n: int, *, seed: int = 7) -> tuple[Corpus, list[Any]]:
+    """`generate_corpus`'s keywords as N L0 entries in memory, without files (an L0-only benchmark at 100,000
+    documents): every tenth document is the previous page's other language version, in one translation group."""
+    from kb_core.documents.entry import KnowledgeEntry
+
+    rng = random.Random(seed)
+    shared = [p + s for p in _ZH_PREFIX for s in _ZH_SUFFIX] + _EN_TERMS
+    corpus = Corpus(root=Path("knowledge_base"), shared_terms=shared)
+    entries = []
+    for i in range(n):
+        pair = i % 10 == 9
+        keywords = corpus.keywords[-1] if pair else _keywords(i, rng, shared)
+        corpus.keywords.append(keywords)
+        page = i - 1 if pair else i
+        entries.append(KnowledgeEntry(
+            f"knowledge_base/{['api', 'domain', 'troubleshooting'][page % 3]}/doc-{page:06d}{'.zh' if pair else ''}.md",
+            f"{keywords[0]} 排查手册 {i}", tuple(keywords), f"关于 {keywords[0]} 的说明与处理步骤",
+            lang="zh" if pair else "en", group=f"doc-{page}" if pair or i % 10 == 8 else ""))
+    return corpus, entries
+
+
 def generate_corpus(root: Path, n: int, *, seed: int = 7, min_kb: int = 2, max_kb: int = 20) -> Corpus:
     """N Markdown documents with realistic frontmatter under root/knowledge_base/{category}/."""
     rng = random.Random(seed)
@@ -97,19 +137,7 @@ def generate_corpus(root: Path, n: int, *, seed: int = 7, min_kb: int = 2, max_k
             title = f"{keywords[0]} troubleshooting guide (English) {i - 1}"
             name, category = f"doc-{i - 1:05d}.md", categories[i % 3]
         else:
-            keywords = [_code(i)]
-            if rng.random() < 0.5:
-                keywords.append(_api(i, rng))
-            keywords += [term for term, share in _GENERIC if rng.random() < share]
-            if rng.random() < 0.06:
-                keywords.append(rng.choice(_SHORT))
-            keywords += rng.sample(shared, rng.randint(1, 3))
-            if rng.random() < 0.03:
-                keywords.append(rng.choice(_HOT))
-            keywords = list(dict.fromkeys(keywords))[:7]
-            while len(keywords) < 3:
-                keywords.append(rng.choice(shared))
-                keywords = list(dict.fromkeys(keywords))
+            keywords = _keywords(i, rng, shared)
             corpus.keywords.append(keywords)
             title = f"{keywords[1] if len(keywords) > 1 else keywords[0]} 排查手册 {i}"
             name, category = f"doc-{i:05d}.md", categories[i % 3]

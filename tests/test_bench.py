@@ -13,6 +13,7 @@ from naive_l0 import NaiveIndex
 
 from benchmarks.bench import L1_CLASSES, bench_lookups, chunk_rows, l1_chunks, l1_documents, l1_queries, main
 from benchmarks.bench_heavy import bench_heavy, render_heavy
+from benchmarks.bench_l0_change import main as l0_change_main
 from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_suggest import main as suggest_main
 from benchmarks.bench_trees import generate_tree, tree_queries
@@ -199,6 +200,24 @@ def test_trees_bench_runs_at_tiny_sizes_and_writes_its_json(tmp_path, capsys, mo
     assert g["classes"]["twin, Chinese sentence"]["answers"]["groups"]["zh_served"] == 1.0
     assert g["budget_p99_ms"] == 0.5 and isinstance(g["budget_met"], bool)
     assert len(report["trees"]["load_average"]) == 2
+
+
+def test_l0_change_bench_at_tiny_sizes(tmp_path, capsys):
+    """One applied change before and after deltas (benchmarks/bench_l0_change.py) at sizes that run in seconds:
+    every mode timed, the delta's answers equal a full build's."""
+    out = tmp_path / "change.json"
+    assert l0_change_main(["--docs", "300", "600", "--after", "5", "--before", "2", "--rounds", "1", "--repeat", "1",
+                           "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("python -m benchmarks.bench_l0_change --docs 300 600")
+    assert [s["documents"] for s in report["changes"]] == [300, 600] and report["delta_limit"] > 5
+    for size in report["changes"]:
+        assert [r["change"] for r in size["rows"]] == ["add new", "replace", "remove"]
+        for row in size["rows"]:
+            assert row["before"]["wall"]["n"] == 2 and row["after"]["cpu"]["n"] == 5
+            assert row["after, a fold running"]["wall"]["n"] >= 1
+    assert all(m["answers_identical"] for m in report["matching"])
+    assert "One applied change" in capsys.readouterr().out
 
 
 def _imports(path: Path) -> set[str]:

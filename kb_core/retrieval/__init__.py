@@ -1,7 +1,8 @@
 """Retrieval: answering a query.
 
-Owns L0 (`keyword_index`: the in-memory keyword index over frontmatter), L1 (`l1_search`: BM25 + dense
-search over chunks with a relevance check), the L0 -> L1 decision with its result and trace types
+Owns L0 (`keyword_index`: the in-memory keyword index over frontmatter; `keyword_matching`: its snapshots and
+the matching rule; `keyword_delta`: a change applied as a delta over the last snapshot), L1 (`l1_search`: BM25
++ dense search over chunks with a relevance check), the L0 -> L1 decision with its result and trace types
 (`lookup`) and serving one document as an answer's primary, head or section (`reading`: the lookup's primary
 and the `read_document` tool).
 

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import ahocorasick
 import numpy as np
@@ -76,7 +76,42 @@ class L0Match:
                 for k in self.keywords]
 
 
-class Snapshot:
+class L0View:
+    """What every view of the index answers the same way: a `Snapshot`, or a `keyword_delta.DeltaSnapshot`
+    over one. Both offer `entries` and `normalized_keywords` by position, `position` by path, `terms`,
+    `term_id`, `postings` and `df` by term, `group_of`, `group_members`, `size`, `count`, `pages` and
+    `generic_limit`, the synonym tables, and the hooks below."""
+
+    matching: str
+    generic_limit: int
+    has_terms: bool
+    term_id: Any
+    postings: Any
+    synonym_automaton: ahocorasick.Automaton | None
+    aliases: tuple[str, ...]
+    alias_terms: tuple[tuple[int, ...], ...]
+
+    def match(self, query: str) -> RankedMatches:
+        return match_query(self, query)
+
+    def is_generic(self, claimants: int) -> bool:
+        return claimants > self.generic_limit
+
+    def claimed_by(self, keyword: str) -> list[int]:
+        """Positions of the documents whose keywords include `keyword` (normalised), in index order."""
+        term_id = self.term_id.get(normalize_term(keyword))
+        return [] if term_id is None else self.postings[term_id].tolist()
+
+    def spans_in(self, query: str, words: bool) -> list[tuple[int, int, int]]:
+        """(start, stop, term id) of every keyword inside the normalised query (word-aligned in `words` mode)."""
+        raise NotImplementedError
+
+    def terms_containing(self, query: str, words: bool) -> set[int]:
+        """Term ids of the keywords that contain the normalised query."""
+        raise NotImplementedError
+
+
+class Snapshot(L0View):
     """An immutable view of the index: entries, their normalised keywords and the search structures."""
 
     def __init__(self, entries: tuple[KnowledgeEntry, ...], matching: str = "words",
@@ -85,26 +120,31 @@ class Snapshot:
         if matching not in MATCHING_MODES:
             raise ValueError(f"matching must be one of {MATCHING_MODES}, not {matching!r}")
         self.entries = entries
+        self.size = self.count = len(entries)  # positions (a delta's may have gaps) and documents
         self.matching = matching
         self.position = {entry.file_path: i for i, entry in enumerate(entries)}
-        postings: dict[str, list[int]] = {}
+        # Term ids in order of first claimant. The posting lists are grouped out of two flat arrays (term id,
+        # position) rather than collected in a list per term: 100,000 documents would make 150,000 young lists
+        # that survive into the oldest generation and make the garbage collector walk the whole heap (a pause
+        # of a few hundred ms for every thread) while the snapshot is built.
+        term_id: dict[str, int] = {}
+        claims: list[int] = []  # term id of each (document, keyword), in position order
+        claimants: list[int] = []  # ... and its position
         normalized: list[tuple[str, ...]] = []
         cache = normalized_cache if normalized_cache is not None else {}
         for pos, entry in enumerate(entries):
-            own: list[str] = []
-            for keyword in entry.keywords:
-                term = cache.get(keyword)
-                if term is None:
-                    term = cache[keyword] = normalize_term(keyword)
-                if not term or term in own:
-                    continue
-                own.append(term)
-                postings.setdefault(term, []).append(pos)
-            normalized.append(tuple(own))
+            own = entry_terms(entry, cache)
+            for term in own:
+                claims.append(term_id.setdefault(term, len(term_id)))
+            claimants += [pos] * len(own)
+            normalized.append(own)
         self.normalized_keywords = tuple(normalized)
-        self.terms: tuple[str, ...] = tuple(postings)
-        self.term_id = {term: i for i, term in enumerate(self.terms)}
-        self.postings: tuple[np.ndarray, ...] = tuple(np.array(p, dtype=np.int32) for p in postings.values())
+        self.terms: tuple[str, ...] = tuple(term_id)
+        self.term_id = term_id
+        by_term = np.array(claims, dtype=np.int32)
+        order = np.argsort(by_term, kind="stable")  # by term, positions ascending within each
+        sorted_terms, sorted_positions = by_term[order], np.array(claimants, dtype=np.int32)[order]
+        self.postings: tuple[np.ndarray, ...] = _split(sorted_positions, sorted_terms, len(term_id))
         # Translation groups: the language versions of one page count as one claimant. `group_of[pos]` is a
         # group id (a document without translations is a group of its own); `df[term]` counts groups.
         group_ids: dict[str, int] = {}
@@ -118,36 +158,47 @@ class Snapshot:
                 group_of[pos] = group_ids[f"\x00{pos}"] = len(group_ids)
         self.group_of = group_of
         self.pages = len(group_ids)
+        self.group_ids = {key: gid for key, gid in group_ids.items() if key[0] != "\x00"}  # keyed groups only
         self.generic_docs = generic_docs
         self.generic_limit = generic_limit(self.pages, generic_docs)
         self.group_members = {gid: tuple(ps) for gid, ps in members.items() if len(ps) > 1}
-        grouped = bool(self.group_members)
-        self.df: tuple[int, ...] = tuple(
-            len(np.unique(group_of[p])) if grouped and len(p) > 1 else len(p) for p in self.postings)
-        self.automaton = None
-        if self.terms:
-            automaton = ahocorasick.Automaton()
-            for i, term in enumerate(self.terms):
-                automaton.add_word(term, i)
-            automaton.make_automaton()
-            self.automaton = automaton
-        self.joined = _SEPARATOR.join(self.terms)
-        offsets, at = [], 0
-        for term in self.terms:
-            offsets.append(at)
-            at += len(term) + 1
-        self.offsets = offsets
-        self.longest = max((len(t) for t in self.terms), default=0)
-        # Every maximal run of word characters in a term -> the terms holding it: a query that is one such run
-        # ("ai", "err_timeout", "plugin") is found inside keywords with one dict lookup, word-aligned by
-        # construction, instead of a scan over every keyword.
-        runs: dict[str, list[int]] = {}
-        for i, term in enumerate(self.terms):
-            for run in dict.fromkeys(_WORD_RUN.findall(term)):
-                runs.setdefault(run, []).append(i)
-        self.word_runs = {run: tuple(ids) for run, ids in runs.items()}
-        self._build_synonyms(synonyms)
+        # df: pages per term, a page's translations counting once (distinct (term, group) pairs)
+        if self.group_members and len(sorted_terms):
+            pairs = np.unique(sorted_terms.astype(np.int64) * self.pages + group_of[sorted_positions])
+            counts = np.bincount(pairs // self.pages, minlength=len(term_id))
+        else:
+            counts = np.bincount(sorted_terms, minlength=len(term_id))
+        self.df: tuple[int, ...] = tuple(counts.tolist())
+        self.search = TermSearch(self.terms)
+        self.automaton = self.search.automaton
+        self.has_terms = self.automaton is not None
+        self.synonyms = synonyms
+        self.aliases, self.alias_terms, self.synonym_automaton = synonym_tables(synonyms, self.term_id)
         self._suggester: Suggester | None = None
+
+    # -- what a delta over this snapshot shares with it (`keyword_delta.DeltaSnapshot`) ---------------------
+    @property
+    def delta_size(self) -> int:
+        """Changes applied since the last full build: none, for a snapshot built in full."""
+        return 0
+
+    def consolidated(self) -> Snapshot:
+        """This view built in full: the snapshot itself."""
+        return self
+
+    def live_entries(self) -> tuple[KnowledgeEntry, ...]:
+        """Every entry, in index order."""
+        return self.entries
+
+    def term_order(self, term_id: int) -> int:
+        """Where a term stands in the order of first claimants (a term id here; a delta computes it)."""
+        return term_id
+
+    def spans_in(self, query: str, words: bool) -> list[tuple[int, int, int]]:
+        return self.search.spans(query, words)
+
+    def terms_containing(self, query: str, words: bool) -> set[int]:
+        return self.search.containing(query, words)
 
     def suggester(self) -> Suggester:
         """"Did you mean" over this snapshot's identifier keywords (`kb_core.retrieval.suggestions`), built on
@@ -163,77 +214,71 @@ class Snapshot:
         """Whether `suggester()` has been built (the index then builds the next snapshot's eagerly)."""
         return self._suggester is not None
 
-    def is_generic(self, claimants: int) -> bool:
-        return claimants > self.generic_limit
 
-    def _build_synonyms(self, groups: tuple[tuple[str, ...], ...]) -> None:
-        """Curator synonym groups: every spelling of a group stands for the group's keywords. `aliases[i]` is a
-        normalised spelling, `alias_terms[i]` the term ids of the group's members that are keywords here."""
-        self.synonyms = groups
-        aliases: dict[str, set[int]] = {}
-        for group in groups:
-            spellings = list(dict.fromkeys(t for t in (normalize_term(w) for w in group) if t))
-            members = {self.term_id[t] for t in spellings if t in self.term_id}
-            if not members:
-                continue
-            for spelling in spellings:
-                aliases.setdefault(spelling, set()).update(members)
-        self.aliases = tuple(aliases)
-        self.alias_terms = tuple(tuple(sorted(ids)) for ids in aliases.values())
-        self.synonym_automaton = None
-        if aliases:
+def _split(values: np.ndarray, sorted_keys: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+    """`values` cut where `sorted_keys` (0 .. n - 1, ascending, each present) changes: one array per key."""
+    if n == 0:
+        return ()
+    return tuple(np.split(values, np.searchsorted(sorted_keys, np.arange(1, n))))
+
+
+class TermSearch:
+    """The search structures over a tuple of terms (term id = index): an Aho-Corasick automaton for "the query
+    contains a term" and, for "a term contains the query", the terms joined by NUL plus a dict of their word
+    runs. A snapshot has one over all its terms; a delta one over the terms its base does not have."""
+
+    def __init__(self, terms: Sequence[str]):
+        self.terms = terms
+        self.automaton = None
+        if terms:
             automaton = ahocorasick.Automaton()
-            for i, alias in enumerate(self.aliases):
-                automaton.add_word(alias, i)
+            for i, term in enumerate(terms):
+                automaton.add_word(term, i)
             automaton.make_automaton()
-            self.synonym_automaton = automaton
+            self.automaton = automaton
+        self.joined = _SEPARATOR.join(terms)
+        offsets, at = [], 0
+        for term in terms:
+            offsets.append(at)
+            at += len(term) + 1
+        self.offsets = offsets
+        self.longest = max((len(t) for t in terms), default=0)
+        # Every maximal run of word characters in a term -> the terms holding it: a query that is one such run
+        # ("ai", "err_timeout", "plugin") is found inside keywords with one dict lookup, word-aligned by
+        # construction, instead of a scan over every keyword.
+        # (Grouped out of flat lists, not collected in a list per run: see `Snapshot`.)
+        run_id: dict[str, int] = {}
+        run_of: list[int] = []
+        term_of: list[int] = []
+        for i, term in enumerate(terms):
+            found = _WORD_RUN.findall(term)
+            for run in (found if len(found) < 2 else dict.fromkeys(found)):
+                run_of.append(run_id.setdefault(run, len(run_id)))
+                term_of.append(i)
+        keys = np.array(run_of, dtype=np.int64)
+        order = np.argsort(keys, kind="stable")
+        ids = _split(np.array(term_of, dtype=np.int64)[order], keys[order], len(run_id))
+        self.word_runs = dict(zip(run_id, (tuple(part.tolist()) for part in ids), strict=True))
 
-    def claimed_by(self, keyword: str) -> list[int]:
-        """Positions of the documents whose keywords include `keyword` (normalised), in index order."""
-        term_id = self.term_id.get(normalize_term(keyword))
-        return [] if term_id is None else self.postings[term_id].tolist()
-
-    # -- matching ------------------------------------------------------------------------------------
-    def match(self, query: str) -> RankedMatches:
-        term = normalize_term(query) if isinstance(query, str) else ""
-        if not term or self.automaton is None:
-            return RankedMatches(self, frozenset(), frozenset())
-        words = self.matching == "words"
-        spans: list[tuple[int, int, int]] = []  # (start, stop, term id) of keywords inside the query
-        for end, term_id in self.automaton.iter(term):
-            start = end + 1 - len(self.terms[term_id])
-            if not words or aligned(term, start, end + 1):
+    def spans(self, query: str, words: bool) -> list[tuple[int, int, int]]:
+        spans: list[tuple[int, int, int]] = []
+        if self.automaton is None:
+            return spans
+        terms = self.terms
+        for end, term_id in self.automaton.iter(query):
+            start = end + 1 - len(terms[term_id])
+            if not words or aligned(query, start, end + 1):
                 spans.append((start, end + 1, term_id))
-        if self.synonym_automaton is not None:  # a synonym in the query: alias i is the id -(i + 1)
-            for end, alias in self.synonym_automaton.iter(term):
-                start = end + 1 - len(self.aliases[alias])
-                if not words or aligned(term, start, end + 1):
-                    spans.append((start, end + 1, -alias - 1))
-        if words and len(spans) > 1:
-            spans = _longest_spans(spans)
-        direct = {term_id for _, _, term_id in spans if term_id >= 0}
-        via: dict[int, str] = {}
-        for _, _, span_id in spans:
-            if span_id < 0:
-                for term_id in self.alias_terms[-span_id - 1]:
-                    if term_id not in direct:
-                        via.setdefault(term_id, self.aliases[-span_id - 1])
-        inside = frozenset(direct | set(via))
-        containing = self._terms_containing(term, words) if len(term) <= self.longest else set()
-        for i, alias in enumerate(self.aliases):  # the query inside a synonym (the spec's other direction)
-            if len(term) < len(alias) and term in alias and (not words or contains_aligned(alias, term)):
-                for term_id in self.alias_terms[i]:
-                    if term_id not in inside and term_id not in containing:
-                        via.setdefault(term_id, alias)
-                        containing.add(term_id)
-        return RankedMatches(self, frozenset(inside | containing), inside, via)
+        return spans
 
-    def _terms_containing(self, query: str, words: bool) -> set[int]:
+    def containing(self, query: str, words: bool) -> set[int]:
         """Terms (keywords) that contain the query, word-aligned at its Latin edges in `words` mode."""
-        found: set[int] = set()
-        joined, offsets, terms = self.joined, self.offsets, self.terms
+        if len(query) > self.longest:
+            return set()
         if words and _WORD_RUN.fullmatch(query):
             return set(self.word_runs.get(query, ()))
+        found: set[int] = set()
+        joined, offsets, terms = self.joined, self.offsets, self.terms
         start = 0
         while (at := joined.find(query, start)) != -1:
             term_id = bisect.bisect_right(offsets, at) - 1
@@ -245,6 +290,78 @@ class Snapshot:
             else:
                 start = at + 1
         return found
+
+
+def entry_terms(entry: KnowledgeEntry, cache: dict[str, str]) -> tuple[str, ...]:
+    """An entry's normalised keywords, each once, in its own order (empty ones dropped)."""
+    own: list[str] = []
+    for keyword in entry.keywords:
+        term = cache.get(keyword)
+        if term is None:
+            term = cache[keyword] = normalize_term(keyword)
+        if term and term not in own:
+            own.append(term)
+    return tuple(own)
+
+
+def synonym_spellings(groups: tuple[tuple[str, ...], ...]) -> frozenset[str]:
+    """Every normalised word of the synonym groups (a delta rebuilds its tables when one of them changes)."""
+    return frozenset(t for group in groups for t in (normalize_term(w) for w in group) if t)
+
+
+def synonym_tables(groups: tuple[tuple[str, ...], ...], term_id: Mapping[str, int]) -> tuple[
+        tuple[str, ...], tuple[tuple[int, ...], ...], ahocorasick.Automaton | None]:
+    """Curator synonym groups: every spelling of a group stands for the group's keywords. Returns the aliases
+    (normalised spellings), for each the term ids of the group's members that are keywords here (`term_id`),
+    and an automaton over the aliases."""
+    aliases: dict[str, set[int]] = {}
+    for group in groups:
+        spellings = list(dict.fromkeys(t for t in (normalize_term(w) for w in group) if t))
+        members = {term_id[t] for t in spellings if t in term_id}
+        if not members:
+            continue
+        for spelling in spellings:
+            aliases.setdefault(spelling, set()).update(members)
+    automaton = None
+    if aliases:
+        automaton = ahocorasick.Automaton()
+        for i, alias in enumerate(aliases):
+            automaton.add_word(alias, i)
+        automaton.make_automaton()
+    return tuple(aliases), tuple(tuple(sorted(ids)) for ids in aliases.values()), automaton
+
+
+def match_query(view: L0View, query: str) -> RankedMatches:
+    """The ranked hits of `query` on a view: a `Snapshot`, or a `keyword_delta.DeltaSnapshot` over one (both
+    give the same spans, synonyms and terms for the same entries; only their term ids may differ)."""
+    term = normalize_term(query) if isinstance(query, str) else ""
+    if not term or not view.has_terms:
+        return RankedMatches(view, frozenset(), frozenset())
+    words = view.matching == "words"
+    spans = view.spans_in(term, words)  # (start, stop, term id) of keywords inside the query
+    if view.synonym_automaton is not None:  # a synonym in the query: alias i is the id -(i + 1)
+        for end, alias in view.synonym_automaton.iter(term):
+            start = end + 1 - len(view.aliases[alias])
+            if not words or aligned(term, start, end + 1):
+                spans.append((start, end + 1, -alias - 1))
+    if words and len(spans) > 1:
+        spans = _longest_spans(spans)
+    direct = {term_id for _, _, term_id in spans if term_id >= 0}
+    via: dict[int, str] = {}
+    for _, _, span_id in spans:
+        if span_id < 0:
+            for term_id in view.alias_terms[-span_id - 1]:
+                if term_id not in direct:
+                    via.setdefault(term_id, view.aliases[-span_id - 1])
+    inside = frozenset(direct | set(via))
+    containing = view.terms_containing(term, words)
+    for i, alias in enumerate(view.aliases):  # the query inside a synonym (the spec's other direction)
+        if len(term) < len(alias) and term in alias and (not words or contains_aligned(alias, term)):
+            for term_id in view.alias_terms[i]:
+                if term_id not in inside and term_id not in containing:
+                    via.setdefault(term_id, alias)
+                    containing.add(term_id)
+    return RankedMatches(view, frozenset(inside | containing), inside, via)
 
 
 def _longest_spans(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
@@ -266,7 +383,7 @@ class RankedMatches(Sequence[L0Match]):
     hits 4,000 documents costs the head it shows.
     """
 
-    def __init__(self, snapshot: Snapshot, counting: frozenset[int], inside: frozenset[int],
+    def __init__(self, snapshot: Any, counting: frozenset[int], inside: frozenset[int],
                  via: dict[int, str] | None = None):
         self._snapshot = snapshot
         self._counting = counting
@@ -278,7 +395,7 @@ class RankedMatches(Sequence[L0Match]):
         elif len(counting) == 1:
             self._total = len(snapshot.postings[next(iter(counting))])
         else:
-            self._mask = np.zeros(len(snapshot.entries), dtype=bool)
+            self._mask = np.zeros(snapshot.size, dtype=bool)
             for term_id in counting:
                 self._mask[snapshot.postings[term_id]] = True
             self._total = int(np.count_nonzero(self._mask))
@@ -302,7 +419,7 @@ class RankedMatches(Sequence[L0Match]):
             positions = snapshot.postings[term_ids[0]] if len(term_ids) == 1 else \
                 np.unique(np.concatenate([snapshot.postings[t] for t in term_ids]))
             if seen is None:
-                seen = np.zeros(len(snapshot.entries), dtype=bool)
+                seen = np.zeros(snapshot.size, dtype=bool)
             else:
                 positions = positions[~seen[positions]]
             seen[positions] = True
@@ -385,7 +502,8 @@ class RankedMatches(Sequence[L0Match]):
     @property
     def matched_terms(self) -> tuple[str, ...]:
         """The normalised keywords that counted for this query (the keyword map explains overlaps with them)."""
-        return tuple(self._snapshot.terms[t] for t in sorted(self._counting))
+        snapshot = self._snapshot
+        return tuple(snapshot.terms[t] for t in sorted(self._counting, key=snapshot.term_order))
 
     # -- Sequence ------------------------------------------------------------------------------------
     def __len__(self) -> int:
