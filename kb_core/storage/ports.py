@@ -8,7 +8,7 @@ provide these methods. The composition root (`kb_core.bootstrap`) is the one pla
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -145,9 +145,14 @@ class ChunkStore(Protocol):
 
     def count_chunks(self) -> int: ...
 
-    def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]: ...
+    def search_bm25(self, query: str, *, limit: int, category: str | None = None,
+                    doc_ids: Collection[int] | None = None) -> list[ScoredChunk]:
+        """`doc_ids`: only chunks of these documents (None: any; the test bench's category and language
+        filters)."""
+        ...
 
-    def search_dense(self, vector: Vector, *, limit: int, category: str | None = None) -> list[ScoredChunk]: ...
+    def search_dense(self, vector: Vector, *, limit: int, category: str | None = None,
+                     doc_ids: Collection[int] | None = None) -> list[ScoredChunk]: ...
 
     def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int] | None:
         """Chunks holding each term and the chunk count (how rare a query's terms are); None: not known."""
