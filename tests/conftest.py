@@ -143,7 +143,8 @@ def _empty_mysql_tables(url: str) -> None:
 
     engine = create_engine(url)
     with engine.begin() as connection:
-        for table in ("tool_call", "tool_call_dropped", "api_document", "kb_change", "alembic_version"):
+        for table in ("tool_call", "tool_call_dropped", "query_history", "api_document", "kb_change",
+                      "alembic_version"):
             connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from kb_core.storage.db_models import DocumentStatus
     from kb_core.storage.metadata_store import DocumentRecord, DocumentValues, ToolCallRecord
+    from kb_core.storage.query_history import QueryHistoryRecord
 
 Vector = list[float]
 
@@ -61,7 +62,7 @@ class ScoredChunk:
 
 @runtime_checkable
 class MetadataRepository(Protocol):
-    """Document rows and the tool-call log (SQL: `MetadataStore`)."""
+    """Document rows, the tool-call log and the query history (SQL: `MetadataStore`)."""
 
     @property
     def url(self) -> str: ...
@@ -111,6 +112,11 @@ class MetadataRepository(Protocol):
     def tool_call_buckets(self, since: datetime, bucket: str = "hour") -> list[Any]: ...
 
     def tool_calls_needing_attention(self, since: datetime, limit: int = 5000) -> list[ToolCallRecord]: ...
+
+    def record_query(self, *, actor: str, query: str, section_title: str | None, options: dict[str, Any],
+                     found: bool, answer: str, latency_ms: float) -> int: ...
+
+    def query_history(self, actor: str, limit: int = 20) -> list[QueryHistoryRecord]: ...
 
     def dispose(self) -> None: ...
 
