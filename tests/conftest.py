@@ -343,6 +343,13 @@ def look_up(at, query: str):
     return at
 
 
+def history_shown(at) -> list[str]:
+    """The playground's history as it shows it, newest first: each run's query as inline code, with
+    " · section `…`" when it asked for one (the history is the acting user's, from the database)."""
+    boxes = [e for e in at.expander if e.label.startswith("History")]
+    return [m.value for m in boxes[0].markdown] if boxes else []
+
+
 # -- a real browser against `streamlit run app.py` (the browser and three-process tests) -------------------------
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
