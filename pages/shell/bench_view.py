@@ -69,7 +69,9 @@ def chosen_options() -> BenchOptions:
 
 
 def bench_tab_label(run: BenchRun) -> str:
-    return f"Test bench · {run.options.describe()} · {len(run.rows)} row{'s' if len(run.rows) != 1 else ''}"
+    """A tab label is Markdown: the settings (category names) are escaped."""
+    return escape_markdown(f"Test bench · {run.options.describe()} · {len(run.rows)} "
+                           f"row{'s' if len(run.rows) != 1 else ''}")
 
 
 def render_rows(run: BenchRun) -> None:
