@@ -156,9 +156,12 @@ try:
 except KnowledgeBaseError:  # the database just went away: the sidebar says so; the bench offers what it can
     folders, languages = [], []
 bench_view.render_controls(dense_available=status.dense_search, folders=folders, languages=languages)
-if link_error:
-    st.error(escape_markdown(link_error))
 
+# One container for this run's messages, filled or not: every element after it keeps its place, so while the
+# browser reruns it never shows the previous answer beside the new one (see "alternatives" below).
+messages = st.container(key="run-messages")
+if link_error:
+    messages.error(escape_markdown(link_error))
 if submitted or state.run_query:
     state.run_query = False
     replay = state.pop("replay", False)
@@ -166,7 +169,7 @@ if submitted or state.run_query:
         options = bench_view.chosen_options()
         run = kb.run_bench(query, options, section_title=section or None, replay=replay)
     except KnowledgeBaseError as exc:  # options kb_core refuses: nothing ran
-        st.error(escape_markdown(exc))
+        messages.error(escape_markdown(exc))
     else:
         state.last = run
         state.answered = (query, section or None)
@@ -174,20 +177,36 @@ if submitted or state.run_query:
             state.linked = bench_link_params(query, options, section or None)
             st.query_params.from_dict(state.linked)
         if run.history_error:
-            st.warning(escape_markdown(f"This run is not in your history: {run.history_error}"))
+            messages.warning(escape_markdown(f"This run is not in your history: {run.history_error}"))
 
 
 def _agent_view(run) -> None:
     """What the agent receives: the primary and the supplement, why, and the raw JSON, exactly as the tool
-    returned it (the bench's settings never change it)."""
-    payload, result = run.payload, run.result
-    trace = result.trace
-    if not payload["found"] and index_empty:
-        st.warning("The index is empty - no document is indexed for search yet, so only exact keywords of the "
-                   "files on disk can answer. Index the documents (above), then look this up again.")
-    elif not payload["found"]:
-        st.warning("Nothing found: no keyword matched and L1 found no relevant chunk.")
+    returned it (the bench's settings never change it). The same elements at the top level every time (what
+    varies sits in containers), so a rerun replaces each in place and never shows two "Raw JSON" panels."""
+    payload = run.payload
+    st.caption("The exact tool output: the `lookup_knowledge` answer an agent gets for this query (the test "
+               "bench's settings do not change it).")
+    with st.container(key="answer-notes"):
+        if run.error:
+            st.error(escape_markdown(run.error))
+        elif not payload["found"] and index_empty:
+            st.warning("The index is empty - no document is indexed for search yet, so only exact keywords of the "
+                       "files on disk can answer. Index the documents (above), then look this up again.")
+        elif not payload["found"]:
+            st.warning("Nothing found: no keyword matched and L1 found no relevant chunk.")
+    with st.container(key="answer"):
+        if run.result is not None:
+            _answer(payload, run.result.trace)
+    st.subheader("Raw JSON (what the agent receives)")
+    if run.error:
+        st.json(payload)
+    else:
+        st.code(json.dumps(payload, ensure_ascii=False, indent=2), language="json", wrap_lines=True)
 
+
+def _answer(payload: dict, trace) -> None:
+    """The primary and the supplement side by side, the alternatives, and why."""
     col_primary, col_supplement = st.columns(2, border=True)
     with col_primary:
         st.subheader("Primary")
@@ -263,24 +282,14 @@ def _agent_view(run) -> None:
         st.caption("The index is empty: no chunk to search yet." if index_empty
                    else "No chunk passed the relevance check.")
 
-    st.subheader("Raw JSON (what the agent receives)")
-    st.code(json.dumps(payload, ensure_ascii=False, indent=2), language="json", wrap_lines=True)
-
-
 
 run = state.get("last")
 if run is None:
     st.info("Type a query: an error code such as `ERR_TIMEOUT` (one exact L0 hit), an ambiguous term such as "
             "`超时` (several L0 hits, L1 supplements), or a question such as `如何优化缓存` (L1 only).")
-elif run.error:
-    st.error(escape_markdown(run.error))
-    st.subheader("Raw JSON (what the agent receives)")
-    st.json(run.payload)
 else:
     agent_tab, bench_tab = st.tabs(["What the agent receives", bench_view.bench_tab_label(run)])
     with agent_tab:
-        st.caption("The exact tool output: the `lookup_knowledge` answer an agent gets for this query (the test "
-                   "bench's settings do not change it).")
         _agent_view(run)
     with bench_tab:
         bench_view.render_rows(run)
