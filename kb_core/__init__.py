@@ -17,7 +17,7 @@ Layout (each sub-package's docstring says what it owns and what it may import):
 """
 
 from kb_core.access import Actor, Role, RoleMap, service_actor
-from kb_core.agent.call_stats import confidence_of
+from kb_core.agent.call_stats import REPLAY_CALLER, confidence_of
 from kb_core.agent.tool import (
     READ_TOOL_DESCRIPTION,
     READ_TOOL_NAME,
@@ -51,6 +51,17 @@ from kb_core.errors import (
     UploadRejected,
 )
 from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
+from kb_core.retrieval.bench import (
+    MAX_TOP_K,
+    MIN_TOP_K,
+    BenchOptions,
+    BenchRow,
+    BenchRun,
+    HistoryEntry,
+    Retriever,
+    bench_link_params,
+    parse_bench_link,
+)
 from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match
 from kb_core.retrieval.lookup import HybridLookup, L1Hit, L1Searcher, LookupResult, LookupTrace, Primary, Supplement
 from kb_core.settings import Settings, load_settings
@@ -59,6 +70,16 @@ from kb_core.stats import percentile
 SyncReport = ReconcileReport  # the report of `reconcile` (named for the sync it replaced)
 
 __all__ = [
+    "BenchOptions",
+    "BenchRow",
+    "BenchRun",
+    "HistoryEntry",
+    "MAX_TOP_K",
+    "MIN_TOP_K",
+    "REPLAY_CALLER",
+    "Retriever",
+    "bench_link_params",
+    "parse_bench_link",
     "parse_synonym_lines",
     "synonym_lines",
     "AccessDeniedError",

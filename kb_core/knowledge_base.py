@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from kb_core.access import Actor, Role, acting, service_actor
-from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
+from kb_core.agent.call_stats import REPLAY_CALLER, AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import (
     MAX_QUERY_CHARS,
     READ_TOOL_NAME,
@@ -28,9 +28,10 @@ from kb_core.agent.tool import (
 )
 from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
 from kb_core.documents.entry import KnowledgeEntry
-from kb_core.documents.folder import KnowledgeFolder
+from kb_core.documents.folder import KnowledgeFolder, categories_below, category_folders
 from kb_core.documents.folder_watcher import FolderWatcher
 from kb_core.documents.keyword_edit import KeywordEdit, check_unchanged, current_keywords, prepare_keyword_edit
+from kb_core.documents.language import document_language
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
@@ -40,6 +41,7 @@ from kb_core.errors import InvalidInputError, KnowledgeBaseError
 from kb_core.logs import log_context, new_request_id
 from kb_core.metrics import KnowledgeBaseMetrics
 from kb_core.progress import Progress
+from kb_core.retrieval.bench import BenchOptions, BenchRun, HistoryEntry, Retriever, bench_rows, history_entry
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.keyword_map import KeywordHit, KeywordMap, keyword_hits, keyword_map
@@ -251,6 +253,86 @@ class KnowledgeBase:
         self._recorder.flush(2)
         return needs_attention(self._metadata.tool_calls_needing_attention(datetime.now(UTC) - span))
 
+    # -- the test bench -------------------------------------------------------------------------------
+    def run_bench(self, query: str, options: BenchOptions | None = None, *, section_title: str | None = None,
+                  replay: bool = False) -> BenchRun:
+        """A playground test run: the exact `lookup_knowledge` call an agent makes (its payload untouched, logged
+        with the acting user's name as caller; `replay=True`, a run from a link or the history, is logged as
+        `console-replay` and never counted as needing attention), and beside it L1's rows under `options` (see
+        `BenchOptions`). Recorded in the acting user's history (`query_history`). Options that cannot run here
+        (dense only without a model, a category nobody uses) raise `InvalidInputError` before anything runs."""
+        options = BenchOptions() if options is None else options
+        if not isinstance(options, BenchOptions):
+            raise InvalidInputError(f"options must be BenchOptions, got {type(options).__name__}")
+        if options.retriever is Retriever.DENSE and not self._searcher.dense_active():
+            state = self._embedder.state
+            raise InvalidInputError(f"dense only needs the embedding model, which is {state.state} "
+                                    f"({state.model_id}): choose L1 hybrid or BM25 only")
+        doc_ids = self._bench_scope(options)
+        response = self.call_tool({"query": query, "section_title": section_title},
+                                  caller=REPLAY_CALLER if replay else self._actor.name[:64])
+        result = response.result if isinstance(response.result, LookupResult) else None
+        languages = self._document_languages()
+        run = BenchRun(query=query, section_title=section_title, options=options, payload=response.payload,
+                       result=result, error=response.error, latency_ms=response.latency_ms,
+                       searched=None if doc_ids is None else len(doc_ids), replay=replay,
+                       **bench_rows(self._searcher, query, options, result, doc_ids,
+                                    lambda source: languages.get(source, "und")))
+        if isinstance(query, str) and query.strip():
+            try:
+                self._metadata.record_query(
+                    actor=self._actor.name, query=query, section_title=section_title, options=options.to_dict(),
+                    found=bool(response.payload.get("found")), latency_ms=response.latency_ms,
+                    answer="error" if response.error else " + ".join(result.match_types) if result else "")
+            except KnowledgeBaseError as exc:  # the run happened: show it, and say the history missed it
+                log.warning("the playground run was not added to the history: %s", exc)
+                run = dataclasses.replace(run, history_error=str(exc))
+        return run
+
+    def query_history(self, limit: int = 20) -> list[HistoryEntry]:
+        """The acting user's playground runs (`run_bench`), newest first; each user sees only their own."""
+        return [history_entry(r) for r in self._metadata.query_history(self._actor.name, limit)]
+
+    def languages(self) -> list[str]:
+        """The languages of the indexed documents (`en`, `zh`, ..., `und`): the test bench's choices."""
+        return sorted(set(self._document_languages().values()))
+
+    def _bench_scope(self, options: BenchOptions) -> frozenset[int] | None:
+        """The ids of the documents the options' category and language filters leave (None: no filter)."""
+        if not options.filtered:
+            return None
+        records = self.documents()
+        if options.categories:
+            known = set(category_folders(self.categories()))
+            unknown = [c for c in options.categories if c not in known]
+            if unknown:
+                raise InvalidInputError(f"there is no category {unknown[0]!r} in the knowledge base (nor a "
+                                        "category below it)")
+            below = categories_below({r.category for r in records}, options.categories)
+            records = [r for r in records if r.category in below]
+        if options.languages:
+            languages = self._document_languages()
+            records = [r for r in records if languages.get(r.file_path, "und") in options.languages]
+        return frozenset(r.id for r in records)
+
+    def _document_languages(self) -> dict[str, str]:
+        """Each indexed document's language: L0's, or for a document L0 does not hold (no frontmatter) the same
+        rule applied to its path and text. Cached like the other summaries."""
+        return dict(self._summaries.get("languages", self._read_languages))
+
+    def _read_languages(self) -> tuple[tuple[str, str], ...]:
+        found = []
+        for record in self.documents():
+            entry = self._index.get(record.file_path)
+            if entry is not None:
+                found.append((record.file_path, entry.lang))
+                continue
+            relative = self._folder.relative_path(record.file_path) or f"{record.category}/{record.file_name}"
+            text = (self._folder.read_text(record.file_path, 4000) or "") if self._folder.exists(record.file_path) \
+                else ""
+            found.append((record.file_path, document_language(relative, record.frontmatter, text)))
+        return tuple(found)
+
     def documents(self) -> list[DocumentRecord]:
         return list(self._summaries.get("documents", lambda: tuple(self._metadata.list_documents())))
 
@@ -331,6 +413,7 @@ class KnowledgeBase:
             self.missing_files()
             self.categories()
             self.unindexed_files()
+            self._document_languages()  # the playground's language choices
         except Exception as exc:  # noqa: BLE001 - a warm-up only saves time; the pages report errors when they ask
             log.info("summaries not warmed up: %s", exc)
 

@@ -218,3 +218,47 @@ def _forms(term: str) -> tuple[str, ...]:
             return term, term[:-3] + "y"
         return term, term[:-1]
     return (term,)
+
+
+def term_spans(query: str, text: str) -> list[tuple[int, int]]:
+    """Where the query's content terms occur in `text`: `(start, stop)` character offsets into `text`, sorted,
+    overlapping ones merged. A term is what the L1 relevance check counts (`analyse_query`, `coverage`): an
+    identifier only whole and word-aligned, any other term wherever it occurs (an English plural also as its
+    singular), case ignored; stop words and filler are no terms. So highlighting shows what matched, CJK
+    included ("超时" in "接口超时排查")."""
+    if not isinstance(query, str) or not isinstance(text, str) or not query.strip() or not text:
+        return []
+    analysed = analyse_query(query)
+    lowered, origin = _lowered_with_origin(text)
+    spans: list[tuple[int, int]] = []
+    for term in analysed.terms:
+        whole = term in analysed.whole
+        for form in (term,) if whole else _forms(term):
+            start = lowered.find(form)
+            while start != -1:
+                stop = start + len(form)
+                if not whole or aligned(lowered, start, stop):
+                    spans.append((origin[start], origin[stop - 1] + 1))
+                start = lowered.find(form, start + 1)
+    merged: list[tuple[int, int]] = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def _lowered_with_origin(text: str) -> tuple[str, list[int]]:
+    """`text.lower()` and, for each of its characters, the offset in `text` it comes from (a few characters
+    lower-case to two, such as "İ")."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered, list(range(len(text)))
+    parts: list[str] = []
+    origin: list[int] = []
+    for i, char in enumerate(text):
+        low = char.lower()
+        parts.append(low)
+        origin.extend([i] * len(low))
+    return "".join(parts), origin

@@ -1,4 +1,5 @@
-"""Lookup playground: the exact `lookup_knowledge` call an agent makes, and why it answered as it did."""
+"""Lookup playground: the exact `lookup_knowledge` call an agent makes, why it answered as it did, and a retrieval
+test bench beside it (retriever, top-k, filters, minimum score; the query's terms highlighted; a history)."""
 
 from __future__ import annotations
 
@@ -7,32 +8,55 @@ import re
 
 import streamlit as st
 
-from kb_core import MORE_SECTIONS, KnowledgeBaseError, Role, section_chips, split_body
+from kb_core import (
+    MORE_SECTIONS,
+    HistoryEntry,
+    KnowledgeBaseError,
+    Role,
+    bench_link_params,
+    category_folders,
+    parse_bench_link,
+    section_chips,
+    split_body,
+)
+from pages.shell import bench_view
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
 st.title("🔎 Lookup playground")
-st.caption("Runs the very same `lookup_knowledge` an agent calls (logged with caller `console`).")
+st.caption("Runs the very same `lookup_knowledge` an agent calls (logged with your name as caller; a run from a link "
+           "or from the history as `console-replay`, which never counts as needing attention), and beside it a "
+           "test bench of L1's rows.")
 
 state = st.session_state
-state.setdefault("history", [])
 state.setdefault("run_query", False)
 
-# `?q=…` (a link from the tool-call page, or one a curator shares) fills the query in and runs it, once per
-# distinct value: the page's own lookups keep the URL in step, so a rerun does not repeat an old query.
-linked = st.query_params.get("q", "")
-if linked.strip() and linked != state.get("linked_query"):
-    state.linked_query = linked
-    state.query = linked
-    state.section_title = ""
-    state.run_query = True
+# A link (from the Tool calls page, or a test a curator shares) holds the query and the bench's settings
+# (`?q=…&retriever=bm25&k=10&category=api&lang=zh&min_score=1.5`): it fills them in and runs that test once per
+# distinct link. The page's own runs keep the URL in step, so a rerun does not repeat an old one.
+link_error = None
+params = {key: st.query_params.get_all(key) for key in st.query_params}
+if any(q.strip() for q in params.get("q", [])):
+    try:
+        link_query, link_section, link_options = parse_bench_link(params)
+        canonical = bench_link_params(link_query, link_options, link_section)
+    except KnowledgeBaseError as exc:
+        link_error = f"This link's test cannot run: {exc}"
+    else:
+        if canonical != state.get("linked"):
+            state.linked = canonical
+            state.query = link_query
+            state.section_title = link_section or ""
+            bench_view.show_options(link_options)
+            state.run_query = state.replay = True
 
 try:
-    counts = kb.status().counts
+    status = kb.status()
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
     st.stop()
+counts = status.counts
 # L1 (and the database) knows no document yet: answers can only come from L0, and "nothing found" would
 # blame the query for what is an empty index.
 index_empty = counts.database == 0 or counts.milvus == 0
@@ -79,6 +103,13 @@ def _rerun(query: str, section: str | None) -> None:
     state.run_query = True
 
 
+def _run_again(entry: HistoryEntry) -> None:
+    """A history entry: its query, section and bench settings, run again (a replay)."""
+    _rerun(entry.query, entry.section_title)
+    bench_view.show_options(entry.options)
+    state.replay = True
+
+
 if unindexed > 0:
     with st.container(border=True):
         first_run = "The index is empty: " if counts.database == 0 else ""
@@ -120,44 +151,62 @@ with st.form("lookup", border=False):
     section = right.text_input("section_title (optional)", key="section_title")
     submitted = st.form_submit_button("Look up", type="primary", on_click=_new_query_clears_the_section)
 
+try:
+    folders, languages = category_folders(kb.categories()), kb.languages()
+except KnowledgeBaseError:  # the database just went away: the sidebar says so; the bench offers what it can
+    folders, languages = [], []
+bench_view.render_controls(dense_available=status.dense_search, folders=folders, languages=languages)
+
+# One container for this run's messages, filled or not: every element after it keeps its place, so while the
+# browser reruns it never shows the previous answer beside the new one (see "alternatives" below).
+messages = st.container(key="run-messages")
+if link_error:
+    messages.error(escape_markdown(link_error))
 if submitted or state.run_query:
     state.run_query = False
-    if query.strip():
-        st.query_params["q"] = state.linked_query = query  # the URL now links to this lookup
+    replay = state.pop("replay", False)
     try:
-        response = kb.call_tool({"query": query, "section_title": section or None}, caller=kb.actor.name[:64])
-    except KnowledgeBaseError as exc:
-        st.error(escape_markdown(exc))
-        st.stop()
-    state.last = response
-    state.answered = (query, section or None)
-    result = response.result
-    state.history.insert(0, {
-        "query": query,
-        "section_title": section or None,
-        "found": response.payload.get("found"),
-        "answer": " + ".join(result.match_types) if result else "error",
-        "ms": response.latency_ms,
-    })
-    del state.history[20:]
+        options = bench_view.chosen_options()
+        run = kb.run_bench(query, options, section_title=section or None, replay=replay)
+    except KnowledgeBaseError as exc:  # options kb_core refuses: nothing ran
+        messages.error(escape_markdown(exc))
+    else:
+        state.last = run
+        state.answered = (query, section or None)
+        if query.strip():  # the URL now links to this test
+            state.linked = bench_link_params(query, options, section or None)
+            st.query_params.from_dict(state.linked)
+        if run.history_error:
+            messages.warning(escape_markdown(f"This run is not in your history: {run.history_error}"))
 
-response = state.get("last")
-if response is None:
-    st.info("Type a query: an error code such as `ERR_TIMEOUT` (one exact L0 hit), an ambiguous term such as "
-            "`超时` (several L0 hits, L1 supplements), or a question such as `如何优化缓存` (L1 only).")
-elif response.error:
-    st.error(escape_markdown(response.error))
+
+def _agent_view(run) -> None:
+    """What the agent receives: the primary and the supplement, why, and the raw JSON, exactly as the tool
+    returned it (the bench's settings never change it). The same elements at the top level every time (what
+    varies sits in containers), so a rerun replaces each in place and never shows two "Raw JSON" panels."""
+    payload = run.payload
+    st.caption("The exact tool output: the `lookup_knowledge` answer an agent gets for this query (the test "
+               "bench's settings do not change it).")
+    with st.container(key="answer-notes"):
+        if run.error:
+            st.error(escape_markdown(run.error))
+        elif not payload["found"] and index_empty:
+            st.warning("The index is empty - no document is indexed for search yet, so only exact keywords of the "
+                       "files on disk can answer. Index the documents (above), then look this up again.")
+        elif not payload["found"]:
+            st.warning("Nothing found: no keyword matched and L1 found no relevant chunk.")
+    with st.container(key="answer"):
+        if run.result is not None:
+            _answer(payload, run.result.trace)
     st.subheader("Raw JSON (what the agent receives)")
-    st.json(response.payload)
-else:
-    payload, result = response.payload, response.result
-    trace = result.trace
-    if not payload["found"] and index_empty:
-        st.warning("The index is empty - no document is indexed for search yet, so only exact keywords of the "
-                   "files on disk can answer. Index the documents (above), then look this up again.")
-    elif not payload["found"]:
-        st.warning("Nothing found: no keyword matched and L1 found no relevant chunk.")
+    if run.error:
+        st.json(payload)
+    else:
+        st.code(json.dumps(payload, ensure_ascii=False, indent=2), language="json", wrap_lines=True)
 
+
+def _answer(payload: dict, trace) -> None:
+    """The primary and the supplement side by side, the alternatives, and why."""
     col_primary, col_supplement = st.columns(2, border=True)
     with col_primary:
         st.subheader("Primary")
@@ -233,15 +282,22 @@ else:
         st.caption("The index is empty: no chunk to search yet." if index_empty
                    else "No chunk passed the relevance check.")
 
-    st.subheader("Raw JSON (what the agent receives)")
-    st.code(json.dumps(payload, ensure_ascii=False, indent=2), language="json", wrap_lines=True)
 
-if state.history:
-    st.subheader("Recent queries")
-    for i, item in enumerate(state.history):
-        cols = st.columns([4, 2, 1, 1])
-        section_note = f" · section {inline_code(item['section_title'])}" if item["section_title"] else ""
-        cols[0].markdown(f"{inline_code(item['query'])}{section_note}")  # a `?q=` link's query is anyone's text
-        cols[1].caption(f"{'found' if item['found'] else 'not found'} · {item['answer']}")
-        cols[2].caption(f"{item['ms']:.1f} ms")
-        cols[3].button("Run again", key=f"again-{i}", on_click=_rerun, args=(item["query"], item["section_title"]))
+run = state.get("last")
+if run is None:
+    st.info("Type a query: an error code such as `ERR_TIMEOUT` (one exact L0 hit), an ambiguous term such as "
+            "`超时` (several L0 hits, L1 supplements), or a question such as `如何优化缓存` (L1 only).")
+else:
+    agent_tab, bench_tab = st.tabs(["What the agent receives", bench_view.bench_tab_label(run)])
+    with agent_tab:
+        _agent_view(run)
+    with bench_tab:
+        bench_view.render_rows(run)
+
+try:
+    history = kb.query_history(20)
+except KnowledgeBaseError as exc:
+    st.caption(escape_markdown(f"Your history cannot be read now: {exc}"))
+else:
+    if history:
+        bench_view.render_history(history, _run_again)

@@ -68,7 +68,8 @@ else:
 st.subheader("Needs attention")
 st.caption("Queries that found nothing, found only an L1 passage, or got a low-confidence answer (a keyword "
            "several documents claim), grouped by query. Adding or sharpening a keyword on the right document "
-           "turns them into exact, high-confidence answers.")
+           "turns them into exact, high-confidence answers. Opening one in the playground runs it as "
+           "`console-replay`, which is not counted here again.")
 if groups:
     st.dataframe(
         [{"query": g.query, "calls": g.calls, "not found": g.not_found, "L1 only": g.l1_only,

@@ -143,7 +143,8 @@ def _empty_mysql_tables(url: str) -> None:
 
     engine = create_engine(url)
     with engine.begin() as connection:
-        for table in ("tool_call", "tool_call_dropped", "api_document", "kb_change", "alembic_version"):
+        for table in ("tool_call", "tool_call_dropped", "query_history", "api_document", "kb_change",
+                      "alembic_version"):
             connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
 
@@ -340,6 +341,13 @@ def look_up(at, query: str):
     next(b for b in at.button if b.label == "Look up").click().run()  # the form's submit button
     assert not at.exception, at.exception
     return at
+
+
+def history_shown(at) -> list[str]:
+    """The playground's history as it shows it, newest first: each run's query as inline code, with
+    " · section `…`" when it asked for one (the history is the acting user's, from the database)."""
+    boxes = [e for e in at.expander if e.label.startswith("History")]
+    return [m.value for m in boxes[0].markdown] if boxes else []
 
 
 # -- a real browser against `streamlit run app.py` (the browser and three-process tests) -------------------------

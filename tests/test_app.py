@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import APP, doc, look_up, run_page, shown, write_doc
+from conftest import APP, doc, history_shown, look_up, run_page, shown, write_doc
 from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -176,9 +176,9 @@ def test_playground_nothing_found(synced_sample):
 def test_playground_recent_queries_can_be_rerun(synced_sample):
     at = look_up(run_page("playground"), "ERR_TIMEOUT")
     look_up(at, "超时")
-    assert [item["query"] for item in at.session_state["history"]] == ["超时", "ERR_TIMEOUT"]
+    assert history_shown(at) == ["`超时`", "`ERR_TIMEOUT`"]
     at.button(key="again-1").click().run()
-    assert at.session_state["history"][0]["query"] == "ERR_TIMEOUT"
+    assert history_shown(at)[:2] == ["`ERR_TIMEOUT`", "`超时`"]
     assert "confidence: high" in " ".join(m.value for m in at.markdown)
 
 
@@ -188,12 +188,12 @@ def test_playground_section_chips_rerun_the_lookup_with_that_section(synced_samp
     assert chip.label == "超时排查"  # the document's frontmatter `sections`
     chip.click().run()
     assert not at.exception, at.exception
-    assert at.session_state["history"][0]["section_title"] == "超时排查"
+    assert history_shown(at)[0] == "`ERR_TIMEOUT` · section `超时排查`"
     assert "section: 1. 超时类错误" in " ".join(m.value for m in at.markdown)
     assert '"section": "1. 超时类错误"' in at.code[0].value
     assert at.button(key="chip-0").proto.type == "primary"  # the chosen chip stands out
     at.button(key="chip-whole").click().run()
-    assert at.session_state["history"][0]["section_title"] is None
+    assert history_shown(at)[0] == "`ERR_TIMEOUT`"
     assert '"section": null' in at.code[0].value
     at.switch_page("../pages/tool_calls.py").run()
     assert list(at.dataframe[0].value["section"]) == ["", "超时排查 → 1. 超时类错误", ""]
@@ -205,7 +205,7 @@ def test_playground_a_new_query_clears_the_chosen_section(synced_sample):
     assert at.text_input(key="section_title").value == "超时排查"
     look_up(at, "超时")
     assert at.text_input(key="section_title").value == ""
-    assert at.session_state["history"][0] == {**at.session_state["history"][0], "query": "超时", "section_title": None}
+    assert history_shown(at)[0] == "`超时`"
 
 
 def _chip_labels(node, inside_more: bool = False) -> tuple[list[str], list[str]]:

@@ -3,7 +3,7 @@ against real stores (SQLite, Milvus Lite)."""
 
 from __future__ import annotations
 
-from conftest import APP, look_up, run_page
+from conftest import APP, history_shown, look_up, run_page
 from streamlit.testing.v1 import AppTest
 
 
@@ -91,7 +91,7 @@ def test_the_playground_runs_a_linked_query_once(synced_sample):
     look_up(at, "如何优化缓存")
     assert at.query_params["q"] == "如何优化缓存"  # the URL follows the page's own lookups
     at.run()
-    assert [h["query"] for h in at.session_state["history"]] == ["如何优化缓存", "ERR_TIMEOUT"]
+    assert history_shown(at) == ["`如何优化缓存`", "`ERR_TIMEOUT`"]
 
 
 def test_first_run_offers_to_index_and_says_the_index_is_empty(app_root, sample_root):

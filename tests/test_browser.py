@@ -448,3 +448,34 @@ def test_an_ambiguous_query_shows_both_panels_and_why(sample_server, page):
     raw = page.get_by_test_id("stCode")
     expect(raw).to_contain_text('"source": "knowledge_base/troubleshooting/timeout.md"')
     expect(raw).to_contain_text('"confidence": "high"')  # the keyword fix above made it unique
+
+
+@pytest.mark.timeout(300)
+def test_a_test_bench_link_shows_its_settings_and_highlighted_rows(sample_server, page):
+    """A link holds a test (issue 24, item 2): it opens with the bench's controls set, the agent's exact answer as
+    the default view, and the bench's rows beside it with the query's terms highlighted (rendered, not shown as
+    directive text). A control changed and run again puts the new test in the URL."""
+    from playwright.sync_api import expect
+
+    _open(page, sample_server, "?q=%E8%B6%85%E6%97%B6&retriever=bm25&k=5&category=troubleshooting",
+          "Lookup playground")
+    expect(page.get_by_role("heading", name="Raw JSON (what the agent receives)")).to_be_visible(timeout=TIMEOUT_MS)
+    _wait_idle(page)
+    expect(page.get_by_role("tab", name="What the agent receives")).to_have_attribute("aria-selected", "true")
+    expect(page.get_by_role("combobox", name="Retriever")).to_have_value("BM25 only")
+    page.get_by_role("tab", name=re.compile(r"^Test bench · BM25 only · top 5 · in troubleshooting")).click()
+    first = page.locator(".st-key-bench-row-1")
+    expect(first).to_be_visible()
+    expect(first).to_contain_text("knowledge_base/troubleshooting/")
+    expect(first).to_contain_text("BM25 score")
+    expect(first.get_by_text("超时", exact=True).first).to_be_visible()  # a highlighted run is its own element
+    expect(page.get_by_text("orange-background")).to_have_count(0)  # the directive rendered, never shown
+    _screenshot(page, "playground-bench.png")
+
+    page.get_by_role("spinbutton", name="Minimum score").fill("2")
+    page.get_by_role("spinbutton", name="Minimum score").press("Enter")
+    _wait_idle(page)
+    page.get_by_role("button", name="Look up").click()
+    expect(page).to_have_url(re.compile(r"min_score=2\.0"), timeout=TIMEOUT_MS)
+    _wait_idle(page)
+    expect(page.get_by_role("tab", name=re.compile(r"BM25 score ≥ 2 · "))).to_be_visible()

@@ -218,6 +218,12 @@ def test_a_hostile_document_and_hostile_links_load_nothing_and_run_nothing(hosti
         expect(raw_json).to_be_visible(timeout=TIMEOUT_MS)
         _wait_idle(page)
         expect(main.locator("code").filter(has_text=nothing).first).to_have_text(nothing)
+        # A link's run is a replay (console-replay), never counted as needing attention; run from the page, the
+        # same query is a question of its own, which Tool calls lists below.
+        expect(page.get_by_role("textbox", name="Query", exact=True)).to_have_value(nothing)
+        page.get_by_role("button", name="Look up").click()
+        expect(page.get_by_text("History: your last 4 runs")).to_be_visible(timeout=TIMEOUT_MS)
+        _wait_idle(page)
 
         # 2. Documents: the inspector's four tabs, then the keyword map.
         page.goto(f"{url}/documents")

@@ -16,6 +16,7 @@ from conftest import (
     hostile_document,
     hostile_fields,
     hostile_queries,
+    look_up,
     outside_code,
     write_doc,
 )
@@ -118,13 +119,16 @@ def test_the_playground_shows_a_hostile_document_and_query_as_text(hostile):
     assert at.text_input(key="section_title").value == SECTION
     assert ":violet-badge[section: Setup]" in "\n".join(m.value for m in at.markdown)  # the heading it names
 
-    at.query_params["q"] = NOTHING  # a second shared link: no keyword, at most an L1 passage; listed as typed
+    at.query_params.clear()  # a second shared link of its own (no section): no keyword, at most an L1 passage
+    at.query_params["q"] = NOTHING
     at.run()
     assert_no_image(at)
     assert '"primary": null' in at.code[0].value
     recent = [m.value for m in at.markdown if m.value.startswith("`")]
     assert recent[:2] == [inline_code(NOTHING), f"{inline_code(QUERY)} · section {inline_code(SECTION)}"]
 
+    look_up(at, NOTHING)  # a link's run is a replay, never needing attention; typed, it is a question of its own
+    assert_no_image(at)
     at.switch_page("../pages/tool_calls.py").run()
     assert_no_image(at)
     assert NOTHING in at.selectbox(key="attention_query").options  # plain options: shown as typed

@@ -38,8 +38,40 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
     store.migrate()
     tables = set(inspect(store._engine).get_table_names())
-    assert {"api_document", "tool_call", "tool_call_dropped", "alembic_version"} <= tables
-    assert store.current_revision() == head_revision() == "0007"
+    assert {"api_document", "tool_call", "tool_call_dropped", "query_history", "alembic_version"} <= tables
+    assert store.current_revision() == head_revision() == "0009"
+
+
+def test_query_history_is_per_actor_and_round_trips_on_both_databases(store):
+    store.record_query(actor="alice@example.com", query="超时 🚀", section_title="1. 超时类错误",
+                       options={"retriever": "bm25", "top_k": 7, "categories": ["api"], "languages": ["zh"],
+                                "min_score": 1.5}, found=True, answer="exact_L0 + semantic_L1", latency_ms=3.25)
+    store.record_query(actor="bob@example.com", query="ERR_TIMEOUT", section_title=None, options={}, found=False,
+                       answer="", latency_ms=1.0)
+    [alice] = store.query_history("alice@example.com")
+    assert (alice.query, alice.section_title, alice.found, alice.answer, alice.latency_ms) == \
+        ("超时 🚀", "1. 超时类错误", True, "exact_L0 + semantic_L1", 3.25)
+    assert alice.options == {"retriever": "bm25", "top_k": 7, "categories": ["api"], "languages": ["zh"],
+                             "min_score": 1.5}
+    assert alice.created_at.tzinfo is not None
+    assert [r.query for r in store.query_history("bob@example.com")] == ["ERR_TIMEOUT"]
+    assert store.query_history("carol@example.com") == []
+
+
+def test_migration_0009_goes_down_and_up_again(store):
+    from alembic import command
+
+    from kb_core.storage.metadata_store import _alembic_config
+
+    with store._engine.connect() as connection:
+        cfg = _alembic_config()
+        cfg.attributes["connection"] = connection
+        command.downgrade(cfg, "0007")
+        connection.commit()
+    assert store.current_revision() == "0007"
+    assert "query_history" not in set(inspect(store._engine).get_table_names())
+    store.migrate()
+    assert "query_history" in set(inspect(store._engine).get_table_names())
 
 
 def test_status_is_stored_as_varchar(store):

@@ -13,7 +13,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pages.shell.safe import IMAGE_PLACEHOLDER, escape_markdown, inline_code, neutralize_images
+from pages.shell.safe import (
+    HIGHLIGHT,
+    IMAGE_PLACEHOLDER,
+    escape_markdown,
+    highlight_text,
+    inline_code,
+    neutralize_images,
+)
 
 PH = IMAGE_PLACEHOLDER
 
@@ -157,6 +164,90 @@ def test_no_backtick_run_closes_an_inline_code_span_early(text):
 @given(st.text(alphabet=st.sampled_from("![]()\\`ab\n")))
 def test_no_image_syntax_survives(markdown):
     assert "![" not in neutralize_images(markdown)
+
+
+@pytest.mark.parametrize(("text", "spans", "shown"), [
+    # a chunk's lines stay lines; each line's start is defused; the spans are on a highlight
+    ("# 超时 排查\n- a\n\n   1. b", [(2, 4)], "\\# " + HIGHLIGHT + "超时] 排查  \n\\- a  \n1\\. b"),
+    # the text cannot end the highlight, open a directive, an image, a link, a table or emphasis
+    ("x]:red[y] ![i](http://127.0.0.1:9/i.png)", [(0, 2)],
+     HIGHLIGHT + "x\\]]\\:red\\[y\\] !\\[i\\](http\\://127.0.0.1\\:9/i.png)"),
+    ("| a | b |\n| --- | --- |", [], "\\| a \\| b \\|  \n\\| --- \\| --- \\|"),
+    ("ERR_TIMEOUT: _x_ *y*", [(4, 11)], "ERR\\_" + HIGHLIGHT + "TIMEOUT]\\: \\_x\\_ \\*y\\*"),
+    # two highlighted words with a space between are one highlight; spans past the end are cut
+    ("rate limiting", [(0, 4), (5, 13), (10, 99)], HIGHLIGHT + "rate limiting]"),
+    ("", [(0, 3)], ""),
+])
+def test_highlight_text(text, spans, shown):
+    assert highlight_text(text, spans) == shown
+
+
+_IN_LINES = _SPECIAL | set("_:|")
+
+
+def _unhighlight_checked(markdown: str) -> tuple[str, set[int]]:
+    """Read `highlight_text`'s result: escapes, and highlights that open and close only where it put them;
+    returns the text shown and the offsets (into it) of the highlighted characters."""
+    out: list[str] = []
+    marked: set[int] = set()
+    inside = False
+    i = 0
+    while i < len(markdown):
+        if markdown.startswith(HIGHLIGHT, i):
+            assert not inside, markdown
+            inside = True
+            i += len(HIGHLIGHT)
+            continue
+        char = markdown[i]
+        if char == "]":
+            assert inside, f"an unescaped ] outside a highlight in {markdown!r}"
+            inside = False
+            i += 1
+            continue
+        if char == "\\":
+            following = markdown[i + 1]
+            assert following.isascii() and not following.isalnum() and not following.isspace(), markdown
+            char = following
+            i += 1
+        else:
+            assert char not in _IN_LINES, f"{char!r} unescaped at {i} in {markdown!r}"
+        if inside:
+            marked.add(len(out))
+        out.append(char)
+        i += 1
+    assert not inside, markdown
+    return "".join(out), marked
+
+
+@given(st.text(alphabet=st.sampled_from("ab 超\n]:[`*_|#-1.!\\<&$~")),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), max_size=4))
+def test_highlighted_text_reads_back_line_by_line_whatever_the_spans(text, spans):
+    markdown = highlight_text(text, spans)
+    lines = [" ".join(line.split()) for line in text.split("\n")]
+    lines = [line for line in lines if line]
+    assert markdown.count("  \n") == max(0, len(lines) - 1)
+    for rendered, expected in zip(markdown.split("  \n") if markdown else [], lines, strict=True):
+        assert not re.match(r"[#>+=-]|\d{1,9}[.)](\s|$)", rendered)  # starts no block
+        shown, _marked = _unhighlight_checked(rendered)
+        assert shown == expected
+    # every character inside a span (and not white space) is highlighted
+    wanted = {i for a, b in spans for i in range(a, b) if i < len(text) and not text[i].isspace()}
+    flat, marked = _unhighlight_checked(markdown.replace("  \n", "\n"))
+    shown_positions = [i for i, c in enumerate(text) if not c.isspace()]
+    highlighted = {shown_positions[k] for k in range(len(shown_positions))
+                   if _nonspace_index(flat, k) in marked}
+    assert highlighted == wanted
+
+
+def _nonspace_index(flat: str, k: int) -> int:
+    """The offset in `flat` of its k-th character that is not white space."""
+    count = -1
+    for i, c in enumerate(flat):
+        if not c.isspace():
+            count += 1
+            if count == k:
+                return i
+    raise AssertionError((flat, k))
 
 
 def test_no_page_renders_raw_html_or_loads_an_image():

@@ -9,11 +9,11 @@ from datetime import datetime, timedelta
 
 from kb_core.stats import percentile
 from kb_core.storage.metadata_store import ToolCallRecord
-from kb_core.storage.tool_call_log import LOOKUP_TOOL, Bucket, CallBucket
+from kb_core.storage.tool_call_log import LOOKUP_TOOL, REPLAY_CALLER, Bucket, CallBucket
 from kb_core.terms import normalize_term
 
-__all__ = ["AttentionGroup", "Bucket", "CallBucket", "MissGroup", "bucket_for", "confidence_of", "is_miss",
-           "misses_by_query", "needs_attention", "percentile"]
+__all__ = ["REPLAY_CALLER", "AttentionGroup", "Bucket", "CallBucket", "MissGroup", "bucket_for", "confidence_of",
+           "is_miss", "misses_by_query", "needs_attention", "percentile"]
 
 HOURLY_UP_TO = timedelta(days=2)  # a longer span in hours gives too many bars to read
 
@@ -46,8 +46,9 @@ MissGroup = AttentionGroup  # the earlier name
 
 def is_miss(call: ToolCallRecord) -> bool:
     """Needs attention: a lookup answered without error, but not found, L1 only, or with a low-confidence
-    primary (a `read_document` call serves the document asked for: never a miss)."""
-    return call.tool_name == LOOKUP_TOOL and call.error is None and (
+    primary (a `read_document` call serves the document asked for: never a miss; a lookup the console ran again,
+    caller `REPLAY_CALLER`, asks nothing new: never counted)."""
+    return call.tool_name == LOOKUP_TOOL and call.error is None and call.caller != REPLAY_CALLER and (
         not call.found or "exact_L0" not in call.match_types or call.confidence == "low")
 
 

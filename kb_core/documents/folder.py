@@ -91,6 +91,11 @@ def _category_problem(category: object) -> str | None:
     return next((problem for problem in map(_segment_problem, segments) if problem), None)
 
 
+def category_problem(category: object) -> str | None:
+    """What is wrong with `category` under the path rule, or `None` when it is a valid category."""
+    return _category_problem(category)
+
+
 def validate_category(category: str) -> str:
     problem = _category_problem(category)
     if problem is not None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from kb_core import terms as text_analysis
@@ -32,6 +33,7 @@ from kb_core.terms import normalize_term
 log = logging.getLogger(__name__)
 
 RRF_K = 60
+RETRIEVERS = ("bm25", "dense")  # L1's retrievers, fused
 
 
 @dataclass
@@ -67,17 +69,32 @@ class VectorSearcher:
         return bool(self._store.has_dense and self._embedder is not None and self._embedder.state.ready)
 
     def search(self, query: str, top_k: int = 3, category: str | None = None) -> list[L1Hit]:
+        return self._search(query, top_k, category)
+
+    def search_with(self, query: str, *, top_k: int, retrievers: Collection[str] = RETRIEVERS,
+                    doc_ids: Collection[int] | None = None,
+                    keep: Callable[[L1Hit], bool] | None = None) -> list[L1Hit]:
+        """The test bench's L1: `search` with only the named `retrievers` ("bm25", "dense"; dense runs only
+        when `dense_active()`), only chunks of the documents `doc_ids` (None: any), and only hits that `keep`
+        accepts (a minimum score) counted toward `top_k`. The relevance check is the same."""
+        return self._search(query, top_k, None, retrievers=retrievers, doc_ids=doc_ids, keep=keep)
+
+    def _search(self, query: str, top_k: int, category: str | None, *, retrievers: Collection[str] = RETRIEVERS,
+                doc_ids: Collection[int] | None = None, keep: Callable[[L1Hit], bool] | None = None) -> list[L1Hit]:
         if not query or not query.strip():
             return []
         limit = max(self._candidates, top_k)
+        scope = {} if doc_ids is None else {"doc_ids": doc_ids}  # stores without the filter keep working
         fused: dict[str, _Candidate] = {}
-        for rank, hit in enumerate(self._store.search_bm25(query, limit=limit, category=category)):
+        bm25_hits = self._store.search_bm25(query, limit=limit, category=category, **scope) \
+            if "bm25" in retrievers else []
+        for rank, hit in enumerate(bm25_hits):
             cand = fused.setdefault(hit.row.chunk_id, _Candidate(hit.row))
             cand.bm25 = hit.score
             cand.rrf += 1.0 / (RRF_K + rank + 1)
-        if self.dense_active():
+        if "dense" in retrievers and self.dense_active():
             vector = self._embedder.encode_queries([query])[0]  # type: ignore[union-attr]
-            for rank, hit in enumerate(self._store.search_dense(vector, limit=limit, category=category)):
+            for rank, hit in enumerate(self._store.search_dense(vector, limit=limit, category=category, **scope)):
                 cand = fused.setdefault(hit.row.chunk_id, _Candidate(hit.row))
                 cand.dense = hit.score
                 cand.rrf += 1.0 / (RRF_K + rank + 1)
@@ -106,14 +123,16 @@ class VectorSearcher:
             if not (title_match or (has_identifier and (lexical or semantic))):
                 continue
             row = self._body_of(cand.row, ranked, used) if _is_frontmatter(cand.row) else cand.row
-            used.update((cand.row.chunk_id, row.chunk_id))
-            retrievers = tuple(name for name, score in (("dense", cand.dense), ("bm25", cand.bm25))
-                               if score is not None)
+            found_by = tuple(name for name, score in (("dense", cand.dense), ("bm25", cand.bm25))
+                             if score is not None)
             scores = tuple((name, round(score, 4)) for name, score in (("dense", cand.dense), ("bm25", cand.bm25))
                            if score is not None)
-            hits.append(L1Hit(content=row.text, source=row.source, score=round(cand.rrf, 6),
-                              retrievers=retrievers, retriever_scores=scores, heading=row.heading,
-                              chunk_id=row.chunk_id, doc_id=row.doc_id))
+            hit = L1Hit(content=row.text, source=row.source, score=round(cand.rrf, 6), retrievers=found_by,
+                        retriever_scores=scores, heading=row.heading, chunk_id=row.chunk_id, doc_id=row.doc_id)
+            if keep is not None and not keep(hit):
+                continue
+            used.update((cand.row.chunk_id, row.chunk_id))
+            hits.append(hit)
             if len(hits) >= top_k:
                 break
         log.debug("L1 %r: %d candidates, %d relevant (terms %s)", query, len(fused), len(hits), query_terms)

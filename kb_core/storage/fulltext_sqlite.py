@@ -26,12 +26,13 @@ vocabulary (`fts5vocab`) and are cached per connection until the index changes (
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from kb_core import terms as _terms
@@ -283,12 +284,14 @@ class SqliteFullTextIndex:
                 self._writes += 1
 
     # -- reads -------------------------------------------------------------------------------------
-    def search(self, query: str, limit: int, category: str | None = None) -> list[ScoredChunk]:
+    def search(self, query: str, limit: int, category: str | None = None, *,
+               doc_ids: Collection[int] | None = None) -> list[ScoredChunk]:
+        """`doc_ids`: only chunks of these documents (None: any)."""
         tokens = list(dict.fromkeys(tokenize(query, mode=self._mode)))
-        if not tokens or limit <= 0:
+        if not tokens or limit <= 0 or (doc_ids is not None and not doc_ids):
             return []
         con = self._connection()
-        if category is None and self.two_steps and limit * 4 <= CANDIDATES:
+        if category is None and doc_ids is None and self.two_steps and limit * 4 <= CANDIDATES:
             try:
                 con.execute("BEGIN")  # one snapshot: the statistics and the candidates agree
                 try:
@@ -305,6 +308,9 @@ class SqliteFullTextIndex:
         if category:
             sql += " AND c.category = ?"
             args.append(category)
+        if doc_ids is not None:  # one parameter however many: a JSON array of integers
+            sql += " AND c.doc_id IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(sorted(int(d) for d in doc_ids)))
         sql += " ORDER BY r LIMIT ?"
         args.append(int(limit))
         rows = con.execute(sql, args).fetchall()

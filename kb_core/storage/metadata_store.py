@@ -1,4 +1,4 @@
-"""Document metadata and the tool-call log in SQL (SQLite by default, MySQL/MariaDB in production).
+"""Document metadata, the tool-call log and the query history in SQL (SQLite by default, MySQL/MariaDB in production).
 
 Values cross the boundary as frozen dataclasses; ORM objects never leave this module. Migrations are
 Alembic's, inside the package, and run under a lock so two processes starting at once do not race. A migration
@@ -34,6 +34,7 @@ from kb_core.access import acting_name
 from kb_core.errors import MetadataStoreError, SettingsError
 from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, ToolCallDropped, utcnow
 from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name
+from kb_core.storage.query_history import QueryHistoryQueries
 from kb_core.storage.tool_call_log import ToolCallQueries, ToolCallRecord, tool_call_record
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ def redact_url(url: str) -> str:
         return "<invalid database URL>"
 
 
-class MetadataStore(ToolCallQueries):
+class MetadataStore(ToolCallQueries, QueryHistoryQueries):
     def __init__(self, url: str, *, echo: bool = False, timeout: float = 10.0):
         try:
             parsed = make_url(url)

@@ -8,7 +8,7 @@ provide these methods. The composition root (`kb_core.bootstrap`) is the one pla
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from kb_core.storage.db_models import DocumentStatus
     from kb_core.storage.metadata_store import DocumentRecord, DocumentValues, ToolCallRecord
+    from kb_core.storage.query_history import QueryHistoryRecord
 
 Vector = list[float]
 
@@ -61,7 +62,7 @@ class ScoredChunk:
 
 @runtime_checkable
 class MetadataRepository(Protocol):
-    """Document rows and the tool-call log (SQL: `MetadataStore`)."""
+    """Document rows, the tool-call log and the query history (SQL: `MetadataStore`)."""
 
     @property
     def url(self) -> str: ...
@@ -112,6 +113,11 @@ class MetadataRepository(Protocol):
 
     def tool_calls_needing_attention(self, since: datetime, limit: int = 5000) -> list[ToolCallRecord]: ...
 
+    def record_query(self, *, actor: str, query: str, section_title: str | None, options: dict[str, Any],
+                     found: bool, answer: str, latency_ms: float) -> int: ...
+
+    def query_history(self, actor: str, limit: int = 20) -> list[QueryHistoryRecord]: ...
+
     def dispose(self) -> None: ...
 
 
@@ -145,9 +151,14 @@ class ChunkStore(Protocol):
 
     def count_chunks(self) -> int: ...
 
-    def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]: ...
+    def search_bm25(self, query: str, *, limit: int, category: str | None = None,
+                    doc_ids: Collection[int] | None = None) -> list[ScoredChunk]:
+        """`doc_ids`: only chunks of these documents (None: any; the test bench's category and language
+        filters)."""
+        ...
 
-    def search_dense(self, vector: Vector, *, limit: int, category: str | None = None) -> list[ScoredChunk]: ...
+    def search_dense(self, vector: Vector, *, limit: int, category: str | None = None,
+                     doc_ids: Collection[int] | None = None) -> list[ScoredChunk]: ...
 
     def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int] | None:
         """Chunks holding each term and the chunk count (how rare a query's terms are); None: not known."""

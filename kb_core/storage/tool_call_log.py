@@ -22,6 +22,9 @@ Bucket = Literal["hour", "day"]
 
 # Only lookups are judged (found rate, needs attention): `read_document` serves the document an agent named.
 LOOKUP_TOOL = "lookup_knowledge"
+# A lookup the console ran again (a link from Tool calls or a shared test, the playground's history): logged and
+# listed, but not a new question, so never counted as needing attention.
+REPLAY_CALLER = "console-replay"
 
 _FORMATS = {  # (hour, day) per dialect; every one yields "YYYY-MM-DD HH:00:00"
     "sqlite": ("%Y-%m-%d %H:00:00", "%Y-%m-%d 00:00:00"),
@@ -55,8 +58,9 @@ def _naive_utc(value: datetime) -> datetime:
 
 
 def needs_attention_clause() -> ColumnElement[bool]:
-    """Lookups answered without error, but not found, found through L1 only, or with a low-confidence primary."""
-    return and_(ToolCall.tool_name == LOOKUP_TOOL, ToolCall.error.is_(None),
+    """Lookups answered without error, but not found, found through L1 only, or with a low-confidence primary;
+    not the console's replays (`REPLAY_CALLER`)."""
+    return and_(ToolCall.tool_name == LOOKUP_TOOL, ToolCall.error.is_(None), ToolCall.caller != REPLAY_CALLER,
                 or_(ToolCall.found.is_(False), ToolCall.match_types.not_like("%exact_L0%"),
                     ToolCall.confidence == "low"))
 

@@ -13,7 +13,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -400,11 +400,14 @@ class MilvusVectorStore:
                                        consistency_level="Strong", timeout=self._timeout)
         return int(rows[0]["count(*)"]) if rows else 0
 
-    def search_bm25(self, query: str, *, limit: int, category: str | None = None) -> list[ScoredChunk]:
+    def search_bm25(self, query: str, *, limit: int, category: str | None = None,
+                    doc_ids: Collection[int] | None = None) -> list[ScoredChunk]:
+        if doc_ids is not None and not doc_ids:
+            return []
         if self._fulltext is not None:
             with self._milvus("full-text search failed"):
-                return self._fulltext.search(query, limit, category)
-        hits = self._search([query], "sparse", {"metric_type": "BM25"}, limit, category)
+                return self._fulltext.search(query, limit, category, doc_ids=doc_ids)
+        hits = self._search([query], "sparse", {"metric_type": "BM25"}, limit, category, doc_ids)
         # Milvus Lite reports BM25 as negative distances; a server reports positive scores.
         return [ScoredChunk(self._row(h), abs(float(h["distance"]))) for h in hits]
 
@@ -415,21 +418,28 @@ class MilvusVectorStore:
         with self._milvus("read term statistics"):
             return self._fulltext.document_frequencies(terms)
 
-    def search_dense(self, vector: list[float], *, limit: int, category: str | None = None) -> list[ScoredChunk]:
-        if self._dense_dim is None:
+    def search_dense(self, vector: list[float], *, limit: int, category: str | None = None,
+                     doc_ids: Collection[int] | None = None) -> list[ScoredChunk]:
+        if self._dense_dim is None or (doc_ids is not None and not doc_ids):
             return []
         params = {"metric_type": "COSINE", "params": {"ef": max(128, limit)}}
-        hits = self._search([vector], "dense", params, limit, category)
+        hits = self._search([vector], "dense", params, limit, category, doc_ids)
         return [ScoredChunk(self._row(h), float(h["distance"])) for h in hits]
 
-    def _search(self, data: list[Any], field: str, params: dict, limit: int, category: str | None) -> list[Any]:
+    def _search(self, data: list[Any], field: str, params: dict, limit: int, category: str | None,
+                doc_ids: Collection[int] | None = None) -> list[Any]:
         kwargs: dict[str, Any] = {"anns_field": field, "limit": limit, "search_params": params,
                                   "output_fields": _OUTPUT, "consistency_level": "Strong"}
+        filters = []
         cut = bool(category) and len(category) > self._category_chars
         if category:  # a collection that keeps less of a category matches on what it keeps, then on the path
-            kwargs["filter"] = f'category == "{_escape(category[:self._category_chars])}"'
+            filters.append(f'category == "{_escape(category[:self._category_chars])}"')
             if cut:  # other folders with the same beginning come back too: ask for more, keep the right ones
                 kwargs["limit"] = min(16384, limit * 4)
+        if doc_ids is not None:  # integers only: nothing of a caller's text reaches the expression
+            filters.append(f"doc_id in [{', '.join(str(int(d)) for d in sorted(doc_ids))}]")
+        if filters:
+            kwargs["filter"] = " and ".join(filters)
         kwargs["timeout"] = self._timeout
         started = time.monotonic()
         with self._milvus(f"Milvus {field} search failed"):

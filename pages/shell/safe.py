@@ -13,7 +13,9 @@ query (`?q=` links, recent queries) or from a message that may quote them, goes 
 - `escape_markdown(value)`: the value as literal text anywhere (a paragraph, a label, a badge, a table cell);
 - `inline_code(value)`: the value as one code span that no backtick can close early;
 - `neutralize_images(markdown)`: a document's own Markdown (its body, a chunk), still rendered as Markdown,
-  with every image turned into a 🖼 placeholder followed by its alt text as a link to the URL.
+  with every image turned into a 🖼 placeholder followed by its alt text as a link to the URL;
+- `highlight_text(text, spans)`: a chunk shown as literal text line by line, with the given character spans
+  (the query's terms, from kb_core) on a highlight; the text is escaped as a whole, the highlight wraps it.
 
 Pure functions, no Streamlit import; tests/test_safe_markdown.py pins them on hostile inputs, and
 tests/test_browser_safety.py renders a hostile document in Chromium with a beacon server.
@@ -23,10 +25,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
-__all__ = ["IMAGE_PLACEHOLDER", "escape_markdown", "inline_code", "neutralize_images"]
+__all__ = ["HIGHLIGHT", "IMAGE_PLACEHOLDER", "escape_markdown", "highlight_text", "inline_code",
+           "neutralize_images"]
 
 IMAGE_PLACEHOLDER = "🖼\u00a0"  # what an image's `!` becomes: the alt text follows as a link
+HIGHLIGHT = ":orange-background["  # opens a highlighted run of `highlight_text`; `]` closes it
 
 # Characters that start or end an inline construct: escapes, code spans, emphasis, strikethrough, links and
 # images, directive labels, raw HTML and autolinks, entities, math.
@@ -93,3 +98,62 @@ def neutralize_images(markdown: str) -> str:
     backtick inside an HTML attribute) would let an image through.
     """
     return _IMAGE.sub(IMAGE_PLACEHOLDER + "[", markdown)
+
+
+# In a highlighted text every `_` and `:` is escaped too (a highlight's directive may follow either), and `|` (lines
+# stay lines there, and two of them could make a table).
+_ALWAYS_IN_LINES = _ALWAYS | set("_:|")
+
+
+def highlight_text(text: str, spans: Iterable[tuple[int, int]] = ()) -> str:
+    """`text` shown literally, one line of the result per non-blank line of it (runs of white space become one
+    space, leading ones go), with the characters inside `spans` — `(start, stop)` offsets into `text`, such as
+    kb_core's matched query terms — on an orange background.
+
+    Every character is escaped as in `escape_markdown` (plus every `_`, `:` and `|`), with each line's start
+    defused, before the highlight's own `:orange-background[` and `]` are put around runs of escaped characters:
+    no character of `text` can end a highlight, open another construct or start a block, whatever the spans."""
+    chosen = [(int(a), int(b)) for a, b in spans]
+    lines = []
+    offset = 0
+    for line in str(text).split("\n"):
+        start, stop = offset, offset + len(line)
+        offset = stop + 1
+        marked = [False] * len(line)
+        for a, b in chosen:
+            for i in range(max(a, start), min(b, stop)):
+                marked[i - start] = True
+        rendered = _highlight_line(line, marked)
+        if rendered:
+            lines.append(rendered)
+    return "  \n".join(lines)
+
+
+def _highlight_line(line: str, marked: list[bool]) -> str:
+    chars: list[tuple[str, bool]] = []
+    for char, mark in zip(line, marked, strict=True):
+        if char.isspace():
+            if chars and chars[-1][0] != " ":
+                chars.append((" ", False))
+        else:
+            chars.append((char, mark))
+    while chars and chars[-1][0] == " ":
+        chars.pop()
+    # a space between two highlighted characters stays inside the highlight
+    for i in range(1, len(chars) - 1):
+        if chars[i][0] == " " and chars[i - 1][1] and chars[i + 1][1]:
+            chars[i] = (" ", True)
+    pieces = ["\\" + c if c in _ALWAYS_IN_LINES else c for c, _mark in chars]
+    start = _LINE_START.match("".join(pieces))
+    if start:
+        pieces[len(start.group(0)) - 1] = "\\" + pieces[len(start.group(0)) - 1]
+    out: list[str] = []
+    inside = False
+    for piece, (_char, mark) in zip(pieces, chars, strict=True):
+        if mark != inside:
+            out.append(HIGHLIGHT if mark else "]")
+            inside = mark
+        out.append(piece)
+    if inside:
+        out.append("]")
+    return "".join(out)
