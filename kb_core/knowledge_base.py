@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from kb_core.about import About, Part, package_versions
 from kb_core.access import Actor, Role, acting, service_actor
 from kb_core.agent.call_stats import REPLAY_CALLER, AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import (
@@ -628,6 +629,21 @@ class KnowledgeBase:
             watching=None if self._watcher is None else self._watcher.is_watching,
             watch_failed=self._watcher.last_report.failed if self._watcher and self._watcher.last_report else (),
         )
+
+    def about(self) -> About:
+        """The versions of the parts this console runs on (packages, the database and Milvus servers) and the
+        effective settings with secrets masked: the Settings page, and what to paste into a bug report. Admins
+        only: the settings name the database and Milvus addresses."""
+        self._actor.require(Role.ADMIN, "read the settings")
+        servers = []
+        for name, ask in (("database", self._metadata.server_version), ("milvus", self._vectors.server_version)):
+            try:
+                servers.append(Part(name, ask()))
+            except KnowledgeBaseError as exc:
+                servers.append(Part(name, f"unavailable: {exc}"))
+            except Exception as exc:  # noqa: BLE001 - a driver's own error: say it, the page still shows the rest
+                servers.append(Part(name, f"unavailable: {type(exc).__name__}: {exc}"))
+        return About(package_versions() + tuple(servers), tuple(self._settings.described()))
 
     # -- metrics -------------------------------------------------------------------------------------
     @property

@@ -107,3 +107,21 @@ def test_settings_as_an_admin_reads_them_hide_secrets(tmp_path):
     assert shown["KB_DATABASE_URL"] == "mysql+pymysql://kb:***@db:3306/kb"
     assert shown["KB_MILVUS_TOKEN"] == "*** (set)" and "KB_CONFIG" in shown
     assert not any("s3cret" in value or "Milvus" in value for value in shown.values())
+
+
+def test_the_settings_and_versions_are_for_admins(kb):
+    for actor in (VIEWER, CURATOR):
+        with pytest.raises(AccessDeniedError, match="may not read the settings"):
+            kb.as_user(actor).about()
+    about = kb.as_user(ADMIN).about()
+    versions = {part.name: part.version for part in about.parts}
+    on_sqlite = kb.settings.database_url.startswith("sqlite")
+    assert versions["database"].startswith("SQLite 3.") if on_sqlite else "MariaDB" in versions["database"]
+    assert versions["milvus"].startswith("milvus_lite-")
+    assert versions["streamlit"] != "not installed" and versions["python"].startswith("3.")
+    assert dict(about.settings)["KB_DATABASE_URL"].split(":")[0] == kb.settings.database_url.split(":")[0]
+
+
+def test_a_database_password_is_masked_in_the_settings(kb):
+    masked = kb.settings.model_copy(update={"database_url": "mysql+pymysql://kb:s3cret@db.example:3306/kb"})
+    assert dict(masked.described())["KB_DATABASE_URL"] == "mysql+pymysql://kb:***@db.example:3306/kb"

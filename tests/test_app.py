@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 PAYMENT = "knowledge_base/api/payment-errors.md"
 
 
-@pytest.mark.parametrize("page", ["playground", "documents", "upload", "tool_calls"])
+@pytest.mark.parametrize("page", ["playground", "documents", "upload", "tool_calls", "settings"])
 def test_every_page_renders_without_exception_and_with_the_sidebar(app_root, page):
     at = run_page(page)
     assert not at.exception, at.exception
@@ -288,3 +288,12 @@ def test_sidebar_offers_to_sync_files_not_yet_indexed(app_root, sample_root):
     assert not at.exception, at.exception
     assert {m.label: m.value for m in at.sidebar.metric} == {"L0": "9", "Database": "10", "Milvus": "10"}
     assert not [w for w in at.sidebar.warning if "Mismatch" in w.value]
+
+
+def test_the_settings_page_shows_settings_model_and_versions(app_root):
+    at = run_page("settings")
+    assert not at.exception, at.exception
+    assert [s.value for s in at.main.subheader] == ["Model", "Settings", "Versions"]
+    settings, versions = (frame.value for frame in at.main.dataframe)
+    assert "KB_DATABASE_URL" in set(settings["setting"])
+    assert {"python", "streamlit", "database", "milvus"} <= set(versions["part"])

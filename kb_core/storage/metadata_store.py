@@ -262,6 +262,15 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries):
         connection._write_timeout = cparams.get("write_timeout")
         return connection
 
+    def server_version(self) -> str:
+        """The database server's own name for itself (`10.11.19-MariaDB`, `SQLite 3.40.1`)."""
+        if self._url.get_backend_name() == "sqlite":
+            import sqlite3
+
+            return f"SQLite {sqlite3.sqlite_version}"
+        with self._budget(), self._engine.connect() as connection:
+            return str(connection.execute(text("SELECT VERSION()")).scalar())
+
     def current_revision(self) -> str | None:
         with self._budget(), self._engine.connect() as connection:
             try:

@@ -394,6 +394,11 @@ class MilvusVectorStore:
                 keys = sorted(set(keys) | set(self._fulltext.chunk_keys()))
         return keys
 
+    def server_version(self) -> str:
+        """What the Milvus server (or Lite) reports as its version."""
+        with self._milvus("cannot ask Milvus for its version"):
+            return str(self.client().get_server_version(timeout=self._timeout))
+
     def count_chunks(self) -> int:
         with self._milvus("cannot count chunks in Milvus"):
             rows = self.client().query(self._collection, filter="", output_fields=["count(*)"],
