@@ -224,10 +224,6 @@ def _flow(keywords: Sequence[str]) -> str:
     return "[" + ", ".join(_scalar(k) for k in keywords) + "]"
 
 
-def _flow_mapping(pairs: Sequence[tuple[str, str]]) -> str:
-    return "{" + ", ".join(f"{_scalar(k)}: {_scalar(v)}" for k, v in pairs) + "}"
-
-
 def _mapping_line(name: str, heading: str, safe: bool) -> str:
     key = None if safe else _block_plain(name)
     value = None if safe else _block_plain(heading)
@@ -334,6 +330,19 @@ def _after_colon(block: str, key: yaml.Node) -> int:
     return block.index(":", key.end_mark.index) + 1
 
 
+def _item_texts(block: str, node: yaml.Node) -> dict[str, str]:
+    """The source text of each scalar item of a list, by value: an item that stays is written as it was."""
+    return {item.value: block[item.start_mark.index:item.end_mark.index] for item in node.value
+            if isinstance(item, yaml.ScalarNode) and item.style not in ("|", ">")}
+
+
+def _pair_texts(block: str, node: yaml.Node) -> dict[tuple[str, str], str]:
+    """The source text of each `name: heading` pair of a mapping, by pair: a pair that stays is written as it was."""
+    return {(key.value, value.value): block[key.start_mark.index:value.end_mark.index] for key, value in node.value
+            if isinstance(key, yaml.ScalarNode) and isinstance(value, yaml.ScalarNode)
+            and value.style not in ("|", ">") and key.start_mark.line == value.end_mark.line}
+
+
 @dataclass(frozen=True)
 class _Span:
     start: int
@@ -354,9 +363,11 @@ def _keywords_span(block: str, key: yaml.Node, value: yaml.Node, keywords: tuple
         if not keywords or safe:  # "[]" on the list's own line would be a second value: put it after the colon
             return _after_colon(block, key), stop, " " + flow
         indent = " " * value.start_mark.column
-        return start, stop, (newline + indent).join(f"- {_scalar(k)}" for k in keywords)
+        kept = _item_texts(block, value)
+        return start, stop, (newline + indent).join(f"- {kept.get(k) or _scalar(k)}" for k in keywords)
     if isinstance(value, yaml.SequenceNode):
-        return start, stop, flow
+        kept = {} if safe else _item_texts(block, value)
+        return start, stop, "[" + ", ".join(kept.get(k) or (_quoted(k) if safe else _scalar(k)) for k in keywords) + "]"
     if isinstance(value, yaml.ScalarNode) and start == stop:  # `keywords:` with nothing after it
         at = _after_colon(block, key)
         return at, at, " " + flow
@@ -408,14 +419,16 @@ def _sections_span(block: str, key: yaml.Node, value: yaml.Node, sections: tuple
     if not sections:  # emptied: the key goes, with its value and the line break after it
         stop = _line_end(block, max(_content_end(block, value), key.end_mark.index))
         return _line_start(block, key.start_mark.index), _break_after(block, stop), ""
+    kept = _pair_texts(block, value) if isinstance(value, yaml.MappingNode) and not safe else {}
     if isinstance(value, yaml.MappingNode) and value.flow_style and not safe:
-        return value.start_mark.index, value.end_mark.index, _flow_mapping(sections)
+        return value.start_mark.index, value.end_mark.index, "{" + ", ".join(
+            kept.get(pair) or f"{_scalar(pair[0])}: {_scalar(pair[1])}" for pair in sections) + "}"
     if isinstance(value, yaml.MappingNode) and value.value:
         indent = " " * value.start_mark.column
         stop = _line_end(block, _content_end(block, value))
         if not value.flow_style:
             return value.start_mark.index, stop, (newline + indent).join(
-                _mapping_line(n, h, safe) for n, h in sections)
+                kept.get(pair) or _mapping_line(*pair, safe) for pair in sections)
     stop = _content_end(block, value)
     if not isinstance(value, yaml.ScalarNode) or value.style in ("|", ">"):
         stop = _line_end(block, stop) if not getattr(value, "flow_style", False) else value.end_mark.index
