@@ -137,7 +137,7 @@ def test_a_query_needing_attention_offers_the_document_l1_finds_and_adds_itself_
     assert not at.exception, at.exception
     assert any("“如何优化缓存” is now a keyword of knowledge_base/domain/cache-optimization.md" in s.value
                for s in at.success)
-    assert path.read_bytes() == before.replace("cache-aside]".encode(), "cache-aside, 如何优化缓存]".encode())
+    assert path.read_bytes() == before.replace(b"cache-aside]", "cache-aside, 如何优化缓存]".encode())
     assert any("is a keyword of `knowledge_base/domain/cache-optimization.md` already" in i.value for i in at.info)
 
     at.switch_page("../pages/playground.py").run()  # the fix works: an exact, high-confidence answer now
