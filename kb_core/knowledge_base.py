@@ -408,7 +408,7 @@ class KnowledgeBase:
                                         sections=sections, max_bytes=self._settings.max_upload_bytes)
         if not edit.added:
             return edit
-        extra = keyword_findings(self._index.snapshot, edit.added, edit.file_path)
+        extra = keyword_findings(self._index.view, edit.added, edit.file_path)
         return dataclasses.replace(edit, preview=dataclasses.replace(
             edit.preview, findings=edit.preview.findings + extra)) if extra else edit
 
@@ -461,7 +461,7 @@ class KnowledgeBase:
         def prepare(file_path: str, keywords: tuple[str, ...]) -> FrontmatterEdit:
             return prepare_frontmatter_edit(self._index, file_path, keywords=keywords, max_bytes=max_bytes)
 
-        return build_plan(self._index.snapshot, operation, keyword, new_keyword, self.document_keywords, prepare,
+        return build_plan(self._index.view, operation, keyword, new_keyword, self.document_keywords, prepare,
                           made_by=self._actor.name)
 
     def apply_keyword_plan(self, plan: KeywordPlan, *, progress: Progress | None = None) -> KeywordPlanReport:

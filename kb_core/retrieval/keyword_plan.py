@@ -19,7 +19,7 @@ from kb_core.documents.entry import split_keywords
 from kb_core.documents.frontmatter_edit import clean_keywords
 from kb_core.documents.lint import ERROR, INFO, WARNING, Finding
 from kb_core.errors import InvalidInputError, KnowledgeBaseError
-from kb_core.retrieval.keyword_matching import Snapshot
+from kb_core.retrieval.keyword_matching import L0View
 from kb_core.terms import normalize_term, weak_keyword_reason
 
 __all__ = ["KeywordPlan", "KeywordPlanReport", "PlanItem", "PlanOutcome", "documents_claiming", "keyword_findings",
@@ -118,12 +118,12 @@ class KeywordPlanReport:
 
 
 # -- which documents, and their new keywords ----------------------------------------------------------------------
-def documents_claiming(snapshot: Snapshot, keyword: str) -> list[str]:
+def documents_claiming(snapshot: L0View, keyword: str) -> list[str]:
     """The documents whose frontmatter lists `keyword` (normalised), weak or beyond the 64th included, by path."""
     term = normalize_term(keyword)
     found = {snapshot.entries[p].file_path for p in snapshot.claimed_by(term)}
-    for entry in snapshot.entries:
-        if any(normalize_term(k) == term for k, _why in entry.ignored_keywords):
+    for entry in snapshot.live_entries():
+        if entry.ignored_keywords and any(normalize_term(k) == term for k, _why in entry.ignored_keywords):
             found.add(entry.file_path)
     return sorted(found)
 
@@ -163,7 +163,7 @@ def _named(paths: list[str]) -> str:
     return shown + (f" and {len(paths) - MAX_NAMED} more" if len(paths) > MAX_NAMED else "")
 
 
-def _pages(snapshot: Snapshot, paths: Iterable[str]) -> int:
+def _pages(snapshot: L0View, paths: Iterable[str]) -> int:
     """Pages among documents: a page's language versions count once (as L0 counts claimants)."""
     groups = set()
     for path in paths:
@@ -172,7 +172,7 @@ def _pages(snapshot: Snapshot, paths: Iterable[str]) -> int:
     return len(groups)
 
 
-def _inside_longer(snapshot: Snapshot, keyword: str, outside: set[str]) -> list[str]:
+def _inside_longer(snapshot: L0View, keyword: str, outside: set[str]) -> list[str]:
     """Documents outside `outside` a bare query of `keyword` returns without claiming it (a longer keyword of
     theirs contains it): what makes the keyword ambiguous although nobody else claims it."""
     term = normalize_term(keyword)
@@ -185,7 +185,7 @@ def _inside_longer(snapshot: Snapshot, keyword: str, outside: set[str]) -> list[
     return found
 
 
-def keyword_findings(snapshot: Snapshot, keywords: Iterable[str], file_path: str) -> tuple[Finding, ...]:
+def keyword_findings(snapshot: L0View, keywords: Iterable[str], file_path: str) -> tuple[Finding, ...]:
     """What L0 makes of keywords added to one document, beyond the upload preview's clashes: a generic keyword
     (claimed by more pages than `KB_L0_GENERIC_DOCS` allows, it decides no answer alone) and a keyword that
     lies inside longer keywords of other documents (a query of just it returns those too)."""
@@ -208,7 +208,7 @@ def keyword_findings(snapshot: Snapshot, keywords: Iterable[str], file_path: str
     return tuple(found)
 
 
-def plan_findings(snapshot: Snapshot, operation: str, keyword: str, new_keyword: str | None,
+def plan_findings(snapshot: L0View, operation: str, keyword: str, new_keyword: str | None,
                   items: Iterable[PlanItem]) -> tuple[Finding, ...]:
     """What the operation does to L0: a rename that makes a clash, a generic keyword or an overlap, or a weak
     keyword; a removal that leaves documents without keywords, or the keyword claimed by nobody."""
@@ -252,7 +252,7 @@ def plan_findings(snapshot: Snapshot, operation: str, keyword: str, new_keyword:
     return tuple(found)
 
 
-def build_plan(snapshot: Snapshot, operation: str, keyword: str, new_keyword: str | None,
+def build_plan(snapshot: L0View, operation: str, keyword: str, new_keyword: str | None,
                read_keywords: Callable[[str], tuple[str, ...]],
                prepare: Callable[[str, tuple[str, ...]], FrontmatterEdit], *, made_by: str = "") -> KeywordPlan:
     """The plan for the documents claiming `keyword` now: `read_keywords(file_path)` gives a document's keywords on
