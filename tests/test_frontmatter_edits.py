@@ -196,6 +196,9 @@ def test_a_removal_says_which_documents_keep_no_keyword_and_a_rename_lints_the_n
     messages = " | ".join(f.message for f in renamed.findings)
     assert "“upstream timeout” is already claimed by 1 other document(s) (knowledge_base/gateway/timeouts.md)" \
         in messages
+    item, = renamed.items  # its own notes: the clash the rename makes, not the one on 超时 it keeps
+    assert item.notes == (f"L0 will be ambiguous for: upstream timeout — also in {GATE}",)
+    assert any(f.message.startswith("L0 will be ambiguous for: 超时") for f in item.edit.preview.findings)
     weak = kb.prepare_keyword_rename("runbook", "的")
     assert any("is ignored by L0" in f.message for f in weak.findings)
     with pytest.raises(InvalidInputError, match="already spelled that way"):

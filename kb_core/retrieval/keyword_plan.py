@@ -39,6 +39,7 @@ class PlanItem:
     after: tuple[str, ...]
     edit: FrontmatterEdit | None
     problem: str | None = None
+    notes: tuple[str, ...] = ()  # the edit's upload warnings this operation brings (not those of keywords it keeps)
 
     @property
     def ready(self) -> bool:
@@ -252,6 +253,13 @@ def plan_findings(snapshot: L0View, operation: str, keyword: str, new_keyword: s
     return tuple(found)
 
 
+def _notes(edit: FrontmatterEdit, kept: set[str]) -> tuple[str, ...]:
+    """The upload preview's warnings, without the clashes and weak keywords of keywords the document keeps: those
+    were there before the operation and are the keyword map's business."""
+    old = tuple(f"L0 will be ambiguous for: {k} —" for k in kept) + tuple(f"keyword “{k}” is ignored" for k in kept)
+    return tuple(f.message for f in edit.preview.findings if f.severity == WARNING and not f.message.startswith(old))
+
+
 def build_plan(snapshot: L0View, operation: str, keyword: str, new_keyword: str | None,
                read_keywords: Callable[[str], tuple[str, ...]],
                prepare: Callable[[str, tuple[str, ...]], FrontmatterEdit], *, made_by: str = "") -> KeywordPlan:
@@ -269,7 +277,7 @@ def build_plan(snapshot: L0View, operation: str, keyword: str, new_keyword: str 
                 after = new_keywords(before, operation, keyword, new_keyword)
                 edit = prepare(path, after)
             problem = None if after != before else f"its file no longer lists “{keyword}”"
-            items.append(PlanItem(path, before, after, edit, problem))
+            items.append(PlanItem(path, before, after, edit, problem, _notes(edit, set(before) & set(after))))
         except KnowledgeBaseError as exc:
             items.append(PlanItem(path, (), (), None, str(exc)))
     findings = plan_findings(snapshot, operation, keyword, new_keyword, items)

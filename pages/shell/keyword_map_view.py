@@ -153,8 +153,7 @@ def _render_bulk(kb: KnowledgeBase, row) -> None:
             SHOW[finding.severity](escape_markdown(finding.message))
         st.dataframe([{"document": item.file_path, "keywords now": ", ".join(item.before),
                        "after": ", ".join(item.after), "will be": "changed" if item.ready else "left alone",
-                       "why": item.reason or "; ".join(f.message for f in item.edit.preview.findings
-                                                       if f.severity == "warning")}
+                       "why": item.reason or "; ".join(item.notes)}
                       for item in plan.items[:MAX_PLAN_ROWS]],
                      hide_index=True, key=table_key("kw-plan-table", [plan.describe(), plan.made_at]))
         buttons = st.container(horizontal=True)
