@@ -84,6 +84,15 @@ def test_a_viewer_looks_things_up_but_has_no_upload_page_and_no_write_buttons(ro
     assert "Raw file" in {t.label for t in at.tabs} and "Edit" not in {t.label for t in at.tabs}  # the inspector
     labels = {b.label for b in at.button} | _maintenance(at)
     assert not any(label.startswith(("Delete", "Reconcile", "Re-index", "Save")) for label in labels), labels
+    at.session_state["documents_tab"] = "Keyword map"  # a keyword's documents: read, not edited
+    at.run()
+    frame = next(f for f in at.dataframe if "hits for the bare keyword" in f.value.columns)
+    at.session_state[frame.key] = {"selection": {"rows": [list(frame.value["keyword"]).index("超时")],
+                                                 "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, at.exception
+    assert "Editing needs the curator role; you are signed in as a viewer." in _texts(at)
+    assert not [e for e in at.expander if e.label.startswith("Rename or remove")] and not at.text_area
     with pytest.raises(ValueError, match="Could not find a navigation page"):  # not offered at all
         at.switch_page("../pages/upload.py")
 
