@@ -505,7 +505,7 @@ def _read_back(fm: Frontmatter) -> tuple:
         isinstance(sections, dict) else sections
 
 
-def _rewrite(text: str, before: Frontmatter | None, located: tuple[int, int, str] | None, new: dict[str, Any],
+def _rewrite(text: str, located: tuple[int, int, str] | None, new: dict[str, Any],
              safe: bool) -> str:
     if located is None:  # no block yet: one with the edited fields, before the body
         bom = "\ufeff" if text.startswith("\ufeff") else ""
@@ -566,7 +566,7 @@ def edit_frontmatter(text: str, *, title: str | None = None, summary: str | None
     names = ", ".join(new)
     problem = "it would change other fields"
     for safe in (False, True):
-        result = _rewrite(text, before, located, new, safe)
+        result = _rewrite(text, located, new, safe)
         try:
             after = parse_frontmatter_strict(result)
         except FrontmatterError as exc:
