@@ -30,9 +30,11 @@ from kb_core.agent.tool import (
 from kb_core.bootstrap import default_knowledge_base, lookup_knowledge, open_knowledge_base, read_document
 from kb_core.documents.batch import BatchAction, BatchFile
 from kb_core.documents.cleaning import clean_document
+from kb_core.documents.document_edit import FrontmatterEdit
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.folder import categories_below, category_folders
 from kb_core.documents.frontmatter import Frontmatter, has_frontmatter, parse_frontmatter, split_body
+from kb_core.documents.frontmatter_edit import FrontmatterFields, parse_section_lines, section_lines
 from kb_core.documents.reconcile import ReconcileReport
 from kb_core.documents.sections import MORE as MORE_SECTIONS
 from kb_core.documents.sections import SectionChips, section_chips
@@ -44,6 +46,7 @@ from kb_core.errors import (
     AccessDeniedError,
     DocumentConflictError,
     DocumentError,
+    EditConflictError,
     FrontmatterError,
     KnowledgeBaseError,
     RestoreConflictError,
@@ -51,6 +54,7 @@ from kb_core.errors import (
     UploadRejected,
 )
 from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
+from kb_core.retrieval.attention import DocumentSuggestion
 from kb_core.retrieval.bench import (
     MAX_TOP_K,
     MIN_TOP_K,
@@ -63,6 +67,7 @@ from kb_core.retrieval.bench import (
     parse_bench_link,
 )
 from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match
+from kb_core.retrieval.keyword_plan import KeywordPlan, KeywordPlanReport, PlanItem, PlanOutcome
 from kb_core.retrieval.lookup import HybridLookup, L1Hit, L1Searcher, LookupResult, LookupTrace, Primary, Supplement
 from kb_core.settings import Settings, load_settings
 from kb_core.stats import percentile
@@ -82,6 +87,16 @@ __all__ = [
     "parse_bench_link",
     "parse_synonym_lines",
     "synonym_lines",
+    "DocumentSuggestion",
+    "EditConflictError",
+    "FrontmatterEdit",
+    "FrontmatterFields",
+    "KeywordPlan",
+    "KeywordPlanReport",
+    "PlanItem",
+    "PlanOutcome",
+    "parse_section_lines",
+    "section_lines",
     "AccessDeniedError",
     "Actor",
     "Role",

@@ -15,7 +15,8 @@ KnowledgeBaseError
 │   └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
 └── DocumentConflictError    `upload(..., if_match=…)` found another version than the one the caller based it on
     │                        (or `create_only=True` found the name taken)
-    └── RestoreConflictError `restore(...)` found a file at the trashed document's path again (`replace=True`)
+    ├── RestoreConflictError `restore(...)` found a file at the trashed document's path again (`replace=True`)
+    └── EditConflictError    a prepared frontmatter edit whose file changed on disk since (also an UploadRejected)
 ```
 
 Messages are written for the person who sees them: what failed, and what to do about it.
@@ -115,6 +116,24 @@ class RestoreConflictError(DocumentConflictError):
                   "(the console asks first) or leave it in the trash")
         self.path = path
         self.expected = None
+        self.current = current
+
+
+class EditConflictError(DocumentConflictError, UploadRejected):
+    """`KnowledgeBase.save_frontmatter_edit` (or a keyword plan) of an edit prepared from a version of the file that
+    is no longer the one on disk: someone saved, replaced or deleted it meanwhile. Nothing was written; prepare the
+    edit again from the current file. A `DocumentConflictError` (`expected`: the version the edit was made from,
+    `current`: the one on disk, None when it is gone) and an `UploadRejected` (refused before anything was
+    written)."""
+
+    def __init__(self, path: str, expected: str, current: str | None):
+        now = f"it is now version {current[:12]}" if current else "it is no longer there"
+        KnowledgeBaseError.__init__(
+            self, f"{path} changed on disk since the preview (made from version {expected[:12]}; {now}); nothing "
+                  "was written. Open the document again and redo the edit.")
+        self.step = UploadRejected.STEP
+        self.path = path
+        self.expected = expected
         self.current = current
 
 

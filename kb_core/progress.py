@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 # progress(stage, done, total): stages are "parsing", "chunking", "embedding", "saving", "indexing",
-# "syncing", "reindexing" and finally "done". `total` 0 means "not countable".
+# "syncing", "reindexing", "editing" (a keyword plan, per document) and finally "done". `total` 0 means "not countable".
 Progress = Callable[[str, int, int], None]
 
 

@@ -1,4 +1,5 @@
-"""Tool-call history as a to-do list: how lookups went over time, which queries need a curator, every call."""
+"""Tool-call history as a to-do list: how lookups went over time, which queries need a curator (each with its fix:
+the document L1 finds for it, and the query added as a keyword of a chosen document), every call."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from urllib.parse import quote
 import altair as alt
 import streamlit as st
 
-from kb_core import KnowledgeBaseError, confidence_of, percentile
-from pages.shell.safe import escape_markdown
+from kb_core import KnowledgeBase, KnowledgeBaseError, Role, confidence_of, percentile
+from pages.shell.safe import escape_markdown, inline_code
+from pages.shell.views import flash, render_preview, show_flash, table_key
 from pages.shell.wiring import knowledge_base
 
 PLAYGROUND = Path(__file__).resolve().parent / "playground.py"
+DOCUMENTS = Path(__file__).resolve().parent / "documents.py"
 PERIODS = {"24 hours": timedelta(hours=24), "7 days": timedelta(days=7), "30 days": timedelta(days=30),
            "90 days": timedelta(days=90)}
 
@@ -21,6 +24,71 @@ PERIODS = {"24 hours": timedelta(hours=24), "7 days": timedelta(days=7), "30 day
 def _utc_iso(moment: datetime) -> str:
     """ISO 8601 with an explicit Z: stored times are naive UTC, and Vega reads a bare ISO time as local."""
     return moment.replace(tzinfo=None).isoformat(timespec="seconds") + "Z"
+
+
+def _save_keyword(kb: KnowledgeBase, edit, query: str) -> None:
+    try:
+        outcome = kb.save_frontmatter_edit(edit)
+    except KnowledgeBaseError as exc:
+        flash("attention-fix", "error", str(exc))
+        return
+    flash("attention-fix", "success", f"“{', '.join(edit.added)}” is now a keyword of {edit.file_path} (the document "
+                                      f"{outcome.action}): a lookup of “{query}” finds it in L0.")
+
+
+def _render_fix(kb: KnowledgeBase, group) -> None:
+    """The fix for one query: the document L1 finds for it, and the query as a keyword of a chosen document."""
+    query = group.query
+    with st.container(border=True):
+        show_flash("attention-fix")
+        try:
+            found = kb.suggest_documents(query)
+        except KnowledgeBaseError as exc:
+            st.error(escape_markdown(exc))
+            found = []
+        if found:
+            best = found[0]
+            link = kb.relative_path(best.file_path) or best.file_path
+            st.markdown(f"**L1 finds:** {escape_markdown(best.title)} · {inline_code(best.file_path)}"
+                        + (f" · {escape_markdown(best.heading)}" if best.heading else "")
+                        + f" · score {best.score:.4f}  \n"
+                        + f"[inspect ↗](./documents?doc={quote(link)}) · [open in playground ↗](./?q={quote(query)})")
+            st.caption(escape_markdown(best.excerpt))
+            if st.button("Open in the inspector", key="fix-inspect"):
+                st.switch_page(DOCUMENTS, query_params={"doc": link})
+        else:
+            st.info("L1 finds no document for this query: the knowledge base may lack one (write it, or upload it), "
+                    "or add the query as a keyword of the document that answers it.")
+        if not kb.actor.may(Role.CURATOR):
+            st.caption(f"Adding the query as a keyword needs the curator role; you are signed in as a "
+                       f"{kb.actor.role.label}.")
+            return
+        candidates = list(dict.fromkeys([s.file_path for s in found] + list(group.sources)))
+        c1, c2 = st.columns(2)
+        keyword = c1.text_input("Add as a keyword", value=query.strip(), key=table_key("fix-keyword", [query]))
+        other = c2.text_input("of another document (its path)", key=table_key("fix-other", [query]),
+                              placeholder="api/payment-errors.md")
+        target = kb.document_path(other) if other.strip() else None
+        if other.strip() and target is None:
+            st.error(f"{inline_code(other)} is no path under the knowledge base.")
+            return
+        if target is None and candidates:
+            target = st.selectbox("of the document", candidates, key=table_key("fix-target", [query, *candidates]),
+                                  help="L1's documents for the query first, then those its answers offered")
+        if target is None or not keyword.strip():
+            return
+        try:
+            edit = kb.prepare_keyword_addition(target, keyword)
+        except KnowledgeBaseError as exc:
+            st.error(escape_markdown(exc))
+            return
+        if not edit.changed:
+            st.info(f"{inline_code(keyword.strip())} is a keyword of {inline_code(target)} already.")
+            return
+        st.code(edit.diff, language="diff", wrap_lines=True)
+        render_preview(edit.file_name, edit.preview, expanded=False)
+        st.button("Add the keyword and re-index", type="primary", key="fix-save", disabled=not edit.preview.can_upload,
+                  on_click=_save_keyword, args=(kb, edit, query))
 
 
 kb = knowledge_base()
@@ -81,9 +149,15 @@ if groups:
         key="attention",
     )
     left, right = st.columns([4, 1], vertical_alignment="bottom")
-    chosen = left.selectbox("Open a query in the playground", [g.query for g in groups], key="attention_query")
-    if right.button("Open in playground", key="open-in-playground") and chosen:
+    chosen = left.selectbox("Fix a query, or open it in the playground", [g.query for g in groups], index=None,
+                            key="attention_query", placeholder="Choose a query…")
+    if right.button("Open in playground", key="open-in-playground", disabled=not chosen) and chosen:
         st.switch_page(PLAYGROUND, query_params={"q": chosen})
+    group = next((g for g in groups if g.query == chosen), None)
+    if group is not None:
+        _render_fix(kb, group)
+    else:
+        show_flash("attention-fix")  # a fix saved a moment ago: the query may have left the list
 else:
     st.success(f"Nothing needs attention in the last {period}.")
 

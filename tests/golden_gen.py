@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kb_core.documents.chunking import chunk_markdown  # noqa: E402
 from kb_core.documents.cleaning import clean_document  # noqa: E402
 from kb_core.documents.frontmatter import parse_frontmatter  # noqa: E402
+from kb_core.documents.frontmatter_edit import edit_frontmatter  # noqa: E402
 from kb_core.documents.sections import body_text, document_sections, outline  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "golden" / "frontmatter"
@@ -15,6 +16,27 @@ GOLDEN_SECTIONS = Path(__file__).parent / "golden" / "sections"
 # Documents shaped like generated docs: `x.md` -> `x.expected.md` (what an answer and the Content tab show) and
 # `x.sections.json` (the section parser's view and the chunks' heading paths, all from the one cleaning rule)
 GOLDEN_CLEANING = Path(__file__).parent / "golden" / "cleaning"
+# In-place frontmatter edits: `x.in.md` + `x.edit.json` (the fields to set: title, summary, keywords, sections)
+# or `x.keywords.json` (a keyword list, the keyword map's edit) -> `x.out.md`, byte for byte
+GOLDEN_EDITS = Path(__file__).parent / "golden" / "keyword_edit"
+
+
+def edit_cases() -> list[str]:
+    return sorted(p.name.removesuffix(".in.md") for p in GOLDEN_EDITS.glob("*.in.md"))
+
+
+def edit_of(case: str) -> dict:
+    """The fields a golden edit case sets (`edit_frontmatter`'s keyword arguments)."""
+    keywords = GOLDEN_EDITS / f"{case}.keywords.json"
+    if keywords.exists():
+        return {"keywords": json.loads(keywords.read_text(encoding="utf-8"))}
+    return json.loads((GOLDEN_EDITS / f"{case}.edit.json").read_text(encoding="utf-8"))
+
+
+def edited_for(case: str) -> str:
+    """The golden input of `case` with its edit applied (bytes decoded as they are: a BOM and CRLF stay)."""
+    source = (GOLDEN_EDITS / f"{case}.in.md").read_bytes().decode("utf-8")
+    return edit_frontmatter(source, **edit_of(case))
 
 
 def expected_for(path: Path):
@@ -62,4 +84,8 @@ if __name__ == "__main__":
         print("wrote", out.name)
         out = md.with_name(md.stem + ".sections.json")
         out.write_text(json.dumps(cleaned_sections_for(md), ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        print("wrote", out.name)
+    for case in edit_cases():
+        out = GOLDEN_EDITS / f"{case}.out.md"
+        out.write_bytes(edited_for(case).encode("utf-8"))
         print("wrote", out.name)

@@ -115,3 +115,58 @@ def test_an_empty_folder_says_so(app_root):
     at = run_page("playground")
     assert any("The index is empty: there are no documents yet" in i.value for i in at.info)
     assert not at.sidebar.info
+
+
+def test_a_query_needing_attention_offers_the_document_l1_finds_and_adds_itself_as_its_keyword(synced_sample):
+    path = synced_sample / "knowledge_base/domain/cache-optimization.md"
+    before = path.read_bytes()
+    at = _tool_calls_after(run_page("playground"), "如何优化缓存")
+    assert list(_frame(at, "low confidence")["query"]) == ["如何优化缓存"]
+    at.selectbox(key="attention_query").set_value("如何优化缓存").run()
+    assert not at.exception, at.exception
+    fix = " ".join(m.value for m in at.markdown)
+    assert "**L1 finds:** 缓存设计与优化指南 · `knowledge_base/domain/cache-optimization.md`" in fix
+    assert "[inspect ↗](./documents?doc=domain/cache-optimization.md)" in fix
+    assert next(t for t in at.text_input if t.label == "Add as a keyword").value == "如何优化缓存"
+    assert next(s for s in at.selectbox if s.label == "of the document").value == \
+        "knowledge_base/domain/cache-optimization.md"
+    diff = next(c.value for c in at.code if c.language == "diff")
+    assert "+keywords: [Redis, 缓存穿透, 缓存雪崩, cache-aside, 如何优化缓存]" in diff
+    assert path.read_bytes() == before  # previewed, not written
+    at.button(key="fix-save").click().run()
+    assert not at.exception, at.exception
+    assert any("“如何优化缓存” is now a keyword of knowledge_base/domain/cache-optimization.md" in s.value
+               for s in at.success)
+    assert path.read_bytes() == before.replace(b"cache-aside]", "cache-aside, 如何优化缓存]".encode())
+    assert any("is a keyword of `knowledge_base/domain/cache-optimization.md` already" in i.value for i in at.info)
+
+    at.switch_page("../pages/playground.py").run()  # the fix works: an exact, high-confidence answer now
+    look_up(at, "如何优化缓存")
+    assert '"matchType": "exact_L0"' in at.code[0].value and '"confidence": "high"' in at.code[0].value
+
+
+def test_the_fix_opens_the_inspector_and_a_viewer_cannot_add_keywords(synced_sample, monkeypatch):
+    import json
+
+    at = _tool_calls_after(run_page("playground"), "如何优化缓存")
+    at.selectbox(key="attention_query").set_value("如何优化缓存").run()
+    at.button(key="fix-inspect").click().run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "📚 Documents" and at.query_params.get("doc") == "domain/cache-optimization.md"
+    assert "缓存设计与优化指南" in [h.value for h in at.subheader]
+
+    # sign-in with roles (as tests/test_signin.py): a viewer sees the fix, not the way to write it
+    auth = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
+            "client_id": "kb-console", "client_secret": "s" * 16,
+            "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}
+    monkeypatch.setenv("KB_ROLES", json.dumps({"vera@example.com": "viewer"}))
+    viewer = AppTest.from_file(APP, default_timeout=60)
+    viewer.secrets["auth"] = auth
+    viewer.user = {"is_logged_in": True, "email": "vera@example.com"}
+    viewer.run()
+    viewer.switch_page("../pages/tool_calls.py").run()
+    viewer.selectbox(key="attention_query").set_value("如何优化缓存").run()
+    assert not viewer.exception, viewer.exception
+    assert "**L1 finds:**" in " ".join(m.value for m in viewer.markdown)
+    assert any("needs the curator role" in c.value for c in viewer.caption)
+    assert not [b for b in viewer.button if b.key == "fix-save"] and not viewer.code

@@ -440,3 +440,96 @@ def test_the_trash_tab_purges_after_asking(root):
     assert any(f"purged {EXTRA}" in s.value for s in at.success)
     assert not any((root / "kb_trash").iterdir())
     assert any("The trash is empty" in i.value for i in at.info)
+
+
+# -- editing in place: the inspector's Edit tab and the keyword map's bulk operations (issue 24, item 4) ---------
+def _form_input(at: AppTest, label: str):
+    return next(w for w in [*at.text_input, *at.text_area] if w.label == label)
+
+
+def _submit(at: AppTest, label: str) -> AppTest:
+    next(b for b in at.button if b.label == label).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_inspector_edits_title_summary_keywords_and_sections_in_place(root):
+    path = root / EXTRA
+    before = path.read_bytes()
+    at = click_row(documents_page(), "file", EXTRA)
+    assert "Edit" in {t.label for t in at.tabs}
+    assert _form_input(at, "Title").value == "Plugin configuration"
+    assert _form_input(at, "Sections (one per line: name: heading line)").value == \
+        "reload: Reloading plugins\nattrs: Global attributes"
+    _form_input(at, "Title").set_value("Plugin configuration and reloads")
+    _form_input(at, "Keywords (one per line)").set_value("plugin_attr\nplugin config\n插件配置\nplugin reload")
+    _form_input(at, "Sections (one per line: name: heading line)").set_value(
+        "reload: Reloading plugins\nattributes: Global attributes")
+    at = _submit(at, "Preview changes")
+    diff = next(c.value for c in at.code if c.language == "diff")
+    lines = diff.splitlines()
+    assert {"-title: Plugin configuration", "+title: Plugin configuration and reloads",
+            '+keywords: [plugin_attr, "plugin config", 插件配置, plugin reload]', "-  attrs: Global attributes",
+            "+  attributes: Global attributes"} <= set(lines)
+    assert not [line for line in lines if line.startswith(("-", "+")) and "summary" in line]  # not edited
+    assert any(EXTRA in e.label for e in at.expander)  # the upload preview of the rewritten file
+    assert path.read_bytes() == before  # a preview writes nothing
+    at.button(key=next(b.key for b in at.button if b.label == "Save and re-index")).click().run()
+    assert not at.exception, at.exception
+    assert any("title, keywords, sections saved in place and the document replaced" in s.value for s in at.success)
+    after = path.read_text(encoding="utf-8")
+    expected = before.decode().replace("title: Plugin configuration\n", "title: Plugin configuration and reloads\n") \
+        .replace("插件配置]", "插件配置, plugin reload]").replace("  attrs: Global", "  attributes: Global")
+    assert after == expected  # the comment, key order and body byte for byte
+    at = click_row(documents_page(), "file", EXTRA)
+    assert "Plugin configuration and reloads" in [h.value for h in at.subheader]
+    fields = at.table[0].value.set_index("field")["value"].to_dict()
+    assert fields["sections"] == '{"reload": "Reloading plugins", "attributes": "Global attributes"}'
+
+
+def test_an_inspector_edit_of_a_file_changed_meanwhile_is_refused(root):
+    path = root / EXTRA
+    at = click_row(documents_page(), "file", EXTRA)
+    _form_input(at, "Summary").set_value("Where plugin attributes live.")
+    at = _submit(at, "Preview changes")
+    newer = path.read_text(encoding="utf-8").replace("A reload", "A hot reload")  # someone, meanwhile
+    path.write_text(newer, encoding="utf-8")
+    at.button(key=next(b.key for b in at.button if b.label == "Save and re-index")).click().run()
+    assert not at.exception, at.exception
+    assert any("changed on disk since the preview" in e.value and "nothing was written" in e.value
+               for e in at.error)
+    assert path.read_text(encoding="utf-8") == newer
+    bad = _form_input(at, "Title")
+    bad.set_value("")  # allowed: a warning, not an error
+    _form_input(at, "Sections (one per line: name: heading line)").set_value("no separator here")
+    at = _submit(at, "Preview changes")
+    assert any("write a section as `name: heading line`" in e.value.replace("\\", "") for e in at.error)
+
+
+def test_a_keyword_is_renamed_across_documents_from_the_map_with_an_outcome_per_document(root):
+    kestrel, gateway = root / "knowledge_base/faq/kestrel-faq.md", root / "knowledge_base/faq/gateway-faq.md"
+    at = click_row(documents_page("Keyword map"), "keyword", "FAQ", table_with="hits for the bare keyword")
+    at.radio(key=next(r.key for r in at.radio if r.label == "Operation")).set_value("Rename").run()
+    next(t for t in at.text_input if t.label == "New keyword").set_value("常见问题解答").run()
+    at.button(key="kw-bulk-preview").click().run()
+    assert not at.exception, at.exception
+    assert any("rename “FAQ” to “常见问题解答” in 2 of 2 documents" in m.value for m in at.markdown)
+    assert any("after the rename 2 pages claim “常见问题解答”" in w.value for w in at.warning)
+    plan = next(f.value for f in at.dataframe if "will be" in f.value.columns)
+    assert set(plan["document"]) == {"knowledge_base/faq/kestrel-faq.md", "knowledge_base/faq/gateway-faq.md"}
+    assert dict(zip(plan["document"], plan["after"], strict=True))["knowledge_base/faq/kestrel-faq.md"] == \
+        "Kestrel, 常见问题, 常见问题解答"
+    assert "  - FAQ\n" in kestrel.read_text(encoding="utf-8")  # a plan writes nothing
+    gateway.write_text(gateway.read_text(encoding="utf-8").replace("mailing list", "mailing lists"),
+                       encoding="utf-8")  # someone edits one of them meanwhile
+    at.button(key="kw-bulk-apply").click().run()
+    assert not at.exception, at.exception
+    assert any("rename “FAQ” to “常见问题解答”: 1 saved, 1 skipped, 0 failed" in w.value for w in at.warning)
+    outcomes = next(f.value for f in at.dataframe if "outcome" in f.value.columns).set_index("document")
+    assert outcomes.loc["knowledge_base/faq/kestrel-faq.md", "outcome"] == "saved"
+    assert outcomes.loc["knowledge_base/faq/gateway-faq.md", "outcome"] == "skipped"
+    assert "changed on disk since the preview" in outcomes.loc["knowledge_base/faq/gateway-faq.md", "detail"]
+    assert "  - 常见问题解答\n" in kestrel.read_text(encoding="utf-8")
+    assert "  - FAQ\n" in gateway.read_text(encoding="utf-8") and "mailing lists" in gateway.read_text(encoding="utf-8")
+    next(b for b in at.button if b.label == "Dismiss").click().run()
+    assert not [f for f in at.dataframe if "outcome" in f.value.columns]

@@ -132,6 +132,9 @@ def test_the_playground_shows_a_hostile_document_and_query_as_text(hostile):
     at.switch_page("../pages/tool_calls.py").run()
     assert_no_image(at)
     assert NOTHING in at.selectbox(key="attention_query").options  # plain options: shown as typed
+    at.selectbox(key="attention_query").set_value(NOTHING).run()  # its fix: L1's document, the query as a keyword
+    assert_no_image(at)
+    assert next(t for t in at.text_input if t.label == "Add as a keyword").value == NOTHING.strip()
 
 
 def test_the_inspector_and_the_keyword_map_show_a_hostile_document_as_text(hostile):
@@ -151,6 +154,11 @@ def test_the_inspector_and_the_keyword_map_show_a_hostile_document_as_text(hosti
     assert any(escape_markdown(f"![heading]({BEACON}/heading.png) Details") in label for label in labels), labels
     content = next(s for kind, s in sources if kind == "markdown" and "# Hostile" in s)
     assert "<script>" in content  # raw HTML is left to Streamlit, which shows it as text (tests/test_browser_safety)
+    assert next(t for t in at.text_input if t.label == "Title").value == FIELDS["title"]  # the Edit tab, as typed
+    next(t for t in at.text_input if t.label == "Title").set_value(FIELDS["title"] + " ![again](x.png)")
+    next(b for b in at.button if b.label == "Preview changes").click().run()
+    assert_no_image(at)  # the diff is code, the upload preview escaped
+    assert any("![again](x.png)" in c.value for c in at.code if c.language == "diff")
 
     at.session_state["documents_tab"] = "Keyword map"
     at.run()
@@ -161,6 +169,10 @@ def test_the_inspector_and_the_keyword_map_show_a_hostile_document_as_text(hosti
     at.run()
     assert_no_image(at)
     assert any(BEACON in h.value and "\\`" in h.value for h in at.subheader)
+    next(t for t in at.text_input if t.label == "New keyword").set_value(f"![renamed]({BEACON}/renamed.png)")
+    at.button(key="kw-bulk-preview").click().run()  # a plan naming the hostile keyword and its new spelling
+    assert_no_image(at)
+    assert any("rename" in m.value and BEACON in m.value for m in at.markdown)
 
 
 def test_the_upload_preview_shows_a_hostile_file_as_text(app_root):

@@ -48,16 +48,31 @@ def test_a_preview_of_an_older_version_is_not_saved(kb):
     assert path.read_text(encoding="utf-8") == newer
 
 
-def test_documents_outside_a_category_folder_or_without_frontmatter_are_refused(kb, tmp_path):
+def test_documents_outside_a_category_folder_or_with_broken_frontmatter_are_refused(kb, tmp_path):
     write_doc(tmp_path, "knowledge_base/gateway/nested/deep.md", doc("Deep", ["deep"]))  # a nested category
     assert kb.prepare_keyword_edit("knowledge_base/gateway/nested/deep.md", ["deeper"]).category == "gateway/nested"
     write_doc(tmp_path, "knowledge_base/loose.md", doc("Loose", ["loose"]))  # no category folder
     with pytest.raises(UploadRejected, match="not in a category folder"):
         kb.prepare_keyword_edit("knowledge_base/loose.md", ["looser"])
-    write_doc(tmp_path, "knowledge_base/ops/runbook.md", "# Runbook\n\nno frontmatter\n")
+    write_doc(tmp_path, "knowledge_base/ops/broken.md", "---\ntitle: [unclosed\n---\n\n# Broken\n")
+    kb.reconcile()
+    with pytest.raises(KnowledgeBaseError, match="invalid YAML.*fix the file by hand"):
+        kb.prepare_keyword_edit("knowledge_base/ops/broken.md", ["broken"])
+
+
+def test_a_document_without_frontmatter_gets_a_block_holding_its_keywords(kb, tmp_path):
+    """L1 only until now: the edit adds a frontmatter block (the body stays byte for byte) and L0 knows it."""
+    path = write_doc(tmp_path, "knowledge_base/ops/runbook.md", "# Runbook\n\nno frontmatter\n")
     kb.reconcile()
     with pytest.raises(KnowledgeBaseError, match="no frontmatter"):
-        kb.prepare_keyword_edit("knowledge_base/ops/runbook.md", ["runbook"])
+        kb.document_keywords("knowledge_base/ops/runbook.md")  # the keyword map's read: L0 does not know it
+    edit = kb.prepare_keyword_edit("knowledge_base/ops/runbook.md", ["runbook"])
+    assert edit.data == b"---\nkeywords: [runbook]\n---\n# Runbook\n\nno frontmatter\n"
+    assert any("missing required field(s): title, summary" in f.message for f in edit.preview.findings)
+    kb.save_keyword_edit(edit)
+    assert path.read_bytes() == edit.data
+    assert kb.lookup("runbook").primary.source == "knowledge_base/ops/runbook.md"
+    assert_consistent(kb)
 
 
 def test_documents_whose_file_is_gone_are_removed_and_a_file_that_is_back_stays(kb):

@@ -78,10 +78,21 @@ def test_a_viewer_looks_things_up_but_has_no_upload_page_and_no_write_buttons(ro
     at.text_input(key="query").set_value("ERR_TIMEOUT")
     next(b for b in at.button if b.label == "Look up").click().run()
     assert "payment-errors.md" in _texts(at)
+    at.query_params["doc"] = "api/payment-errors.md"
     at.switch_page("../pages/documents.py").run()
     assert "Trash" not in {t.label for t in at.tabs}  # restoring and purging are a curator's
+    assert "Raw file" in {t.label for t in at.tabs} and "Edit" not in {t.label for t in at.tabs}  # the inspector
     labels = {b.label for b in at.button} | _maintenance(at)
     assert not any(label.startswith(("Delete", "Reconcile", "Re-index", "Save")) for label in labels), labels
+    at.session_state["documents_tab"] = "Keyword map"  # a keyword's documents: read, not edited
+    at.run()
+    frame = next(f for f in at.dataframe if "hits for the bare keyword" in f.value.columns)
+    at.session_state[frame.key] = {"selection": {"rows": [list(frame.value["keyword"]).index("超时")],
+                                                 "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception, at.exception
+    assert "Editing needs the curator role; you are signed in as a viewer." in _texts(at)
+    assert not [e for e in at.expander if e.label.startswith("Rename or remove")] and not at.text_area
     with pytest.raises(ValueError, match="Could not find a navigation page"):  # not offered at all
         at.switch_page("../pages/upload.py")
 
@@ -89,10 +100,11 @@ def test_a_viewer_looks_things_up_but_has_no_upload_page_and_no_write_buttons(ro
 def test_a_curator_uploads_but_does_not_reconcile(roles):
     at = _app(_user("carl@example.com"))
     at.run()
+    at.query_params["doc"] = "api/payment-errors.md"
     at.switch_page("../pages/documents.py").run()
     labels = {b.label for b in at.button}
     assert any(label.startswith("Delete") for label in labels)
-    assert "Trash" in {t.label for t in at.tabs}
+    assert {"Trash", "Edit"} <= {t.label for t in at.tabs}  # the inspector's Edit tab too
     labels = _maintenance(at)
     assert "Reconcile" not in labels and "Re-index all" not in labels
     assert "Reconcile and re-index need the admin role" in _texts(at)

@@ -1,6 +1,7 @@
 """The Documents page's inspector: one document's content (cleaned as an agent reads it), frontmatter, raw file
 and chunks, with its actions (download, re-index, delete into the trash with the confirmation right under the
-button)."""
+button), and for curators an Edit tab: title, summary, keywords and sections rewritten in place, previewed (the
+frontmatter's diff, the upload preview and lint) before Save."""
 
 from __future__ import annotations
 
@@ -8,9 +9,17 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError, Role, clean_document, split_body
+from kb_core import (
+    KnowledgeBase,
+    KnowledgeBaseError,
+    Role,
+    clean_document,
+    parse_section_lines,
+    section_lines,
+    split_body,
+)
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
-from pages.shell.views import field_value, flash
+from pages.shell.views import field_value, flash, render_preview, table_key
 
 MAX_CHUNKS_SHOWN = 50  # a search narrows the rest down
 MAX_RAW_CHARS = 200_000  # the raw view of a huge file; the download has all of it
@@ -55,7 +64,9 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                            args=([doc.id], "inspector"))
             confirm.button("Cancel", key=f"cancel-delete-{doc.id}", on_click=lambda: state.update(confirm_delete=None))
 
-        t_content, t_meta, t_raw, t_chunks = st.tabs(["Content", "Frontmatter", "Raw file", "Chunks"])
+        may_edit = kb.actor.may(Role.CURATOR)
+        tabs = st.tabs(["Content", "Frontmatter", "Raw file", "Chunks", *(["Edit"] if may_edit else [])])
+        t_content, t_meta, t_raw, t_chunks = tabs[:4]
         with t_content:
             if content is None:
                 st.error("The file is missing on disk.")
@@ -84,6 +95,71 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                     st.caption(f"First {MAX_RAW_CHARS:,} of {len(content):,} characters; Download has all of it.")
         with t_chunks:
             _render_chunks(kb, doc)
+        if may_edit:
+            with tabs[4]:
+                _render_edit(kb, doc)
+
+
+def _save_edit(kb: KnowledgeBase, edit, draft_key: str) -> None:
+    """Save-button callback: the edit goes through the upload path; the outcome shows above the inspector."""
+    st.session_state.pop(draft_key, None)
+    try:
+        outcome = kb.save_frontmatter_edit(edit)
+    except KnowledgeBaseError as exc:
+        flash("inspector", "error", str(exc))
+        return
+    flash("inspector", "success", f"{edit.file_path}: {', '.join(edit.fields)} saved in place and the document "
+                                  f"{outcome.action}.")
+
+
+def _render_edit(kb: KnowledgeBase, doc) -> None:
+    """The frontmatter form: nothing is prepared until Preview, nothing written until Save."""
+    try:
+        current = kb.frontmatter_fields(doc.file_path)
+    except KnowledgeBaseError as exc:
+        st.error(escape_markdown(exc))
+        return
+    if not current.exists:
+        st.info("This document has no frontmatter: saving adds a block holding the fields you fill in; the body "
+                "stays as it is.")
+    shown = {"title": current.title, "summary": current.summary, "keywords": "\n".join(current.keywords),
+             "sections": section_lines(current.sections)}
+    version = table_key(f"fm-{doc.id}", shown.values())  # the form starts again from a file that changed
+    draft_key = f"fm-draft-{doc.id}"
+    with st.form(key=f"fm-form-{version}", border=False):
+        values = {
+            "title": st.text_input("Title", shown["title"], key=f"{version}-title"),
+            "summary": st.text_area("Summary", shown["summary"], key=f"{version}-summary", height=90),
+            "keywords": st.text_area("Keywords (one per line)", shown["keywords"], key=f"{version}-keywords",
+                                     height=130),
+            "sections": st.text_area("Sections (one per line: name: heading line)", shown["sections"],
+                                     key=f"{version}-sections", height=90,
+                                     help="The names agents ask for, each pointing at a heading of the body, e.g. "
+                                          "`Timeouts: ## 1. Timeouts`. Empty: the headings are the sections."),
+        }
+        if st.form_submit_button("Preview changes", icon=":material/difference:"):
+            st.session_state[draft_key] = (version, {f: v for f, v in values.items() if v != shown[f]})
+    st.caption("Only the values you change are rewritten: comments, other fields, line endings and the body stay "
+               "byte for byte. Saving re-indexes the document through the upload path.")
+    draft = st.session_state.get(draft_key)
+    if draft is None or draft[0] != version:
+        return
+    changed = draft[1]
+    try:
+        edit = kb.prepare_frontmatter_edit(
+            doc.file_path, title=changed.get("title"), summary=changed.get("summary"),
+            keywords=changed["keywords"].splitlines() if "keywords" in changed else None,
+            sections=parse_section_lines(changed["sections"]) if "sections" in changed else None)
+    except KnowledgeBaseError as exc:
+        st.error(escape_markdown(exc))
+        return
+    if not edit.changed:
+        st.info("Nothing to save: the values are the ones in the file.")
+        return
+    st.code(edit.diff, language="diff", wrap_lines=True)
+    render_preview(edit.file_name, edit.preview)
+    st.button("Save and re-index", type="primary", key=f"fm-save-{doc.id}", icon=":material/save:",
+              disabled=not edit.preview.can_upload, on_click=_save_edit, args=(kb, edit, draft_key))
 
 
 def _render_chunks(kb: KnowledgeBase, doc) -> None:

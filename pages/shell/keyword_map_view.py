@@ -1,5 +1,7 @@
-"""The Documents page's keyword map: what makes L0 ambiguous, the documents behind a keyword, and the edit
-that fixes a document's keywords in place (preview and lint as on the Upload page, saved through upload)."""
+"""The Documents page's keyword map: what makes L0 ambiguous, the documents behind a keyword, the edit that fixes
+a document's keywords in place (preview and lint as on the Upload page, saved through upload), and the bulk
+operations — rename or remove a keyword across every document that lists it — previewed as a plan, then applied
+document by document with progress and an outcome per document."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, Role, parse_synonym_lines, synonym_lines
 from pages.shell.safe import escape_markdown, inline_code
-from pages.shell.views import flash, render_preview, selected_row, show_flash, table_key
+from pages.shell.views import SHOW, flash, render_preview, selected_row, show_flash, table_key
 
 PROBLEMS, ALL = "Problems only", "All keywords"
 KIND_LABELS = {"generic": "⚠️ generic", "clash": "⚠️ clash", "overlap": "⚠️ overlap", "weak": "🚫 weak",
@@ -21,6 +23,7 @@ def render_keyword_map(kb: KnowledgeBase) -> None:
         st.error(escape_markdown(exc))
         return
     _render_synonyms(kb)
+    _render_plan_report()
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Ambiguous keywords", len(summary.ambiguous), help="A query of just this keyword returns several "
               "documents: the answer gets confidence 'low' and an L1 supplement instead of one exact answer.")
@@ -83,12 +86,18 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
             st.caption(f"The first {len(hits)} of {row.hits} documents.")
         if not hits:
             return
+        if kb.actor.may(Role.CURATOR):
+            _render_bulk(kb, row)
         paths = [h.file_path for h in hits]
         target = st.selectbox("Edit the keywords of", paths, key=table_key("kw-edit-doc", [row.keyword]))
         try:
             current = kb.document_keywords(target)
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
+            return
+        if not kb.actor.may(Role.CURATOR):
+            st.markdown("Keywords: " + (" ".join(inline_code(k) for k in current) or "(none)"))
+            st.caption(f"Editing needs the curator role; you are signed in as a {kb.actor.role.label}.")
             return
         text = st.text_area("Keywords (one per line)", "\n".join(current), height=160,
                             key=table_key("kw-text", [target, *current]),
@@ -107,11 +116,77 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
             "Added: " + ", ".join(map(inline_code, edit.added)) if edit.added else "",
             "Order changed" if not edit.removed and not edit.added else "") if part))
         render_preview(edit.file_name, edit.preview)
-        if not kb.actor.may(Role.CURATOR):
-            st.caption(f"Saving needs the curator role; you are signed in as a {kb.actor.role.label}.")
-            return
         st.button("Save and re-index", type="primary", key="kw-save", disabled=not edit.preview.can_upload,
                   on_click=_save, args=(kb, edit))
+
+
+RENAME, REMOVE = "Rename", "Remove"
+PLAN, REPORT = "kw-plan", "kw-plan-report"
+MAX_PLAN_ROWS = 500  # a plan's table; the counts cover all of it
+
+
+def _render_bulk(kb: KnowledgeBase, row) -> None:
+    """Rename or remove the keyword in every document that lists it: a plan first, then Apply."""
+    state = st.session_state
+    with st.expander(f"Rename or remove “{escape_markdown(row.keyword)}” in every document that lists it",
+                     expanded=(state.get(PLAN) or ("",))[0] == row.keyword):
+        c1, c2, c3 = st.columns([1, 2, 1], vertical_alignment="bottom")
+        action = c1.radio("Operation", [RENAME, REMOVE], key=table_key("kw-bulk-op", [row.keyword]), horizontal=True)
+        new = c2.text_input("New keyword", key=table_key("kw-bulk-new", [row.keyword]), disabled=action == REMOVE,
+                            placeholder="the keyword's new spelling or a sharper keyword")
+        if c3.button("Preview plan", key="kw-bulk-preview", icon=":material/checklist:"):
+            try:
+                plan = kb.prepare_keyword_rename(row.keyword, new) if action == RENAME else \
+                    kb.prepare_keyword_removal(row.keyword)
+            except KnowledgeBaseError as exc:
+                st.error(escape_markdown(exc))
+                plan = None
+            state[PLAN] = (row.keyword, plan) if plan is not None else None
+        pending = state.get(PLAN)
+        if not pending or pending[0] != row.keyword:
+            st.caption("Nothing is written until you apply the plan; each document goes through the same in-place "
+                       "edit as a single save.")
+            return
+        plan = pending[1]
+        st.markdown(f"**Plan:** {escape_markdown(plan.describe())}")
+        for finding in plan.findings:
+            SHOW[finding.severity](escape_markdown(finding.message))
+        st.dataframe([{"document": item.file_path, "keywords now": ", ".join(item.before),
+                       "after": ", ".join(item.after), "will be": "changed" if item.ready else "left alone",
+                       "why": item.reason or "; ".join(item.notes)}
+                      for item in plan.items[:MAX_PLAN_ROWS]],
+                     hide_index=True, key=table_key("kw-plan-table", [plan.describe(), plan.made_at]))
+        buttons = st.container(horizontal=True)
+        apply = buttons.button(f"Apply to {len(plan.ready)} documents", type="primary", key="kw-bulk-apply",
+                               disabled=not plan.ready, icon=":material/done_all:")
+        buttons.button("Discard plan", key="kw-bulk-discard", on_click=lambda: state.update({PLAN: None}))
+        if apply:
+            bar = st.progress(0.0, text="Applying the plan…")
+
+            def progress(stage: str, done: int, total: int) -> None:
+                bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{stage} {done} of {total}")
+
+            # JOB: once kb.start_job lands, start the plan as a job here and follow it with st.fragment(run_every=…)
+            try:
+                state[REPORT] = kb.apply_keyword_plan(plan, progress=progress)
+            except KnowledgeBaseError as exc:
+                st.error(escape_markdown(exc))
+                return
+            state[PLAN] = None
+            st.rerun()  # the map has changed: show it, with the report on top
+
+
+def _render_plan_report() -> None:
+    """The outcome of the last bulk operation, per document, until dismissed."""
+    report = st.session_state.get(REPORT)
+    if report is None:
+        return
+    with st.container(border=True):
+        kind = "success" if not report.failed and not report.skipped else "warning"
+        SHOW[kind](escape_markdown(report.summary()))
+        st.dataframe([{"document": o.file_path, "outcome": o.status, "detail": o.message} for o in report.outcomes],
+                     hide_index=True, key="kw-plan-report-table")
+        st.button("Dismiss", key="kw-plan-report-dismiss", on_click=lambda: st.session_state.update({REPORT: None}))
 
 
 def _render_synonyms(kb: KnowledgeBase) -> None:

@@ -11,7 +11,7 @@ import streamlit as st
 
 from pages.shell.safe import escape_markdown, inline_code
 
-_SHOW = {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}
+SHOW = {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}  # by severity
 
 
 def render_preview(file_name: str, preview, *, expanded: bool = True) -> None:
@@ -21,7 +21,7 @@ def render_preview(file_name: str, preview, *, expanded: bool = True) -> None:
                      expanded=expanded):
         render_frontmatter(preview.frontmatter)
         for finding in preview.findings:
-            _SHOW[finding.severity](escape_markdown(finding.message))
+            SHOW[finding.severity](escape_markdown(finding.message))
 
 
 def render_frontmatter(fm) -> None:
@@ -85,7 +85,7 @@ def show_flash(slot: str) -> None:
     flash = st.session_state.pop(f"flash-{slot}", None)
     if flash:
         kind, message = flash
-        _SHOW[kind](escape_markdown(message))  # messages name files, keywords and errors: shown as text
+        SHOW[kind](escape_markdown(message))  # messages name files, keywords and errors: shown as text
 
 
 def flash(slot: str, kind: str, message: str) -> None:
