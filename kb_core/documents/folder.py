@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import functools
 import logging
 import os
 import re
@@ -85,6 +86,12 @@ def _reserved(name: str) -> bool:
 def _category_problem(category: object) -> str | None:
     if not isinstance(category, str) or not category:
         return "no category"
+    return _category_string_problem(category)
+
+
+@functools.lru_cache(maxsize=8192)
+def _category_string_problem(category: str) -> str | None:
+    """Pure, and a scan asks it once per file for a few distinct folders: remembered."""
     segments = category.split("/")
     if len(segments) > MAX_DEPTH or len(category) > MAX_CATEGORY_CHARS:
         return f"the category is deeper than {MAX_DEPTH} folders or longer than {MAX_CATEGORY_CHARS} characters"
@@ -128,9 +135,21 @@ def categories_below(categories: Iterable[str], folders: Iterable[str]) -> set[s
     return below
 
 
+# A name every check below passes unchanged (ASCII letters, digits, `_`, `-`, single dots, lower-case `.md`):
+# the scan meets nearly only these, and the full checks cost ~17 us a name (0.5 s at 30,000 files).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*\.md")
+
+
 def validate_file_name(file_name: str) -> str:
     """The NFC-normalised plain file name it is stored under (`x.markdown` becomes `x.md`), or `UploadRejected`
     saying what is wrong with it."""
+    if isinstance(file_name, str) and len(file_name) <= MAX_NAME_BYTES and _PLAIN_NAME.fullmatch(file_name) \
+            and not _reserved(file_name):
+        return file_name
+    return _validate_file_name_fully(file_name)
+
+
+def _validate_file_name_fully(file_name: str) -> str:
     if not isinstance(file_name, str) or not file_name:
         raise UploadRejected("the file name is empty")
     name = unicodedata.normalize("NFC", file_name)
@@ -407,7 +426,7 @@ class KnowledgeFolder:
                 validate_file_name(name)
             except UploadRejected as exc:
                 problem = str(exc)
-        if problem is None and len(self.display_path(relative)) > MAX_PATH_CHARS:
+        if problem is None and len(self._display_prefix()) + len(relative) > MAX_PATH_CHARS:  # display_path's
             problem = f"the path is longer than {MAX_PATH_CHARS} characters"
         return problem
 
@@ -525,7 +544,11 @@ class KnowledgeFolder:
         """(relative path, why) of the `.md` files under the base that are not documents."""
         return self.scan()[1]
 
-    def scan(self) -> tuple[list[str], list[tuple[str, str]]]:
+    def scan(self, stats: dict[str, tuple[int, int, int, int]] | None = None
+             ) -> tuple[list[str], list[tuple[str, str]]]:
+        """(documents, refused) as `markdown_files()` and `refused_files()` say; `stats`, when given, receives
+        each document's (size, mtime ns, ctime ns, inode) from the scan's own stat (the L0 snapshot compares
+        them: no second stat per file)."""
         found: list[str] = []
         refused: list[tuple[str, str]] = []
         if not self._base.exists():
@@ -580,6 +603,8 @@ class KnowledgeFolder:
                                        f"({self._max_bytes:,} bytes, KB_MAX_UPLOAD_BYTES)")
                         if problem is None:
                             found.append(relative)
+                            if stats is not None:
+                                stats[relative] = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
                             if info.st_nlink > 1:
                                 linked.setdefault((info.st_dev, info.st_ino), []).append(relative)
                         else:

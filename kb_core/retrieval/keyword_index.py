@@ -118,9 +118,10 @@ class KnowledgeIndex:
         scanned = skipped = failed = reused = 0
         saved = l0_snapshot_file.load(self._snapshot_path, self._folder.base_dir) if self._snapshot_path else None
         records: dict[str, l0_snapshot_file.Record] = {}
-        for relative in self._folder.markdown_files():
+        stats: dict[str, tuple[int, int, int, int]] = {}
+        for relative in self._folder.scan(stats)[0]:
             scanned += 1
-            stat = self._stat(relative)
+            stat = stats.get(relative) or self._stat(relative)
             record = saved.get(relative) if saved is not None and stat is not None else None
             if record is not None and record[:4] == stat:  # unchanged since the snapshot: no parse
                 reused += 1
