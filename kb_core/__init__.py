@@ -9,6 +9,7 @@ Layout (each sub-package's docstring says what it owns and what it may import):
   the document service that writes to every store);
 - `kb_core.retrieval`: answering a query (L0 keyword index, L1 searcher, the hybrid lookup and its result);
 - `kb_core.storage`: the adapters and their ports (SQL metadata + migrations, Milvus, embedding models);
+- `kb_core.jobs`: long work (reconcile, re-index all, uploads) as jobs of the knowledge base's process;
 - `kb_core.agent`: the agents' tools, `lookup_knowledge` and `read_document` (schemas, response model, call log
   and its statistics, MCP server);
 - top level: this public API, `settings`, `errors`, `terms` (text normalisation), `progress`, `stats`,
@@ -44,10 +45,13 @@ from kb_core.errors import (
     DocumentConflictError,
     DocumentError,
     FrontmatterError,
+    InvalidInputError,
+    JobCancelledError,
     KnowledgeBaseError,
     SettingsError,
     UploadRejected,
 )
+from kb_core.jobs.model import JobFile, JobKind, JobRecord, JobState, describe_seconds
 from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
 from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match
 from kb_core.retrieval.lookup import HybridLookup, L1Hit, L1Searcher, LookupResult, LookupTrace, Primary, Supplement
@@ -57,6 +61,13 @@ from kb_core.stats import percentile
 SyncReport = ReconcileReport  # the report of `reconcile` (named for the sync it replaced)
 
 __all__ = [
+    "InvalidInputError",
+    "JobCancelledError",
+    "JobFile",
+    "JobKind",
+    "JobRecord",
+    "JobState",
+    "describe_seconds",
     "parse_synonym_lines",
     "synonym_lines",
     "AccessDeniedError",

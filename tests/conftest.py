@@ -143,7 +143,7 @@ def _empty_mysql_tables(url: str) -> None:
 
     engine = create_engine(url)
     with engine.begin() as connection:
-        for table in ("tool_call", "tool_call_dropped", "api_document", "kb_change", "alembic_version"):
+        for table in ("tool_call", "tool_call_dropped", "api_document", "kb_change", "kb_job", "alembic_version"):
             connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
 
@@ -274,12 +274,12 @@ def assert_consistent(kb) -> None:
 def internals(kb):
     """The stores behind a `KnowledgeBase` facade, for tests that check each store itself (the facade keeps
     them private): index (L0), folder, metadata, vectors, embedder, documents (the writer), reconciler,
-    follower, watcher and summaries."""
+    follower, watcher, summaries and jobs (the job runner)."""
     from types import SimpleNamespace
 
     return SimpleNamespace(**{name: getattr(kb, f"_{name}") for name in (
         "index", "folder", "metadata", "vectors", "embedder", "documents", "reconciler", "follower", "watcher",
-        "summaries")})
+        "summaries", "jobs")})
 
 
 # -- the console under AppTest (shared by the page tests) ----------------------------------------------------------

@@ -38,8 +38,8 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
     store.migrate()
     tables = set(inspect(store._engine).get_table_names())
-    assert {"api_document", "tool_call", "tool_call_dropped", "alembic_version"} <= tables
-    assert store.current_revision() == head_revision() == "0007"
+    assert {"api_document", "tool_call", "tool_call_dropped", "kb_job", "alembic_version"} <= tables
+    assert store.current_revision() == head_revision() == "0008"
 
 
 def test_status_is_stored_as_varchar(store):
