@@ -443,12 +443,18 @@ class KnowledgeBase:
         finally:
             self._runner().staging.remove(token)
 
-    def jobs(self, limit: int = 20) -> list[JobRecord]:
-        """The newest jobs of every process, newest first (running and queued ones among them)."""
-        return self._runner().store.recent(limit)
+    def jobs(self, limit: int = 20, kinds: Iterable[str] | None = None) -> list[JobRecord]:
+        """The newest jobs of every process (of `kinds`, or all), newest first, running and queued ones among
+        them; without their parameters and results (`job(id)` has those)."""
+        return self._runner().store.recent(limit, None if kinds is None else list(kinds))
 
     def job(self, job_id: int) -> JobRecord | None:
+        """One job with everything: its parameters and its result (an upload's per-file outcomes)."""
         return self._runner().store.get(job_id)
+
+    def may_cancel_job(self, job: JobRecord) -> bool:
+        """Whether this actor may cancel `job` (its starter, or an admin), and it can still be cancelled."""
+        return job.active and (job.actor == self._actor.name or self._actor.may(Role.ADMIN))
 
     def wait_for_job(self, job_id: int, timeout: float | None = None) -> JobRecord | None:
         """The job once it has ended, or as it is after `timeout` seconds."""
@@ -460,7 +466,7 @@ class KnowledgeBase:
         job = self.job(job_id)
         if job is None:
             raise InvalidInputError(f"there is no job {job_id}")
-        if job.actor != self._actor.name and not self._actor.may(Role.ADMIN):
+        if job.active and not self.may_cancel_job(job):
             raise AccessDeniedError(f"{self._actor.name} ({self._actor.role.label}) may not cancel job {job_id} of "
                                     f"{job.actor}: only its starter or an admin")
         return self._runner().cancel(job_id) or job

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import defer
 
 from kb_core.access import Actor
 from kb_core.jobs.model import MAX_ERROR_CHARS, MAX_ERRORS, JobRecord, JobState
@@ -44,13 +45,15 @@ def _errors_text(errors: Sequence[str]) -> str:
     return text
 
 
-def _record(row: Job) -> JobRecord:
+def _record(row: Job, *, details: bool = True) -> JobRecord:
+    """The row as a value; without `details`, its parameters and result (large for a big import) are left out."""
     return JobRecord(
         id=row.id, kind=row.kind, state=JobState(row.state), actor=row.actor, actor_role=row.actor_role,
-        owner=ProcessIdentity(row.owner_host, row.owner_pid, row.owner_start), params=_loads(row.params, {}),
+        owner=ProcessIdentity(row.owner_host, row.owner_pid, row.owner_start),
+        params=_loads(row.params, {}) if details else {},
         stage=row.stage or "", done=row.done or 0, total=row.total or 0, counts=_loads(row.counts, {}),
         errors=tuple(_loads(row.errors, [])), error_count=row.error_count or 0, summary=row.summary,
-        result=_loads(row.result, None), cancel_requested=bool(row.cancel_requested),
+        result=_loads(row.result, None) if details else None, cancel_requested=bool(row.cancel_requested),
         created_at=_aware(row.created_at), started_at=_aware(row.started_at), ended_at=_aware(row.ended_at),
         updated_at=_aware(row.updated_at))
 
@@ -77,10 +80,13 @@ class JobStore:
             row = session.get(Job, job_id)
             return None if row is None else _record(row)
 
-    def recent(self, limit: int = 20) -> list[JobRecord]:
-        """The newest jobs first (the active ones among them)."""
+    def recent(self, limit: int = 20, kinds: Sequence[str] | None = None) -> list[JobRecord]:
+        """The newest jobs first (of `kinds`, or all), without their parameters and results: a list to show."""
+        query = select(Job).options(defer(Job.params), defer(Job.result)).order_by(Job.id.desc()).limit(limit)
+        if kinds is not None:
+            query = query.where(Job.kind.in_(list(kinds)))
         with self._metadata.session() as session:
-            return [_record(r) for r in session.scalars(select(Job).order_by(Job.id.desc()).limit(limit))]
+            return [_record(r, details=False) for r in session.scalars(query)]
 
     def active(self) -> list[JobRecord]:
         """Queued and running jobs of every process, oldest first (few: an index on the state finds them)."""
