@@ -326,6 +326,34 @@ def run_page(page: str, **session):
     return at
 
 
+def wait_for_jobs(root: Path, timeout: float = 120) -> None:
+    """Wait until no job of the knowledge base at `root` (its default SQLite file) is queued or running: the
+    console's jobs run on their worker thread, after the script run that started them. Read from the database,
+    as another process would."""
+    from kb_core.jobs.store import JobStore
+    from kb_core.storage.metadata_store import MetadataStore
+
+    store = MetadataStore(f"sqlite:///{root / 'kb.sqlite3'}")
+    try:
+        jobs = JobStore(store)
+        deadline = time.monotonic() + timeout
+        while active := jobs.active():
+            if time.monotonic() > deadline:
+                pytest.fail(f"jobs still active after {timeout:.0f} s: {active}")
+            time.sleep(0.05)
+    finally:
+        store.dispose()
+
+
+def finish_jobs(at, root: Path | None = None):
+    """Let the jobs a click started finish, then run the page again (what the panel's refresh does in a
+    browser: AppTest runs no timers). `root`: the console's application root (default KB_APP_ROOT)."""
+    wait_for_jobs(root or Path(os.environ["KB_APP_ROOT"]))
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 def shown(markdown: str) -> str:
     """The text a Markdown value shows once its backslash escapes are read (pages/shell/safe.py escapes what
     documents, queries and messages bring)."""
