@@ -167,7 +167,7 @@ class KnowledgeIndex:
         elif expected_sha256 is not None:
             return False  # announced but gone: a delete is in flight, and its own change follows
         with self._write_lock:
-            if self._current_entries().get(file_path) == entry:
+            if self._held(file_path) == entry:  # no dict of every entry per change: a re-index announces all
                 return False
             if entry is None:
                 return self.remove(file_path)
@@ -178,6 +178,10 @@ class KnowledgeIndex:
     @property
     def matching(self) -> str:
         return self._matching
+
+    def _held(self, file_path: str) -> KnowledgeEntry | None:
+        """The entry L0 holds for `file_path` now (the one collected inside `bulk()`, else the published one)."""
+        return self._pending.get(file_path) if self._pending is not None else self.get(file_path)
 
     def _current_entries(self) -> dict[str, KnowledgeEntry]:
         if self._pending is not None:
@@ -335,9 +339,13 @@ class KnowledgeIndex:
                     self._publish(self._pending)
 
     def add(self, entry: KnowledgeEntry) -> None:
-        """Add an entry at the end, or replace the entry with the same `file_path` in place."""
+        """Add an entry at the end, or replace the entry with the same `file_path` in place. The very entry L0
+        holds already (a re-index of an unchanged file) changes nothing and rebuilds nothing: a rebuild is O(all
+        documents) and its automaton holds the GIL, so a re-index of every document would rebuild L0 as often."""
         with self._write_lock:
             self._forget(entry.file_path)
+            if self._held(entry.file_path) == entry:
+                return
             entries = self._current_entries()
             entries[entry.file_path] = entry  # a dict keeps the position of a replaced key
             self._publish(entries)
