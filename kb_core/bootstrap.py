@@ -96,7 +96,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     # long work as jobs of this process, one heavy job at a time across processes (the "kbjob" lock); jobs of
     # processes that died are marked failed here at open and by the follower every RECOVER_EVERY seconds
     jobs = JobRunner(JobStore(metadata), lambda: metadata.lock("kbjob", "heavy"),
-                     StagingArea(settings.app_root / STAGING_FOLDER))
+                     StagingArea(settings.app_root / STAGING_FOLDER), share=settings.job_share)
     follower.every(RECOVER_EVERY, jobs.sweep)
     watcher = None
     if settings.watch:

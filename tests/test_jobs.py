@@ -521,3 +521,39 @@ def test_progress_is_written_twice_a_second_by_the_jobs_own_thread(kb, monkeypat
     finally:
         control.end()
     assert all(b - a >= 0.4 for a, b in zip(writes, writes[1:], strict=False))
+
+
+def test_while_agents_look_things_up_a_job_rests_after_each_document(kb):
+    """KB_JOB_SHARE: with a lookup logged in the last 10 s (any process's call log), a job works at most its share
+    of the time, resting between two documents; a cancel ends the rest at once; without lookups it never rests."""
+    from kb_core import JobCancelledError
+
+    runner = internals(kb).jobs
+    assert runner.share == 0.25  # the default
+    job = runner.store.create("reindex_all", ADMIN, runner.identity, {})
+    runner.store.claim(job.id)
+    control = JobControl(runner, job)
+    control.flush()
+    assert not control._lookups_seen
+    control._resumed = time.monotonic() - 0.2  # as if the last document took 0.2 s
+    started = time.monotonic()
+    control.checkpoint()
+    assert time.monotonic() - started < 0.1  # nobody looks anything up: full speed
+
+    kb.lookup_knowledge("ERR_TIMEOUT", caller="agent")
+    assert kb.flush_call_log(10)
+    control.flush()
+    assert control._lookups_seen
+    control._resumed = time.monotonic() - 0.1
+    started = time.monotonic()
+    control.checkpoint()
+    assert 0.29 <= time.monotonic() - started < 2.0  # 0.1 s of work, three times that of rest: a quarter
+
+    control._resumed = time.monotonic() - 2.0  # a rest of 6 s ahead ...
+    canceller = threading.Timer(0.3, runner.cancel, args=(job.id,))
+    canceller.start()
+    started = time.monotonic()
+    with pytest.raises(JobCancelledError):
+        control.checkpoint()
+    assert time.monotonic() - started < 2.0  # ... ended by the cancel
+    canceller.join()

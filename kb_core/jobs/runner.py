@@ -15,11 +15,17 @@ finishes it from the file, as after any crash, and *reconcile* indexes what the 
 
 **Cancel** is cooperative: the work checks `JobControl.checkpoint()` between two documents only, so whatever
 was written is whole, and the rest untouched.
+
+**Lookups first.** The worker thread runs at the lowest CPU priority, and while agents look things up (the call
+log of every process shows a lookup in the last `LOOKUPS_WINDOW` seconds) a job rests after each document so that
+it works at most `share` (KB_JOB_SHARE) of its time: on a small machine a job at full speed takes the CPU that
+lookups need (benchmarks/bench_jobs.py measures it). Without lookups it runs at full speed.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +48,9 @@ FLUSH_EVERY = 0.5  # seconds between writes of a running job's progress (and rea
 TOUCH_EVERY = 30.0  # seconds between a queued job's signs of life
 STALE_AFTER = 300.0  # a queued job of another host without a sign of life for this long: its process is gone
 STOP_WAIT = 30.0  # seconds `stop()` waits for the running job to reach its next document
+JOB_NICENESS = 19  # the worker thread's nice value: lookups first
+LOOKUPS_WINDOW = 10.0  # seconds: a tool call logged this recently means agents are looking things up
+MAX_REST = 10.0  # seconds a job rests at most after one document (a huge one would otherwise pause it for minutes)
 
 Work = Callable[["JobControl"], str]  # does the job, reporting through the control; returns the summary line
 
@@ -64,6 +73,8 @@ class JobControl:
         self.result: dict[str, Any] | None = None
         self._forward = forward
         self._cancel_seen = False
+        self._lookups_seen = False  # lookups in the last LOOKUPS_WINDOW seconds (read by the flusher)
+        self._resumed = time.monotonic()  # when the work last resumed after a checkpoint
         self._ended = threading.Event()
         self._flusher: threading.Thread | None = None
 
@@ -83,8 +94,23 @@ class JobControl:
         return progress
 
     def checkpoint(self) -> None:
-        """Raise `JobCancelledError` when a cancel was requested (here, by another process, or by `close()`)."""
-        if self._cancel_seen or self._runner.cancelling(self.job_id):
+        """Between two documents: raise `JobCancelledError` when a cancel was requested (here, by another process,
+        or by `close()`); while agents look things up, rest so that the job works at most its share of the time."""
+        self._check_cancel()
+        share = self._runner.share
+        if share < 1 and self._lookups_seen:
+            rest = min(MAX_REST, (time.monotonic() - self._resumed) * (1 / share - 1))
+            resting_until = time.monotonic() + rest
+            while (left := resting_until - time.monotonic()) > 0 and not self._cancelled():
+                self._runner.rest(min(left, POLL))
+            self._check_cancel()
+        self._resumed = time.monotonic()
+
+    def _cancelled(self) -> bool:
+        return self._cancel_seen or self._runner.cancelling(self.job_id)
+
+    def _check_cancel(self) -> None:
+        if self._cancelled():
             raise JobCancelledError(f"cancelled after {self.done} of {self.total}")
 
     def count(self, outcome: str, n: int = 1) -> None:
@@ -109,17 +135,22 @@ class JobControl:
             self.flush()
 
     def flush(self) -> None:
+        store = self._runner.store
         try:
-            self._cancel_seen = self._runner.store.progress(
+            self._cancel_seen = store.progress(
                 self.job_id, stage=self.stage, done=self.done, total=self.total, counts=dict(self.counts),
                 errors=list(self.errors), error_count=self.error_count) or self._cancel_seen
+            if self._runner.share < 1:
+                self._lookups_seen = store.lookups_since(LOOKUPS_WINDOW)
         except KnowledgeBaseError as exc:  # the job goes on; the row catches up at the next write
             log.warning("job %d: progress not recorded: %s", self.job_id, exc)
 
 
 class JobRunner:
-    def __init__(self, store: JobStore, heavy_lock: Callable[[], NamedLock], staging: StagingArea):
+    def __init__(self, store: JobStore, heavy_lock: Callable[[], NamedLock], staging: StagingArea, *,
+                 share: float = 1.0):
         self.store = store
+        self.share = share  # of its time a job works while agents look things up (KB_JOB_SHARE)
         self._heavy_lock = heavy_lock
         self.staging = staging
         self.identity = ProcessIdentity.current()
@@ -175,6 +206,11 @@ class JobRunner:
     def cancelling(self, job_id: int) -> bool:
         return self._stopping or job_id in self._cancel
 
+    def rest(self, seconds: float) -> None:
+        """A job's rest between two documents; a cancel or `stop()` ends it early."""
+        with self._cond:
+            self._cond.wait(seconds)
+
     def wait(self, job_id: int, timeout: float | None = None) -> JobRecord | None:
         """The job once it has ended (or as it is when `timeout` seconds have passed)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -190,6 +226,7 @@ class JobRunner:
 
     # -- the worker ----------------------------------------------------------------------------------------
     def _loop(self) -> None:
+        _lower_priority()
         while True:
             with self._cond:
                 while not self._stopping and not self._queue:
@@ -350,6 +387,16 @@ class JobRunner:
                                   "started", stage="", done=0, total=0, counts={}, errors=(), error_count=0,
                                   result=None)
             self.staging.remove(token)
+
+
+def _lower_priority() -> None:
+    """The worker thread (and the threads it starts) runs at the lowest CPU priority (nice 19): on a busy machine
+    lookups — of this process and of every other — get the CPU first, and the job takes what is left. Linux sets
+    the nice value per thread; elsewhere this is a no-op."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), JOB_NICENESS)
+    except (AttributeError, OSError) as exc:
+        log.debug("the job worker keeps its priority: %s", exc)
 
 
 def _tokens(jobs: Iterable[JobRecord]) -> list[str]:

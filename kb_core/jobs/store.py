@@ -14,7 +14,7 @@ from sqlalchemy.orm import defer
 from kb_core.access import Actor
 from kb_core.jobs.model import MAX_ERROR_CHARS, MAX_ERRORS, JobRecord, JobState
 from kb_core.jobs.process import ProcessIdentity
-from kb_core.storage.db_models import Job, utcnow
+from kb_core.storage.db_models import Job, ToolCall, utcnow
 from kb_core.storage.metadata_store import MetadataStore
 
 _ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
@@ -139,6 +139,12 @@ class JobStore:
         if error is not None:
             values.update(errors=_errors_text([error]), error_count=Job.error_count + 1)
         return self._change(job_id, (JobState.QUEUED, JobState.RUNNING), "record that the job failed", **values)
+
+    def lookups_since(self, seconds: float) -> bool:
+        """Whether any process logged a tool call (an agent's lookup or read) in the last `seconds`."""
+        with self._metadata.session() as session:
+            return session.scalar(select(ToolCall.id).where(ToolCall.created_at >= self.stale_since(seconds))
+                                  .limit(1)) is not None
 
     def stale_since(self, seconds: float) -> datetime:
         """The naive UTC moment `seconds` ago, as `updated_at` is stored."""
