@@ -9,6 +9,7 @@ Layout (each sub-package's docstring says what it owns and what it may import):
   the document service that writes to every store);
 - `kb_core.retrieval`: answering a query (L0 keyword index, L1 searcher, the hybrid lookup and its result);
 - `kb_core.storage`: the adapters and their ports (SQL metadata + migrations, Milvus, embedding models);
+- `kb_core.jobs`: long work (reconcile, re-index all, uploads) as jobs of the knowledge base's process;
 - `kb_core.agent`: the agents' tools, `lookup_knowledge` and `read_document` (schemas, response model, call log
   and its statistics, MCP server);
 - top level: this public API, `settings`, `errors`, `terms` (text normalisation), `progress`, `stats`,
@@ -48,11 +49,14 @@ from kb_core.errors import (
     DocumentError,
     EditConflictError,
     FrontmatterError,
+    InvalidInputError,
+    JobCancelledError,
     KnowledgeBaseError,
     RestoreConflictError,
     SettingsError,
     UploadRejected,
 )
+from kb_core.jobs.model import JobFile, JobKind, JobRecord, JobState, describe_seconds
 from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
 from kb_core.retrieval.attention import DocumentSuggestion
 from kb_core.retrieval.bench import (
@@ -85,6 +89,13 @@ __all__ = [
     "Retriever",
     "bench_link_params",
     "parse_bench_link",
+    "InvalidInputError",
+    "JobCancelledError",
+    "JobFile",
+    "JobKind",
+    "JobRecord",
+    "JobState",
+    "describe_seconds",
     "parse_synonym_lines",
     "synonym_lines",
     "DocumentSuggestion",

@@ -18,6 +18,9 @@ from kb_core.documents.reconcile import Reconciler
 from kb_core.documents.service import DocumentService
 from kb_core.documents.trash import Trash
 from kb_core.errors import KnowledgeBaseError
+from kb_core.jobs.runner import JobRunner
+from kb_core.jobs.staging import STAGING_FOLDER, StagingArea
+from kb_core.jobs.store import JobStore
 from kb_core.knowledge_base import KnowledgeBase
 from kb_core.logs import configure_log_file, log_file_path
 from kb_core.metrics import KnowledgeBaseMetrics
@@ -93,6 +96,11 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     # running would miss that document until someone opened the knowledge base anew or reconciled.
     follower.every(RECOVER_EVERY, reconciler.recover_dead_writers)
     follower.every(SYNONYMS_EVERY, index.reload_synonyms)  # a hand edit or another process's save
+    # long work as jobs of this process, one heavy job at a time across processes (the "kbjob" lock); jobs of
+    # processes that died are marked failed here at open and by the follower every RECOVER_EVERY seconds
+    jobs = JobRunner(JobStore(metadata), lambda: metadata.lock("kbjob", "heavy"),
+                     StagingArea(settings.app_root / STAGING_FOLDER), share=settings.job_share)
+    follower.every(RECOVER_EVERY, jobs.sweep)
     watcher = None
     if settings.watch:
         # one watcher per database and folder; the lock name does not depend on where this process sits
@@ -107,7 +115,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
                        documents=documents, reconciler=reconciler, trash=trash,
                        lookup=HybridLookup(index, searcher, default_language=settings.default_language),
-                       searcher=searcher, follower=follower, watcher=watcher, metrics=metrics)
+                       searcher=searcher, follower=follower, watcher=watcher, metrics=metrics, jobs=jobs)
     if settings.metrics_port:
         if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
             log.warning("metrics served beyond loopback on %s: anyone who reaches the port reads them",
@@ -121,6 +129,10 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     # (when the jobs system lands, this becomes its periodic purge job: same call, kb.purge_trash())
     threading.Thread(target=_purge_old_trash, args=(trash, settings.trash_days), name="kb-trash-purge",
                      daemon=True).start()
+    try:
+        jobs.sweep()  # after recovery: a dead job's interrupted write is settled; the job is shown failed
+    except KnowledgeBaseError as exc:
+        log.error("could not check for jobs of processes that died: %s", exc)
     if watcher is not None:
         watcher.start()  # after recovery: the catch-up sync must not meet this process's own PENDING rows
     log.info("knowledge base open in %.2f s: %d L0 documents, database %s, Milvus %s (%s), model %s: %s",

@@ -3,6 +3,8 @@
     kb lookup QUERY [--section TITLE]        the agent JSON for QUERY, exactly what `lookup_knowledge` returns
     kb reconcile [PATH ...] [--delete-missing]
                                              make disk, database, Milvus and L0 agree (all files, or PATHs)
+    kb reindex                               re-embed every document from its file (e.g. after a model change)
+    kb jobs [--limit N] [--json]             the jobs of every process: running, queued, how they ended
     kb evaluate QUERIES.jsonl [--json OUT]   answer quality on labelled queries (`python -m kb_core.evaluate`)
     kb mcp [--http [--port N]]               the MCP server for agents (`python -m kb_core.mcp`)
     kb migrate [REVISION] [--current]        bring the database to REVISION (`python -m kb_core.migrate`)
@@ -80,6 +82,21 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile.add_argument("--delete-missing", action="store_true",
                            help="delete rows (and their vectors) whose file is gone from disk")
 
+    commands.add_parser(
+        "reindex", help="re-embed every document from its file",
+        description="Re-parses, re-chunks and re-embeds every document from its saved file (the console's "
+                    "Documents -> Maintenance -> Re-index all; kb.reindex_all() in Python), e.g. after a model "
+                    "change. Waits for the embedding model first. Exit status 1 when a document failed.")
+
+    jobs = commands.add_parser(
+        "jobs", help="list the jobs of every process",
+        description="Lists the newest jobs (reconcile, re-index all, batch uploads, folder imports) of every process "
+                    "of the knowledge base, newest first: state, progress, who started it, when, and how it ended. "
+                    "`kb reconcile` and `kb reindex` run synchronously but are recorded as jobs too, and wait "
+                    "their turn behind a heavy job of another process.")
+    jobs.add_argument("--limit", type=int, default=20, metavar="N", help="how many jobs (default 20)")
+    jobs.add_argument("--json", action="store_true", help="one JSON object per job instead of a table")
+
     for name, (short, description) in _DELEGATED.items():
         sub = commands.add_parser(name, help=short, description=description)
         sub.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
@@ -108,7 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if options.command == "lookup":
             return _lookup(options.query, options.section_title)
-        return _reconcile(options.paths, delete_missing=options.delete_missing)
+        if options.command == "jobs":
+            return _jobs(options.limit, as_json=options.json)
+        if options.command == "reindex":
+            return _maintain("reindex_all")
+        return _maintain("reconcile", options.paths, delete_missing=options.delete_missing)
     except SystemExit as exc:  # argparse (--help, a bad option) and the delegated commands
         return _exit_status(exc.code)
 
@@ -142,8 +163,10 @@ def _lookup(query: str, section_title: str | None) -> int:
     return 2 if answer.get("error") else 0
 
 
-def _reconcile(paths: Sequence[str], *, delete_missing: bool) -> int:
+def _maintain(kind: str, paths: Sequence[str] = (), *, delete_missing: bool = False) -> int:
+    """`kb reconcile` and `kb reindex`: run in this process (in the heavy job's turn), recorded as a job."""
     log_to_stderr(logging.INFO)  # KB_LOG_FILE, if set, gets INFO and above whatever this shows
+    from kb_core.access import service_actor
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.errors import KnowledgeBaseError
 
@@ -154,24 +177,71 @@ def _reconcile(paths: Sequence[str], *, delete_missing: bool) -> int:
         return 1
     try:
         kb.wait_for_model()
-        from kb_core.access import service_actor
-
-        report = kb.as_user(service_actor("cli")).reconcile(_paths(paths) or None, delete_missing=delete_missing,
-                                                            progress=_progress_printer())
-        print(report.summary())
-        for path in getattr(report, "missing_files", ()):  # rows kept because their file has gone
+        job = kb.as_user(service_actor("cli")).run_job(kind, paths=_paths(paths) or None,
+                                                       delete_missing=delete_missing, progress=_progress_printer())
+        print(f"job {job.id} ({job.label}) {job.state.value}: {job.summary}")
+        result = job.result or {}
+        for path in result.get("missing_files", ()):  # rows kept because their file has gone
             print(f"  file missing: {path} (run with --delete-missing to remove its row and vectors)")
-        for path, why in report.failed:
+        _more(job.counts.get("missing_files", 0), result.get("missing_files", ()))
+        for path, why in result.get("failed", ()):
             print(f"  failed: {path}: {why}")
+        _more(job.counts.get("failed", 0), result.get("failed", ()))
         counts = kb.status().counts
         print(f"now: {counts.files} files, L0 {counts.l0}, database {counts.database}, Milvus {counts.milvus} "
               f"documents ({'consistent' if counts.consistent else 'NOT consistent'})")
-        return 1 if report.failed else 0
+        return 1 if job.state.value != "succeeded" or job.counts.get("failed") else 0
     except KnowledgeBaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         kb.close()
+
+
+def _more(count: int, listed: Sequence[object]) -> None:
+    if count > len(listed):
+        print(f"  ... and {count - len(listed)} more")
+
+
+def _jobs(limit: int, *, as_json: bool) -> int:
+    log_to_stderr(logging.WARNING)
+    from kb_core.bootstrap import open_knowledge_base
+    from kb_core.errors import KnowledgeBaseError
+    from kb_core.jobs.model import describe_seconds
+
+    try:
+        kb = open_knowledge_base(load_model=False)
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        jobs = kb.jobs(max(1, limit))
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        kb.close()
+    if as_json:
+        for job in jobs:
+            print(json.dumps({"id": job.id, "kind": job.kind, "state": job.state.value, "actor": job.actor,
+                              "done": job.done, "total": job.total, "stage": job.stage, "counts": job.counts,
+                              "errors": list(job.errors), "error_count": job.error_count, "summary": job.summary,
+                              "process": str(job.owner), "created": job.created_at.isoformat(),
+                              "started": job.started_at.isoformat() if job.started_at else None,
+                              "ended": job.ended_at.isoformat() if job.ended_at else None}, ensure_ascii=False))
+        return 0
+    if not jobs:
+        print("no jobs yet")
+        return 0
+    print(f"{'id':>5}  {'kind':<13} {'state':<10} {'progress':<11} {'took':<12} {'started (UTC)':<19}  "
+          "who / how it ended")
+    for job in jobs:
+        progress = f"{job.done}/{job.total}" if job.total else "—"
+        started = job.started_at.strftime("%Y-%m-%d %H:%M:%S") if job.started_at else "—"
+        how = job.summary or (f"{job.stage}" if job.active else "")
+        print(f"{job.id:>5}  {job.label:<13} {job.state.value:<10} {progress:<11} "
+              f"{describe_seconds(job.elapsed()):<12} {started:<19}  {job.actor}: {how}")
+    return 0
 
 
 def _paths(paths: Sequence[str]) -> list[str]:

@@ -13,10 +13,11 @@ KnowledgeBaseError
 │   └── EmbeddingError       the embedding model
 ├── DocumentError            a document operation failed at `step`; what it changed was undone
 │   └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
-└── DocumentConflictError    `upload(..., if_match=…)` found another version than the one the caller based it on
-    │                        (or `create_only=True` found the name taken)
-    ├── RestoreConflictError `restore(...)` found a file at the trashed document's path again (`replace=True`)
-    └── EditConflictError    a prepared frontmatter edit whose file changed on disk since (also an UploadRejected)
+├── DocumentConflictError    `upload(..., if_match=…)` found another version than the one the caller based it on
+│   │                        (or `create_only=True` found the name taken)
+│   ├── RestoreConflictError `restore(...)` found a file at the trashed document's path again (`replace=True`)
+│   └── EditConflictError    a prepared frontmatter edit whose file changed on disk since (also an UploadRejected)
+└── JobCancelledError        a job was cancelled: raised between two documents, so every store stays in agreement
 ```
 
 Messages are written for the person who sees them: what failed, and what to do about it.
@@ -139,3 +140,8 @@ class EditConflictError(DocumentConflictError, UploadRejected):
 
 class AccessDeniedError(KnowledgeBaseError):
     """The acting user's role does not allow this (see `kb_core.access`); nothing was done."""
+
+
+class JobCancelledError(KnowledgeBaseError):
+    """A job (`KnowledgeBase.start_job`) was cancelled. Raised by the job's progress callback between two
+    documents, never inside one: what was written stays, what was not reached is untouched."""

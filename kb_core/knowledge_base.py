@@ -45,7 +45,10 @@ from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.synonyms import clean_groups, parse_lines
 from kb_core.documents.trash import Trash, TrashItem
-from kb_core.errors import DocumentConflictError, InvalidInputError, KnowledgeBaseError
+from kb_core.errors import AccessDeniedError, DocumentConflictError, InvalidInputError, KnowledgeBaseError
+from kb_core.jobs.model import JobFile, JobKind, JobRecord
+from kb_core.jobs.runner import JobRunner
+from kb_core.jobs.work import file_params, reconcile_work, reindex_work, upload_work
 from kb_core.logs import log_context, new_request_id
 from kb_core.metrics import KnowledgeBaseMetrics
 from kb_core.progress import Progress
@@ -160,6 +163,7 @@ class KnowledgeBase:
         follower: ChangeFollower | None = None,
         watcher: FolderWatcher | None = None,
         metrics: KnowledgeBaseMetrics | None = None,
+        jobs: JobRunner | None = None,
     ):
         self._settings = settings
         self._folder = folder
@@ -174,6 +178,7 @@ class KnowledgeBase:
         self._searcher = searcher
         self._follower = follower
         self._watcher = watcher
+        self._jobs = jobs
         self._recorder = CallRecorder(metadata)
         self._tools = {TOOL_NAME: LookupTool(lookup, self._recorder),
                        READ_TOOL_NAME: ReadDocumentTool(DocumentReader(index), self._recorder)}
@@ -684,6 +689,94 @@ class KnowledgeBase:
         with self._writing(Role.ADMIN, "reconcile the knowledge base", "reconcile"):
             return self._reconciler.reconcile(paths, delete_missing=delete_missing, **_p(progress))
 
+    # -- jobs ----------------------------------------------------------------------------------------
+    def start_job(self, kind: str, *, delete_missing: bool = False,
+                  paths: Iterable[str | os.PathLike[str]] | None = None, files: Sequence[JobFile] = (),
+                  notes: Sequence[dict] = ()) -> JobRecord:
+        """Start long work as a job of this process and return at once (queued; see `jobs()`): `"reconcile"`
+        (`delete_missing`, `paths` as for `reconcile`) and `"reindex_all"` need the admin role; `"upload"` (a
+        batch of `files`) and `"import"` (a folder's files) need a curator. The files' bytes are staged under the
+        application root, so the job needs nothing of its caller; each goes through `upload` as it would one by
+        one. `notes` are result rows the caller decided without uploading (shown with the job's result). One
+        heavy job runs at a time per knowledge base, across processes; the others wait, queued."""
+        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, notes)
+        try:
+            return self._runner().submit(job_kind, self._actor, params, work, total=total, staging=token)
+        except BaseException:
+            self._runner().staging.remove(token)
+            raise
+
+    def run_job(self, kind: str, *, delete_missing: bool = False,
+                paths: Iterable[str | os.PathLike[str]] | None = None, files: Sequence[JobFile] = (),
+                progress: Progress | None = None) -> JobRecord:
+        """As `start_job`, but run in the calling thread (in its turn) and return the job as it ended: the `kb`
+        command runs reconcile this way, and the console shows it like any other job."""
+        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, ())
+        try:
+            return self._runner().run_here(job_kind, self._actor, params, work, total=total, progress=progress)
+        finally:
+            self._runner().staging.remove(token)
+
+    def jobs(self, limit: int = 20, kinds: Iterable[str] | None = None) -> list[JobRecord]:
+        """The newest jobs of every process (of `kinds`, or all), newest first, running and queued ones among
+        them; without their parameters and results (`job(id)` has those)."""
+        return self._runner().store.recent(limit, None if kinds is None else list(kinds))
+
+    def job(self, job_id: int) -> JobRecord | None:
+        """One job with everything: its parameters and its result (an upload's per-file outcomes)."""
+        return self._runner().store.get(job_id)
+
+    def may_cancel_job(self, job: JobRecord) -> bool:
+        """Whether this actor may cancel `job` (its starter, or an admin), and it can still be cancelled."""
+        return job.active and (job.actor == self._actor.name or self._actor.may(Role.ADMIN))
+
+    def wait_for_job(self, job_id: int, timeout: float | None = None) -> JobRecord | None:
+        """The job once it has ended, or as it is after `timeout` seconds."""
+        return self._runner().wait(job_id, timeout)
+
+    def cancel_job(self, job_id: int) -> JobRecord:
+        """Cancel a job: a queued one at once, a running one at its next document (what it wrote stays; the rest
+        is untouched). Its starter or an admin may."""
+        job = self.job(job_id)
+        if job is None:
+            raise InvalidInputError(f"there is no job {job_id}")
+        if job.active and not self.may_cancel_job(job):
+            raise AccessDeniedError(f"{self._actor.name} ({self._actor.role.label}) may not cancel job {job_id} of "
+                                    f"{job.actor}: only its starter or an admin")
+        return self._runner().cancel(job_id) or job
+
+    def _runner(self) -> JobRunner:
+        if self._jobs is None:
+            raise KnowledgeBaseError("this knowledge base has no job runner")
+        return self._jobs
+
+    def _job(self, kind: str, delete_missing: bool, paths: Iterable[str | os.PathLike[str]] | None,
+             files: Sequence[JobFile], notes: Sequence[dict]):
+        """Check the actor and the arguments; the job's kind, parameters, work, total and staging token."""
+        try:
+            job_kind = JobKind(kind)
+        except ValueError:
+            raise InvalidInputError(f"unknown job kind {kind!r}; the kinds are "
+                                    f"{', '.join(k.value for k in JobKind)}") from None
+        self._actor.require(job_kind.role, f"start a {job_kind.label.lower()} job")
+        if self._clock.closed:
+            raise KnowledgeBaseError("this knowledge base was closed: open it again to start a job")
+        if job_kind in (JobKind.UPLOAD, JobKind.IMPORT):
+            if not files:
+                raise InvalidInputError("an upload job needs at least one file")
+            runner = self._runner()
+            token = runner.staging.stage([bytes(f.data) for f in files])
+            described = file_params(files)
+            params = {"files": described, "staging": token, "notes": list(notes)}
+            return job_kind, params, upload_work(self, described, runner.staging, token, notes), len(files), token
+        if files:
+            raise InvalidInputError(f"a {job_kind.label.lower()} job takes no files")
+        if job_kind == JobKind.REINDEX_ALL:
+            return job_kind, {}, reindex_work(self), 0, None
+        listed = None if paths is None else [os.fspath(p) for p in paths]
+        return (job_kind, {"delete_missing": delete_missing, "paths": listed},
+                reconcile_work(self, listed, delete_missing), 0, None)
+
     @contextlib.contextmanager
     def _writing(self, role: Role, action: str, operation: str) -> Iterator[None]:
         """Check the actor may do it; move the version before the write (no page caches a half-done state as
@@ -806,6 +899,8 @@ class KnowledgeBase:
         return cached[0] if cached is not None else None
 
     def close(self) -> None:
+        if self._jobs is not None:
+            self._jobs.stop()  # the running job stops at its next document; queued ones are cancelled
         self._clock.closed = True
         self._metrics.close()
         if self._watcher is not None:

@@ -47,6 +47,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("auth", "roles"): "roles",
     ("auth", "service-identity"): "service_identity",
     ("trash", "days"): "trash_days",
+    ("jobs", "share"): "job_share",
 }
 _ENV_PREFIX = "KB_"
 
@@ -153,6 +154,11 @@ class Settings(BaseSettings):
         default=10.0, gt=0, le=600,
         description="KB_TOOL_TIMEOUT: seconds an MCP tool call may take; a longer one returns an error result and "
                     "frees its place")
+    job_share: float = Field(
+        default=0.25, gt=0, le=1,
+        description="KB_JOB_SHARE: while agents look things up (any lookup in the last 10 s, from the call log), a "
+                    "job (reconcile, re-index all, an upload) works at most this share of its time, resting after "
+                    "each document; 1 = never rests")
     min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
                                    description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")
     trash_days: int = Field(

@@ -1,6 +1,6 @@
 """Documents: browse, click a row to inspect it (content, frontmatter, raw file, chunks) — or open
 `/documents?doc=<path>` — move documents to the trash (one, or all the filters show), restore them from the Trash
-tab, re-index, reconcile, and the keyword map."""
+tab, re-index, reconcile (as jobs on the server), and the keyword map."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import streamlit as st
 
 from kb_core import KnowledgeBaseError, Role, categories_below, category_folders
 from pages.shell.inspector import render_inspector
+from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.trash_view import render_trash
@@ -22,22 +23,32 @@ BULK_OPTIONS = 1000
 MAX_NAMES = 50  # a confirmation lists this many paths, then a count
 
 
-def _progress_runner(label: str, action):
-    """Run a long kb_core action inside st.status with a progress bar fed by its progress callback."""
-    with st.status(label, expanded=True) as box:
-        bar = st.progress(0.0)
+def _start(kind: str, **options) -> None:
+    """A button callback: start the job on the server (it goes on whatever this tab does) and say so."""
+    try:
+        job = kb.start_job(kind, **options)
+    except KnowledgeBaseError as exc:
+        flash("maintenance", "error", str(exc))
+        return
+    flash("maintenance", "info", f"{job.label} started as job {job.id}: it runs on the server, so closing or "
+                                 "reloading this tab does not stop it; its progress is below.")
 
-        def progress(stage: str, done: int, total: int) -> None:
-            bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{stage} {done} of {total}")
 
-        try:
-            report = action(progress)
-        except KnowledgeBaseError as exc:
-            box.update(label=f"{label}: failed", state="error")
-            st.error(escape_markdown(exc))
-            return None
-        box.update(label=f"{label}: done", state="complete")
-        return report
+def _maintenance_details(job) -> None:
+    """What the latest reconcile or re-index all changed, below its summary."""
+    result = job.result or {}
+    for path in result.get("removed", ()):
+        st.info(escape_markdown(f"removed from the index: {path}"))
+    for path, reason in result.get("failed", ()):
+        st.error(escape_markdown(f"{path}: {reason}"))
+    if job.counts.get("failed", 0) > len(result.get("failed", ())):
+        st.caption(f"… and {job.counts['failed'] - len(result.get('failed', ()))} more failed")
+    refused = result.get("refused", ())
+    if refused:  # each once, with the reason (a copied tree can bring hundreds)
+        st.warning(f"{job.counts.get('refused', len(refused))} .md file(s) are not indexed: the path rule refuses "
+                   "them. Rename or move them, then reconcile again.")
+        st.dataframe([{"file": path, "why": reason} for path, reason in refused], hide_index=True,
+                     key=f"reconcile-refused-{job.id}")
 
 
 def _delete(doc_ids: list[int], slot: str) -> None:
@@ -212,6 +223,7 @@ if tab_trash is not None and tab_trash.open:
 if tab_maintenance.open and not may_administer:
     with tab_maintenance:
         st.info(f"Reconcile and re-index need the admin role; you are signed in as a {kb.actor.role.label}.")
+        render_jobs_panel(kb, ("reconcile", "reindex_all"), key="maintenance", details=_maintenance_details)
 elif tab_maintenance.open:
     with tab_maintenance:
         st.markdown("**Reconcile** brings disk, database, Milvus and L0 into agreement: it indexes `.md` files "
@@ -221,27 +233,14 @@ elif tab_maintenance.open:
         delete_missing = st.checkbox(f"Remove documents whose file is gone ({len(missing)})", key="delete-missing",
                                      help="Deletes their database rows, vectors and L0 entries. Files on disk are "
                                           "never touched.")
-        if st.button("Reconcile", key="reconcile"):
-            report = _progress_runner("Reconciling", lambda progress: kb.reconcile(delete_missing=delete_missing,
-                                                                                  progress=progress))
-            if report is not None:
-                st.success(escape_markdown(report.summary() + f"; {len(report.unchanged)} unchanged"))
-                for path in report.removed:
-                    st.info(escape_markdown(f"removed from the index: {path}"))
-                for path, reason in report.failed:
-                    st.error(escape_markdown(f"{path}: {reason}"))
-                if report.refused:  # each once, with the reason (a copied tree can bring hundreds)
-                    st.warning(f"{len(report.refused)} .md file(s) are not indexed: the path rule refuses them. "
-                               "Rename or move them, then reconcile again.")
-                    st.dataframe([{"file": path, "why": reason} for path, reason in report.refused],
-                                 hide_index=True, key="reconcile-refused")
+        st.button("Reconcile", key="reconcile", on_click=_start, args=("reconcile",),
+                  kwargs={"delete_missing": delete_missing})
         st.markdown("**Re-index all** re-embeds every document from its saved file, e.g. after a model change.")
-        if st.button("Re-index all"):
-            report = _progress_runner("Re-indexing", lambda progress: kb.reindex_all(progress=progress))
-            if report is not None:
-                st.success(f"{len(report.reindexed)} re-indexed")
-                for path, reason in report.failed:
-                    st.error(escape_markdown(f"{path}: {reason}"))
+        st.button("Re-index all", key="reindex-all", on_click=_start, args=("reindex_all",))
+        st.caption("Both run as jobs on the server, one heavy job at a time (others queue): closing this tab does not "
+                   "stop them, and every tab shows their progress here.")
+        show_flash("maintenance")
+        render_jobs_panel(kb, ("reconcile", "reindex_all"), key="maintenance", details=_maintenance_details)
         st.markdown("**Settings** this process runs with (`KB_*`, `kb.yaml`; the Milvus token and database password "
                     "are hidden)")
         st.dataframe([{"setting": name, "value": value} for name, value in kb.settings.described()],

@@ -11,6 +11,7 @@ import streamlit as st
 from kb_core import (
     MORE_SECTIONS,
     HistoryEntry,
+    JobState,
     KnowledgeBaseError,
     Role,
     bench_link_params,
@@ -20,7 +21,9 @@ from kb_core import (
     split_body,
 )
 from pages.shell import bench_view
+from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
+from pages.shell.views import flash, show_flash
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -110,31 +113,42 @@ def _run_again(entry: HistoryEntry) -> None:
     state.replay = True
 
 
-if unindexed > 0:
+def _index_now() -> None:
+    """A button callback: index the folder as a reconcile job on the server (it goes on if this tab closes)."""
+    try:
+        state.index_job = kb.start_job("reconcile").id
+    except KnowledgeBaseError as exc:
+        flash("index-now", "error", str(exc))
+
+
+indexing = None
+if state.get("index_job"):
+    try:
+        indexing = kb.job(state.index_job)
+    except KnowledgeBaseError:
+        indexing = None
+    if indexing is None or not indexing.active:
+        state.pop("index_job")
+if indexing is not None and not indexing.active:
+    if indexing.state == JobState.SUCCEEDED:
+        st.success(escape_markdown(f"Indexed: {indexing.summary}"))
+    else:
+        st.error(escape_markdown(f"Indexing {indexing.state.value}: {indexing.summary}"))
+elif unindexed > 0:
     with st.container(border=True):
         first_run = "The index is empty: " if counts.database == 0 else ""
         st.markdown(f"{first_run}**{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
                     f"{'are' if unindexed != 1 else 'is'} not indexed yet.** Indexing reads them into the database "
                     "and the search index, so lookups can find them by meaning as well as by keyword.")
-        if kb.actor.may(Role.ADMIN) and st.button(f"Index {unindexed} document{'s' if unindexed != 1 else ''} now",
-                                                  key="index-now", type="primary"):
-            bar = st.progress(0.0, text="Indexing…")
-
-            def _progress(stage: str, done: int, total: int) -> None:
-                bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{stage} {done} of {total}")
-
-            try:
-                report = kb.reconcile(progress=_progress)
-            except KnowledgeBaseError as exc:
-                st.error(escape_markdown(exc))
-            else:
-                state.index_report = report.summary()
-                st.rerun()
+        show_flash("index-now")
+        if indexing is not None:  # running on the server: its progress, refreshed every second
+            render_jobs_panel(kb, ("reconcile",), key="index-now", recent=0)
+        elif kb.actor.may(Role.ADMIN):
+            st.button(f"Index {unindexed} document{'s' if unindexed != 1 else ''} now", key="index-now",
+                      type="primary", on_click=_index_now)
 elif counts.files == 0 and counts.database == 0:
     st.info("The index is empty: there are no documents yet. Upload Markdown files on the **Upload** page, or "
             "put them under the knowledge-base folder and reconcile.")
-if state.get("index_report"):
-    st.success(escape_markdown(f"Indexed: {state.pop('index_report')}"))
 
 
 def _new_query_clears_the_section() -> None:

@@ -1,5 +1,5 @@
-"""Upload: drag several Markdown files (or a whole folder) in, preview the batch as a whole, then index them with
-progress per file."""
+"""Upload: drag several Markdown files (or a whole folder) in, preview the batch as a whole, then hand it to a job
+on the server that indexes the files one by one (closing the tab does not stop it)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import math
 
 import streamlit as st
 
-from kb_core import BatchAction, BatchFile, DocumentConflictError, DocumentError, KnowledgeBaseError, Role
+from kb_core import BatchAction, BatchFile, JobFile, KnowledgeBaseError, Role
+from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
 from pages.shell.views import render_frontmatter
 from pages.shell.wiring import knowledge_base
@@ -22,7 +23,6 @@ state = st.session_state
 # the preview showed then (`if_match`; for a file shown as new, `create_only`), not whatever is on disk by now.
 shown_before: dict[str, str | None] = state.get("upload_shown", {})
 
-_STAGES = {"parsing": 0.1, "chunking": 0.2, "embedding": 0.3, "saving": 0.7, "indexing": 0.8, "done": 1.0}
 NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = BatchAction
 _ICONS = {NEW: "✅", INDEX: "✅", REPLACE: "♻️", SAME: "⏸️", CLASH: "⛔", REFUSED: "❌"}
 _SAYS = {NEW: "new", INDEX: "to index", REPLACE: "replace an existing document", SAME: "identical: nothing to do",
@@ -128,59 +128,66 @@ if batch is not None:
         st.caption(f"{len(untouched)} existing document(s) stay as they are unless you tick “Replace”.")
     if not any(v.action in (NEW, INDEX, REPLACE, CLASH) for v in batch.files):
         st.button("Nothing to upload", disabled=True)
-    elif st.button("Upload" if batch.blocked else f"Upload {len(todo)} file(s)", type="primary",
-                   disabled=bool(batch.blocked) or not todo):
-        results = []
-        overall = st.progress(0.0, text=f"0 of {len(todo)} files") if len(todo) > 1 else None
-        slots = [(f, v, st.empty()) for f, v in todo]
-        for _f, v, slot in slots:  # every file's bar is on the page from the start
-            slot.progress(0.0, text=f"{escape_markdown(v.preview.file_name)}: waiting")
-        for f, v, slot in slots:
-            name = v.preview.file_name
-
-            def progress(stage: str, done: int, total: int, slot=slot, name=name) -> None:
-                base = _STAGES.get(stage, 0.5)
-                fraction = base + ((0.4 if stage == "embedding" else 0.1) * done / total if total else 0)
-                label = f"{stage} {done} of {total}" if stage == "embedding" and total else stage
-                slot.progress(min(fraction, 1.0), text=f"{escape_markdown(name)}: {label}")
-
-            base_version = shown_before[f.file_id] if f.file_id in shown_before else v.if_match
-            row = {"file": v.upload_name, "result": "failed", "document": v.file_path, "chunks": 0, "detail": ""}
+    else:
+        batch_key = (category, keep_top, tuple(f.file_id for f in files))
+        mine = state.get("upload_job")
+        running = None
+        if mine is not None:
             try:
-                # shown as new: it must still be new (a file of that name from another process, or dropped on
-                # disk meanwhile, is a conflict, not something to overwrite)
-                outcome = kb.upload(name, f.getvalue(), v.category, progress=progress, if_match=base_version,
-                                    create_only=base_version is None)
-                row.update(result=outcome.action, chunks=outcome.document.chunk_count,
-                           detail="; ".join(outcome.warnings))
-                slot.progress(1.0, text=f"{escape_markdown(name)}: {outcome.action}")
-            except DocumentConflictError as exc:
-                row.update(result="conflict", detail=str(exc))
-            except DocumentError as exc:
-                row.update(detail=f"{exc} (step: {exc.step})")
+                running = kb.job(mine["id"])
+            except KnowledgeBaseError:
+                running = None
+            running = running if running is not None and running.active else None
+        if running is not None:
+            st.button(f"Uploading… (job {running.id})", type="primary", disabled=True)
+        elif st.button("Upload" if batch.blocked else f"Upload {len(todo)} file(s)", type="primary",
+                       disabled=bool(batch.blocked) or not todo):
+            # The files go to a job on the server, with the versions the preview showed (`if_match`; a file shown
+            # as new must still be new: create-only), so the upload needs nothing of this tab any more.
+            handed = []
+            for f, v in todo:
+                base_version = shown_before[f.file_id] if f.file_id in shown_before else v.if_match
+                handed.append(JobFile(v.preview.file_name, f.getvalue(), v.category, upload_name=v.upload_name,
+                                      if_match=base_version, create_only=base_version is None,
+                                      file_path=v.file_path))
+            skipped = [{"file": v.upload_name, "result": "not replaced", "document": v.file_path, "chunks": 0,
+                        "detail": "“Replace” was not ticked"} for v in untouched]
+            refused = [{"file": v.upload_name, "result": "refused", "document": "", "chunks": 0,
+                        "detail": "; ".join(v.errors)} for v in batch.refused]
+            try:
+                job = kb.start_job("import" if kind == FOLDER else "upload", files=handed, notes=skipped + refused)
             except KnowledgeBaseError as exc:
-                row.update(detail=str(exc))
-            if row["result"] in ("failed", "conflict"):
-                slot.error(escape_markdown(f"{v.upload_name}: {row['detail']}"))
-            results.append(row)
-            if overall is not None:
-                overall.progress(len(results) / len(todo), text=f"{len(results)} of {len(todo)} files")
-        skipped = [{"file": v.upload_name, "result": "not replaced", "document": v.file_path, "chunks": 0,
-                    "detail": "“Replace” was not ticked"} for v in untouched]
-        refused = [{"file": v.upload_name, "result": "refused", "document": "", "chunks": 0,
-                    "detail": "; ".join(v.errors)} for v in batch.refused]
-        state.upload_results = {"for": (category, keep_top, tuple(f.file_id for f in files)),
-                                "rows": results + skipped + refused}
-        st.rerun()  # the preview then shows what is on disk now
+                st.error(escape_markdown(exc))
+            else:
+                state.upload_job = {"id": job.id, "for": batch_key}
+                st.rerun()  # the panel below follows the job
 
-shown = state.get("upload_results")
-if shown and batch is not None and shown["for"] == (category, keep_top, tuple(f.file_id for f in files)):
+mine = state.get("upload_job")
+shown = None
+if mine is not None and batch is not None and mine["for"] == (category, keep_top, tuple(f.file_id for f in files)):
+    try:
+        shown = kb.job(mine["id"])
+    except KnowledgeBaseError as exc:
+        st.error(escape_markdown(exc))
+if shown is not None and not shown.active and shown.result:
     st.subheader("Result")
     counts: dict[str, int] = {}
-    for row in shown["rows"]:
+    for row in shown.result["rows"]:
         counts[row["result"]] = counts.get(row["result"], 0) + 1
     st.success(", ".join(f"{n} {result}" for result, n in counts.items()))
-    for row in shown["rows"]:
+    for row in shown.result["rows"]:
         if row["result"] in ("failed", "conflict"):
             st.error(escape_markdown(f"{row['file']}: {row['detail']}"))
-    st.dataframe(shown["rows"], hide_index=True)
+    st.dataframe(shown.result["rows"], hide_index=True)
+
+
+def _upload_details(job) -> None:
+    """The per-file outcomes of the latest upload job (any tab's, any session's)."""
+    rows = (job.result or {}).get("rows", ())
+    if rows:
+        with st.expander(f"Per-file results of job {job.id} ({len(rows)} files)"):
+            st.dataframe(rows, hide_index=True, key=f"upload-job-rows-{job.id}")
+
+
+st.subheader("Upload jobs")
+render_jobs_panel(kb, ("upload", "import"), key="upload", details=_upload_details)

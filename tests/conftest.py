@@ -143,7 +143,7 @@ def _empty_mysql_tables(url: str) -> None:
 
     engine = create_engine(url)
     with engine.begin() as connection:
-        for table in ("tool_call", "tool_call_dropped", "query_history", "api_document", "kb_change",
+        for table in ("tool_call", "tool_call_dropped", "query_history", "api_document", "kb_change", "kb_job",
                       "alembic_version"):
             connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
@@ -275,12 +275,12 @@ def assert_consistent(kb) -> None:
 def internals(kb):
     """The stores behind a `KnowledgeBase` facade, for tests that check each store itself (the facade keeps
     them private): index (L0), folder, metadata, vectors, embedder, documents (the writer), reconciler,
-    follower, watcher, summaries and trash."""
+    follower, watcher, summaries, trash and jobs (the job runner)."""
     from types import SimpleNamespace
 
     return SimpleNamespace(**{name: getattr(kb, f"_{name}") for name in (
         "index", "folder", "metadata", "vectors", "embedder", "documents", "reconciler", "follower", "watcher",
-        "summaries", "trash")})
+        "summaries", "trash", "jobs")})
 
 
 # -- the console under AppTest (shared by the page tests) ----------------------------------------------------------
@@ -324,6 +324,34 @@ def run_page(page: str, **session):
     at.run()
     if page != "playground":
         at.switch_page(f"../pages/{page}.py").run()
+    return at
+
+
+def wait_for_jobs(root: Path, timeout: float = 120) -> None:
+    """Wait until no job of the knowledge base at `root` (its default SQLite file) is queued or running: the
+    console's jobs run on their worker thread, after the script run that started them. Read from the database,
+    as another process would."""
+    from kb_core.jobs.store import JobStore
+    from kb_core.storage.metadata_store import MetadataStore
+
+    store = MetadataStore(f"sqlite:///{root / 'kb.sqlite3'}")
+    try:
+        jobs = JobStore(store)
+        deadline = time.monotonic() + timeout
+        while active := jobs.active():
+            if time.monotonic() > deadline:
+                pytest.fail(f"jobs still active after {timeout:.0f} s: {active}")
+            time.sleep(0.05)
+    finally:
+        store.dispose()
+
+
+def finish_jobs(at, root: Path | None = None):
+    """Let the jobs a click started finish, then run the page again (what the panel's refresh does in a
+    browser: AppTest runs no timers). `root`: the console's application root (default KB_APP_ROOT)."""
+    wait_for_jobs(root or Path(os.environ["KB_APP_ROOT"]))
+    at.run()
+    assert not at.exception, at.exception
     return at
 
 

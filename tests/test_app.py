@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import APP, doc, history_shown, look_up, run_page, shown, write_doc
+from conftest import APP, doc, finish_jobs, history_shown, look_up, run_page, shown, write_doc
 from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -83,6 +83,7 @@ def test_two_uploaded_files_show_up_in_documents_and_one_can_be_deleted(app_root
     assert not at.exception
     assert len(at.expander) == 2  # one preview per file
     at.button[0].click().run()
+    finish_jobs(at)
     results = at.dataframe[0].value
     assert list(results["result"]) == ["indexed", "indexed"]
 
@@ -286,6 +287,8 @@ def test_sidebar_offers_to_sync_files_not_yet_indexed(app_root, sample_root):
     at = run_page("playground")
     at.sidebar.button(key="sidebar-sync").click().run()
     assert not at.exception, at.exception
+    assert any("Reconcile started as job" in i.value for i in at.sidebar.info)
+    finish_jobs(at, app_root)
     assert {m.label: m.value for m in at.sidebar.metric} == {"L0": "9", "Database": "10", "Milvus": "10"}
     assert not [w for w in at.sidebar.warning if "Mismatch" in w.value]
 

@@ -3,7 +3,7 @@ against real stores (SQLite, Milvus Lite)."""
 
 from __future__ import annotations
 
-from conftest import APP, history_shown, look_up, run_page
+from conftest import APP, finish_jobs, history_shown, look_up, run_page
 from streamlit.testing.v1 import AppTest
 
 
@@ -104,6 +104,7 @@ def test_first_run_offers_to_index_and_says_the_index_is_empty(app_root, sample_
 
     at.button(key="index-now").click().run()
     assert not at.exception, at.exception
+    finish_jobs(at, app_root)
     assert {m.label: m.value for m in at.sidebar.metric} == {"L0": "9", "Database": "10", "Milvus": "10"}
     assert not any(b.label.startswith("Index ") for b in at.button)
     assert any(s.value.startswith("Indexed:") for s in at.success)

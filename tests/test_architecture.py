@@ -160,3 +160,12 @@ def test_the_facade_keeps_its_stores_private(tmp_path):
             assert not hasattr(kb, store)
     finally:
         kb.close()
+
+
+def test_jobs_import_neither_documents_nor_retrieval_nor_the_facade():
+    """kb_core.jobs runs work the facade hands it as callables: it knows the storage and the base modules only."""
+    graph = _kb_core_imports()
+    above = ("kb_core.documents", "kb_core.retrieval", "kb_core.agent", "kb_core.knowledge_base", "kb_core.bootstrap")
+    offenders = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith("kb_core.jobs")
+                       for t in targets if t.startswith(above))
+    assert offenders == []

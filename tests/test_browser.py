@@ -2,6 +2,8 @@
 
 Upload a document, find it in the playground, inspect it (a click on a cell) and delete it on the Documents page,
 check the playground no longer finds it, restore it from the Trash tab byte for byte and follow its `?doc=` link.
+Upload a document, find it in the playground, inspect and delete it on the Documents page, and check the
+playground no longer finds it; start *Re-index all*, close the tab, and see the job finish from a new one.
 Screenshots of each page land in `test-artifacts/` for a human to look at.
 Never skipped: CI installs `chromium` with apt; playwright never downloads a browser of its own.
 """
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, NO_MODEL, REPO, VIEWPORT, doc, free_port, wait_healthy
+from conftest import CHROMIUM, CHROMIUM_ARGS, NO_MODEL, REPO, VIEWPORT, doc, free_port, wait_healthy, write_doc
 
 pytestmark = [pytest.mark.browser, pytest.mark.processes]  # a `streamlit run` server and chromium
 
@@ -78,13 +80,35 @@ def sample_server(tmp_path):
     process at a time, and the server must be the one holding it)."""
     root = tmp_path / "root"
     shutil.copytree(REPO / "knowledge_base", root / "knowledge_base")
+    with _synced_server(root, tmp_path) as served:
+        yield served
+
+
+def _synced_server(root: Path, tmp_path: Path):
+    """`root` synced by a separate process first (Milvus Lite admits one process at a time, and the server must be
+    the one holding it), then served."""
     env = {**os.environ, "KB_APP_ROOT": str(root), "KB_EMBEDDING_MODEL": NO_MODEL}
     for name in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG"):
         env.pop(name, None)
     done = subprocess.run([sys.executable, "-c", "from kb_core import open_knowledge_base as o; o().reconcile()"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    with _serve(root, tmp_path) as served:
+    return _serve(root, tmp_path)
+
+
+REINDEXED = 300  # documents: enough for a re-index of a good ten seconds on two cores
+
+
+@pytest.fixture
+def large_server(tmp_path):
+    """A knowledge base of REINDEXED small documents, synced, served."""
+    root = tmp_path / "root"
+    for i in range(REINDEXED):
+        write_doc(root, f"knowledge_base/ops/runbook-{i:03d}.md",
+                  doc(f"Runbook {i}", [f"RUNBOOK_{i:03d}"], f"Relay {i} recovery",
+                      f"# Runbook {i}\n\n## Detect\n\nRelay {i} misses three heartbeats in a row.\n\n"
+                      f"## Recover\n\nRestart relay {i}, then check the queue depth of shard {i % 7}.\n"))
+    with _synced_server(root, tmp_path) as served:
         yield served
 
 
@@ -479,3 +503,63 @@ def test_a_test_bench_link_shows_its_settings_and_highlighted_rows(sample_server
     expect(page).to_have_url(re.compile(r"min_score=2\.0"), timeout=TIMEOUT_MS)
     _wait_idle(page)
     expect(page.get_by_role("tab", name=re.compile(r"BM25 score ≥ 2 · "))).to_be_visible()
+def _job_row(root: Path, job_id: int):
+    """The job's row as any process reads it."""
+    from kb_core.jobs.store import JobStore
+    from kb_core.storage.metadata_store import MetadataStore
+
+    metadata = MetadataStore(f"sqlite:///{root / 'kb.sqlite3'}")
+    try:
+        return JobStore(metadata).get(job_id)
+    finally:
+        metadata.dispose()
+
+
+def _until(condition, what: str, timeout: float = 120):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
+        time.sleep(0.1)
+    return value
+
+
+@pytest.mark.timeout(420)
+def test_re_index_all_goes_on_after_the_tab_closes_and_a_new_tab_sees_it_end(large_server, page):
+    """Issue 24: *Re-index all* is a job on the server. Started in one tab, which is then closed mid-way, it goes
+    on and re-indexes every document; a new tab (a new session) shows it running and then how it ended."""
+    from playwright.sync_api import expect
+
+    root: Path = large_server["root"]
+    _open(page, large_server, "documents", "Documents")
+    page.get_by_role("tab", name="Maintenance").click()
+    page.get_by_role("button", name="Re-index all").click()
+    expect(page.get_by_text("Re-index all started as job 1", exact=False)).to_be_visible(timeout=TIMEOUT_MS)
+    panel_bar = page.get_by_test_id("stProgress")
+    expect(panel_bar).to_be_visible(timeout=TIMEOUT_MS)  # the panel refreshes itself: no click needed
+    expect(panel_bar).to_contain_text(f"of {REINDEXED}", timeout=TIMEOUT_MS)
+    at_close = _until(lambda: (row := _job_row(root, 1)) and row.state.value == "running" and row.done >= 5 and row,
+                      "the job to be under way")
+    assert at_close.done < REINDEXED
+    page.close()  # the tab that started it is gone ...
+    _until(lambda: _job_row(root, 1).done > at_close.done, "progress with no tab open")  # ... the job is not
+
+    context = page.context.browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    fresh = context.new_page()  # a new tab: a new session that started nothing
+    _open(fresh, large_server, "documents", "Documents")
+    fresh.get_by_role("tab", name="Maintenance").click()
+    if _job_row(root, 1).active:  # still running: this tab shows it, with its progress
+        expect(fresh.get_by_text("job 1 · running", exact=False)).to_be_visible(timeout=TIMEOUT_MS)
+        expect(fresh.get_by_test_id("stProgress")).to_contain_text(f"of {REINDEXED}")
+        _screenshot(fresh, "jobs-running.png")
+    ended = fresh.get_by_text("Re-index all (job 1, succeeded", exact=False)
+    expect(ended).to_be_visible(timeout=240_000)  # the panel notices the end by itself and reruns the page
+    expect(ended).to_contain_text(f"{REINDEXED} re-indexed")
+    expect(fresh.get_by_test_id("stProgress")).to_have_count(0)
+    row = _job_row(root, 1)
+    assert row.state.value == "succeeded" and row.done == row.total == REINDEXED
+    assert row.counts == {"reindexed": REINDEXED} and row.error_count == 0
+    _wait_idle(fresh)
+    _screenshot(fresh, "jobs.png")

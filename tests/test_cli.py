@@ -127,7 +127,7 @@ def test_a_bad_setting_is_an_error_message_not_a_traceback(kb_env, monkeypatch, 
 def test_every_command_is_listed_in_the_top_level_help(capsys):
     status, out, _ = _run(capsys, "--help")
     assert status == 0
-    assert set(command_names()) == {"lookup", "reconcile", "evaluate", "mcp", "migrate", "bench"}
+    assert set(command_names()) == {"lookup", "reconcile", "reindex", "jobs", "evaluate", "mcp", "migrate", "bench"}
     for name in command_names():
         assert f"\n    {name}" in out
 
@@ -244,3 +244,25 @@ def test_repair_alias_is_reconcile(kb_env, capsys):
     write_doc(kb_env, "knowledge_base/ops/cache.md", CACHE)
     assert repair_main([]) == 0
     assert _documents(kb_env) == ["knowledge_base/ops/cache.md"]
+
+
+# -- jobs -------------------------------------------------------------------------------------------------
+def test_reconcile_and_reindex_are_recorded_as_jobs_and_kb_jobs_lists_them(kb_env, capsys):
+    status, out, _ = _run(capsys, "jobs")
+    assert status == 0 and out.strip() == "no jobs yet"
+    write_doc(kb_env, "knowledge_base/ops/cache.md", CACHE)
+    status, out, _ = _run(capsys, "reconcile")
+    assert status == 0 and out.startswith("job 1 (Reconcile) succeeded: 1 files added")
+    status, out, _ = _run(capsys, "reindex")
+    assert status == 0 and out.startswith("job 2 (Re-index all) succeeded: 1 re-indexed")
+    assert "now: 1 files, L0 1, database 1, Milvus 1 documents (consistent)" in out
+
+    status, out, _ = _run(capsys, "jobs")
+    lines = out.splitlines()
+    assert status == 0 and lines[0].split()[:4] == ["id", "kind", "state", "progress"]
+    assert lines[1].split()[:5] == ["2", "Re-index", "all", "succeeded", "1/1"]
+    assert lines[1].endswith("cli: 1 re-indexed") and lines[2].split()[:3] == ["1", "Reconcile", "succeeded"]
+    status, out, _ = _run(capsys, "jobs", "--json", "--limit", "1")
+    [job] = [json.loads(line) for line in out.splitlines()]
+    assert job["id"] == 2 and job["kind"] == "reindex_all" and job["state"] == "succeeded"
+    assert job["actor"] == "cli" and job["done"] == job["total"] == 1 and job["process"].startswith("pid ")

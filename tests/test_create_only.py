@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_consistent, doc, make_settings, run_page, shown
+from conftest import assert_consistent, doc, finish_jobs, make_settings, run_page, shown
 
 from kb_core.errors import DocumentConflictError, KnowledgeBaseError, UploadRejected
 
@@ -233,6 +233,7 @@ def test_the_upload_page_sends_new_files_as_create_only(synced_sample, monkeypat
     monkeypatch.setattr(KnowledgeBase, "upload", upload_while_others_create)
     _upload_button(at).click().run()
     assert not at.exception, at.exception
+    finish_jobs(at)
     assert sent[1:] == [(name, None, True) for name in ("retries.md", "backoff.md", "jitter.md")]
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
     assert rows == {"retries.md": "conflict", "backoff.md": "conflict", "jitter.md": "indexed"}

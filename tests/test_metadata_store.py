@@ -38,7 +38,7 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
     store.migrate()
     tables = set(inspect(store._engine).get_table_names())
-    assert {"api_document", "tool_call", "tool_call_dropped", "query_history", "alembic_version"} <= tables
+    assert {"api_document", "tool_call", "tool_call_dropped", "query_history", "kb_job", "alembic_version"} <= tables
     assert store.current_revision() == head_revision() == "0009"
 
 
@@ -66,9 +66,9 @@ def test_migration_0009_goes_down_and_up_again(store):
     with store._engine.connect() as connection:
         cfg = _alembic_config()
         cfg.attributes["connection"] = connection
-        command.downgrade(cfg, "0007")
+        command.downgrade(cfg, "0008")
         connection.commit()
-    assert store.current_revision() == "0007"
+    assert store.current_revision() == "0008"
     assert "query_history" not in set(inspect(store._engine).get_table_names())
     store.migrate()
     assert "query_history" in set(inspect(store._engine).get_table_names())

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 import streamlit as st
-from conftest import assert_consistent, doc, run_page
+from conftest import assert_consistent, doc, finish_jobs, run_page
 from streamlit.testing.v1 import AppTest
 
 LICENCE = ("<!--\n  Licensed to the Apache Software Foundation (ASF) under one or more contributor license "
@@ -48,6 +48,18 @@ def _upload_button(at: AppTest):
     return next(b for b in at.button if b.label.startswith(("Upload", "Nothing")))
 
 
+def _result_shown(at: AppTest) -> bool:
+    """The batch's own result (above the jobs panel, which keeps showing the latest upload job)."""
+    return any(h.value == "Result" for h in at.subheader)
+
+
+def _upload(at: AppTest, button=None) -> AppTest:
+    """Press Upload: the batch goes to a job on the server; the result shows once it has ended."""
+    (button or _upload_button(at)).click().run()
+    assert not at.exception, at.exception
+    return finish_jobs(at)
+
+
 def _choose(at: AppTest, category: str) -> None:
     box = at.selectbox(key="category")
     if category in box.options:
@@ -78,7 +90,7 @@ def test_two_files_aimed_at_one_path_are_refused_until_one_is_renamed(app_root):
     renames[1].set_value("route-zh.md").run()
     assert not any("aimed at the same path" in e.value for e in at.error)
     assert len(_renames(at)) == 1  # the renamed file keeps its input (and its new name)
-    _upload_button(at).click().run()
+    _upload(at)
     assert not at.exception, at.exception
     assert list(at.dataframe[0].value["result"]) == ["indexed", "indexed"]
     assert (app_root / "knowledge_base/gateway/route.md").read_text(encoding="utf-8") == ROUTE_EN
@@ -99,13 +111,13 @@ def test_replacing_needs_a_tick_per_file(synced_sample):  # noqa: F811
     [tick] = at.checkbox
     assert tick.label == f"Replace knowledge_base/troubleshooting/timeout.md (version {sha[:12]})"
     assert _upload_button(at).label == "Upload 1 file(s)"
-    _upload_button(at).click().run()
+    _upload(at)
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
     assert rows == {"retries.md": "indexed", "timeout.md": "not replaced"}
     assert target.read_bytes() == before
 
     at.checkbox[0].check().run()
-    _upload_button(at).click().run()
+    _upload(at)
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
     assert rows == {"timeout.md": "replaced"}  # retries.md is identical to the indexed version: left alone
     assert _upload_button(at).label == "Nothing to upload"
@@ -125,7 +137,7 @@ def test_a_version_written_after_the_preview_is_not_overwritten(synced_sample): 
     at.checkbox[0].check().run()  # the curator ticks "Replace" on the version the preview shows
     with stores() as colleague:  # ... and a colleague (another process) replaces it meanwhile
         colleague.upload("timeout.md", theirs.encode(), "troubleshooting")
-    _upload_button(at).click().run()
+    _upload(at)
     assert not at.exception, at.exception
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
     assert rows == {"timeout.md": "conflict", "new-one.md": "indexed"}  # the others go on
@@ -156,16 +168,17 @@ def test_one_category_check_with_a_suggested_slug_and_no_preselected_category(ap
     next(b for b in at.button if b.label == "Use “gateway-plugins”").click().run()
     assert at.text_input(key="new_category").value == "gateway-plugins"
     assert not at.error
-    _upload_button(at).click().run()
+    _upload(at)
     assert list(at.dataframe[0].value["result"]) == ["indexed"] * 7
     assert len(list((app_root / "knowledge_base/gateway-plugins").glob("*.md"))) == 7
 
     at.text_input(key="new_category").set_value("plugins").run()  # another category: the old result goes
-    assert not at.dataframe and not at.exception
+    assert not _result_shown(at) and not at.exception
+    assert "7 file(s): 7 indexed" in at.success[0].value  # the jobs panel still says how the last upload ended
     at.text_input(key="new_category").set_value("gateway-plugins").run()
-    assert at.dataframe
+    assert _result_shown(at)
     at.file_uploader(key="files").set_value(_files(*files[:3])).run()  # other files: it goes too
-    assert not at.dataframe
+    assert not _result_shown(at)
 
 
 def test_markdown_extension_is_accepted_and_stored_as_md(app_root):  # noqa: F811
@@ -174,7 +187,7 @@ def test_markdown_extension_is_accepted_and_stored_as_md(app_root):  # noqa: F81
     at.file_uploader(key="files").set_value(_files(("consumer.markdown", doc("Consumer", ["ConsumerAPI"])))).run()
     assert not at.error
     assert "consumer.markdown → knowledge_base/api/consumer.md" in at.expander[0].label
-    _upload_button(at).click().run()
+    _upload(at)
     assert list(at.dataframe[0].value["result"]) == ["indexed"]
     assert (app_root / "knowledge_base/api/consumer.md").is_file()
 
@@ -204,7 +217,7 @@ def test_a_file_placed_by_hand_but_not_indexed_is_indexed_without_a_tick(app_roo
     at.selectbox(key="category").set_value("api")
     at.file_uploader(key="files").set_value(_files(("health.md", text))).run()
     assert any("is on disk but not indexed" in i.value for i in at.info) and not at.checkbox
-    _upload_button(at).click().run()
+    _upload(at)
     assert list(at.dataframe[0].value["result"]) == ["indexed"]
     with stores() as kb:
         assert_consistent(kb)
@@ -257,7 +270,7 @@ def test_a_folder_lands_under_the_category_with_its_sub_folders(app_root):  # no
     assert "the folder name 'my plugins' is not allowed" in refused[0]
     assert _upload_button(at).label == "Upload 4 file(s)"
 
-    _upload_button(at).click().run()
+    _upload(at)
     assert not at.exception, at.exception
     rows = {r["file"]: (r["result"], r["document"]) for r in at.dataframe[0].value.to_dict("records")}
     assert rows["docs/zh/latest/getting-started.md"] == ("indexed",
@@ -280,7 +293,7 @@ def test_a_folder_lands_under_the_category_with_its_sub_folders(app_root):  # no
     [tick] = [c for c in at.checkbox if c.label.startswith("Replace")]
     assert tick.label.startswith("Replace knowledge_base/apisix/docs/en/latest/plugins/limit-req.md (version ")
     tick.check().run()
-    _upload_button(at).click().run()
+    _upload(at)
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
     assert rows == {"docs/en/latest/plugins/limit-req.md": "replaced", "docs/zh/latest/my plugins/draft.md": "refused"}
     assert (base / "docs/en/latest/plugins/limit-req.md").read_text(encoding="utf-8") == revised
@@ -324,7 +337,7 @@ def test_a_mixed_batch_of_fifty_files_loses_none(app_root):  # noqa: F811
     _renames(at)[1].set_value("route-zh.md").run()
     button = _upload_button(at)
     assert button.label == "Upload 49 file(s)" and not button.disabled
-    button.click().run()
+    _upload(at, button)
     assert not at.exception, at.exception
     results = at.dataframe[0].value.to_dict("records")
     by_result: dict[str, list[str]] = {}

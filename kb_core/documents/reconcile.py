@@ -129,8 +129,9 @@ class Reconciler:
         if not rows and not stranded:
             return ReconcileReport()
         report = self._recover_rows(rows) + self._settle_stranded(stranded)
-        log.warning("recovered the writes of writers that died or were cut short by an outage: %d finished, "
-                    "%d undone, %d failed", len(report.finished), len(report.undone), len(report.failed))
+        if report.finished or report.undone or report.failed:  # not this process's own write still in flight
+            log.warning("recovered the writes of writers that died or were cut short by an outage: %d finished, "
+                        "%d undone, %d failed", len(report.finished), len(report.undone), len(report.failed))
         return report
 
     def _vectors_answer(self) -> bool:

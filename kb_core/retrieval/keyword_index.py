@@ -465,7 +465,9 @@ class KnowledgeIndex:
                         self._apply(changes)
 
     def add(self, entry: KnowledgeEntry) -> None:
-        """Add an entry at the end, or replace the entry with the same `file_path` in place."""
+        """Add an entry at the end, or replace the entry with the same `file_path` in place. The very entry L0
+        holds already (a re-index of an unchanged file) changes nothing and rebuilds nothing: a rebuild is O(all
+        documents) and its automaton holds the GIL, so a re-index of every document would rebuild L0 as often."""
         with self._write_lock:
             self._forget(entry.file_path)
             self._change(entry.file_path, entry)

@@ -1,4 +1,5 @@
-"""SQLAlchemy 2 table definitions: `api_document` and `tool_call`. Alembic migrations mirror these."""
+"""SQLAlchemy 2 table definitions: `api_document`, `tool_call`, `kb_change` and `kb_job`. Alembic migrations mirror
+these."""
 
 from __future__ import annotations
 
@@ -102,3 +103,36 @@ class Change(Base):
     content_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
     actor: Mapped[str | None] = mapped_column(String(255), nullable=True)  # who made the change
+
+
+class Job(Base):
+    """A job: reconcile, re-index all, a batch upload or a folder import run by a knowledge base's worker thread
+    (`kb_core.jobs`). The row is the truth every process and tab reads: state, progress, who, which process runs
+    it (so a process that died is recognised), and how it ended."""
+
+    __tablename__ = "kb_job"
+    __table_args__ = (Index("ix_kb_job_state", "state"), {"sqlite_autoincrement": True})
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(32))  # "reconcile" | "reindex_all" | "upload" | "import"
+    state: Mapped[str] = mapped_column(String(16))  # "queued" | "running" | "succeeded" | "failed" | "cancelled"
+    actor: Mapped[str] = mapped_column(String(255))  # who started it (a user's e-mail or a service identity)
+    actor_role: Mapped[str] = mapped_column(String(16))
+    # the process that runs it: host, pid and a start marker of that process (a recycled pid is another process)
+    owner_host: Mapped[str] = mapped_column(String(255))
+    owner_pid: Mapped[int] = mapped_column(Integer)
+    owner_start: Mapped[str] = mapped_column(String(64))
+    params: Mapped[str] = mapped_column(LongText, default="{}")  # JSON: what the job was asked to do
+    stage: Mapped[str] = mapped_column(String(255), default="")  # what it is doing now (a stage, a file name)
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    counts: Mapped[str] = mapped_column(Text, default="{}")  # JSON: outcome -> number of documents
+    errors: Mapped[str] = mapped_column(Text, default="[]")  # JSON: the first errors (bounded)
+    error_count: Mapped[int] = mapped_column(Integer, default=0)  # all errors, also those not kept
+    summary: Mapped[str | None] = mapped_column(Text, nullable=True)  # one line: how it ended
+    result: Mapped[str | None] = mapped_column(LongText, nullable=True)  # JSON: per-file outcomes, lists (bounded)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime, default=utcnow)  # the last progress (a heartbeat)

@@ -292,6 +292,12 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries):
         """A lock one process holds for a long-running job (the folder watcher); never waits to take it."""
         return self.lock(purpose, scope)
 
+    def session(self, what: str | None = None) -> contextlib.AbstractContextManager[Session]:
+        """A session of this database for a store of its own tables (the job store, `kb_core.jobs`): a read when
+        `what` is None, else one transaction that commits at the end ("cannot {what}" on failure). Same budget,
+        same lazy migration and the same `MetadataStoreError` as this store's own calls."""
+        return self._read() if what is None else self._write(what)
+
     @contextlib.contextmanager
     def _locked(self, lock: NamedLock, timeout: float, on_timeout: Callable[[], Exception]) -> Iterator[None]:
         try:

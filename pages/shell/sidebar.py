@@ -38,16 +38,8 @@ def render_status(kb: KnowledgeBase) -> None:
             # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
             st.info(f"{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
                     f"{'are' if unindexed != 1 else 'is'} not indexed yet.")
-            if kb.actor.may(Role.ADMIN) and st.button("Reconcile now", key="sidebar-sync",
-                                                      help="Index the .md files found on disk"):
-                with st.spinner("Indexing the files on disk…"):
-                    try:
-                        report = kb.reconcile()
-                    except KnowledgeBaseError as exc:
-                        st.error(escape_markdown(exc))
-                    else:
-                        st.success(escape_markdown(report.summary()))
-                        st.rerun()
+            if kb.actor.may(Role.ADMIN):
+                _reconcile_now(kb)
         st.caption(f"**Files** {counts.files} under `{status.base_path}`"
                    + (f" ({counts.refused} other .md files refused by the path rule: Reconcile lists why)"
                       if counts.refused else ""))
@@ -61,3 +53,23 @@ def render_status(kb: KnowledgeBase) -> None:
                                         else "watched by another process (changes arrive through the database)"))
         for file_path, problem in status.watch_failed:
             st.warning(f"Changed on disk but not indexed: {inline_code(file_path)}: {escape_markdown(problem)}")
+
+
+def _reconcile_now(kb: KnowledgeBase) -> None:
+    """Start a reconcile job (it runs on the server), unless one is queued or running already."""
+    try:
+        active = [j for j in kb.jobs(5, ("reconcile",)) if j.active]
+    except KnowledgeBaseError as exc:
+        st.error(escape_markdown(exc))
+        return
+    if active:
+        st.caption(f"Reconcile job {active[0].id} is {active[0].state.value}: *Documents → Maintenance* shows its "
+                   "progress.")
+    elif st.button("Reconcile now", key="sidebar-sync", help="Index the .md files found on disk (a job on the "
+                                                             "server: it goes on if you close this tab)"):
+        try:
+            job = kb.start_job("reconcile")
+        except KnowledgeBaseError as exc:
+            st.error(escape_markdown(exc))
+        else:
+            st.info(f"Reconcile started as job {job.id}: *Documents → Maintenance* shows its progress.")

@@ -1,7 +1,7 @@
 """query_history: each console user's playground runs (query, section, test-bench options, outcome)
 
 Revision ID: 0009
-Revises: 0007 (re-chained onto 0008 when the jobs table is merged)
+Revises: 0008
 Create Date: 2026-12-02
 """
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009"
-down_revision = "0007"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 

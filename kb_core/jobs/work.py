@@ -1,0 +1,120 @@
+"""What each kind of job does, through the facade's own methods (so every write checks the starter's role,
+records who made it and moves the summaries' version like any other), reporting through its `JobControl`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from kb_core.errors import DocumentConflictError, DocumentError, KnowledgeBaseError
+from kb_core.jobs.model import MAX_LISTED, MAX_ROWS, JobFile
+from kb_core.jobs.runner import JobControl, Work
+from kb_core.jobs.staging import StagingArea
+from kb_core.progress import Progress
+
+# the stages at which reconcile and re-index all are between two documents (kb_core/progress.py)
+RECONCILE_BETWEEN = ("checking vectors", "syncing")
+REINDEX_BETWEEN = ("reindexing",)
+
+
+class Writer(Protocol):
+    """The facade methods jobs call (`KnowledgeBase`, acting for the job's starter)."""
+
+    def reconcile(self, paths: Any = None, *, delete_missing: bool = False, progress: Progress | None = None) -> Any:
+        ...
+
+    def reindex_all(self, *, progress: Progress | None = None) -> Any: ...
+
+    def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None,
+               if_match: str | None = None, create_only: bool = False) -> Any: ...
+
+
+def _listed(items: Iterable[Any]) -> list[Any]:
+    return [list(i) if isinstance(i, tuple) else i for i in list(items)[:MAX_LISTED]]
+
+
+def reconcile_work(kb: Writer, paths: Sequence[str] | None, delete_missing: bool) -> Work:
+    def work(control: JobControl) -> str:
+        report = kb.reconcile(paths, delete_missing=delete_missing,
+                              progress=control.between_documents(*RECONCILE_BETWEEN))
+        for name in ("added", "updated", "unchanged", "removed", "missing_files", "finished", "undone",
+                     "reindexed", "orphan_documents", "trimmed", "aliases", "refused", "failed"):
+            if n := len(getattr(report, name)):
+                control.count(name, n)
+        for path, why in report.failed:
+            control.error(f"{path}: {why}")
+        control.result = {"removed": _listed(report.removed), "missing_files": _listed(report.missing_files),
+                          "failed": _listed(report.failed), "refused": _listed(report.refused)}
+        return report.summary() + f"; {len(report.unchanged)} unchanged"
+    return work
+
+
+def reindex_work(kb: Writer) -> Work:
+    def work(control: JobControl) -> str:
+        report = kb.reindex_all(progress=control.between_documents(*REINDEX_BETWEEN))
+        control.count("reindexed", len(report.reindexed))
+        if report.failed:
+            control.count("failed", len(report.failed))
+        for path, why in report.failed:
+            control.error(f"{path}: {why}")
+        control.result = {"failed": _listed(report.failed)}
+        return f"{len(report.reindexed)} re-indexed" + (f", {len(report.failed)} failed" if report.failed else "")
+    return work
+
+
+def file_params(files: Sequence[JobFile]) -> list[dict[str, Any]]:
+    """What the job row says about each file (the bytes are staged, not stored in the row)."""
+    return [{"name": f.name, "category": f.category, "upload_name": f.upload_name or f.name, "if_match": f.if_match,
+             "create_only": f.create_only, "file_path": f.file_path, "size": len(f.data)} for f in files]
+
+
+def upload_work(kb: Writer, files: Sequence[Mapping[str, Any]], staging: StagingArea, token: str,
+                notes: Sequence[Mapping[str, Any]] = ()) -> Work:
+    """Upload each staged file through `kb.upload` (the normal path: preview's version checks, undo on failure);
+    a cancel takes effect between two files. The result holds a row per file, as the Upload page shows them,
+    then `notes` (rows the page decided without uploading: not replaced, refused)."""
+    def work(control: JobControl) -> str:
+        rows: list[dict[str, Any]] = []
+        control.result = {"rows": rows}
+        total = len(files)
+        try:
+            for i, f in enumerate(files):
+                control.progress(f"{f['upload_name']}: waiting", i, total)
+                control.checkpoint()
+                rows.append(_upload_one(kb, f, staging, token, i, control, total))
+                control.count(rows[-1]["result"])
+                if len(rows) > MAX_ROWS:
+                    rows.pop()
+            control.progress("done", total, total)
+        finally:
+            control.result = {"rows": rows + [dict(n) for n in notes][:MAX_ROWS]}
+        counts = ", ".join(f"{n} {outcome}" for outcome, n in control.counts.items())
+        return f"{total} file(s): {counts}" if counts else f"{total} file(s)"
+    return work
+
+
+def _upload_one(kb: Writer, f: Mapping[str, Any], staging: StagingArea, token: str, i: int, control: JobControl,
+                total: int) -> dict[str, Any]:
+    name = f["name"]
+
+    def progress(stage: str, done: int, n: int) -> None:
+        control.progress(f"{f['upload_name']}: {stage}" + (f" {done} of {n}" if stage == "embedding" and n else ""),
+                         i, total)
+
+    row: dict[str, Any] = {"file": f["upload_name"], "result": "failed", "document": f.get("file_path") or "",
+                           "chunks": 0, "detail": ""}
+    try:
+        data = staging.read(token, i)
+        outcome = kb.upload(name, data, f["category"], progress=progress, if_match=f.get("if_match"),
+                            create_only=bool(f.get("create_only")))
+        row.update(result=outcome.action, document=outcome.document.file_path,
+                   chunks=outcome.document.chunk_count, detail="; ".join(outcome.warnings))
+    except DocumentConflictError as exc:
+        row.update(result="conflict", detail=str(exc))
+    except DocumentError as exc:
+        row.update(detail=f"{exc} (step: {exc.step})")
+    except (KnowledgeBaseError, OSError) as exc:
+        row.update(detail=str(exc))
+    if row["result"] in ("failed", "conflict"):
+        control.error(f"{row['file']}: {row['detail']}")
+    return row

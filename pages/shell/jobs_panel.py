@@ -1,0 +1,119 @@
+"""The jobs panel the Documents, Upload and playground pages share: running and queued jobs with their progress,
+an ETA from the rate so far and a cancel button; how the latest one ended; the recent ones. While a job is
+active the panel reruns on its own every second (`st.fragment(run_every=…)`), and once one ends it reruns the
+whole page, so lists, counts and results show what the job changed. Jobs run on the server: a new tab, another
+session or another process's console shows the same rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import streamlit as st
+
+from kb_core import JobRecord, JobState, KnowledgeBase, KnowledgeBaseError, describe_seconds
+from pages.shell.safe import escape_markdown
+from pages.shell.views import flash, show_flash
+
+REFRESH_SECONDS = 1.0
+_ICONS = {JobState.QUEUED: "⏳", JobState.RUNNING: "⚙️", JobState.SUCCEEDED: "✅", JobState.FAILED: "❌",
+          JobState.CANCELLED: "⏹️"}
+
+
+def _cancel(kb: KnowledgeBase, job_id: int, key: str) -> None:
+    try:
+        job = kb.cancel_job(job_id)
+    except KnowledgeBaseError as exc:
+        flash(f"jobs-{key}", "error", str(exc))
+        return
+    flash(f"jobs-{key}", "info", f"job {job.id}: cancelled before it started" if job.state == JobState.CANCELLED
+          else f"job {job.id}: cancel requested; it stops after the document it is working on")
+
+
+def _active(kb: KnowledgeBase, job: JobRecord, key: str) -> None:
+    with st.container(border=True):
+        st.markdown(f"{_ICONS[job.state]} **{escape_markdown(job.label)}** · job {job.id} · {job.state.value} · "
+                    f"started by {escape_markdown(job.actor)}")
+        if job.state == JobState.RUNNING:
+            fraction = job.fraction
+            counted = f"{job.done:,} of {job.total:,}" if job.total else "counting…"
+            st.progress(fraction or 0.0, text=escape_markdown(f"{counted} · {job.stage}" if job.stage else counted))
+            eta = job.eta_seconds()
+            st.caption(f"running for {describe_seconds(job.elapsed())}"
+                       + (f" · about {describe_seconds(eta)} left" if eta is not None else "")
+                       + (f" · {job.error_count} error(s) so far" if job.error_count else ""))
+        else:
+            st.caption("waiting for its turn: one heavy job runs at a time on this knowledge base")
+        if job.cancel_requested:
+            st.caption("cancel requested: it stops after the document it is working on")
+        elif kb.may_cancel_job(job):
+            st.button("Cancel", key=f"cancel-job-{job.id}", on_click=_cancel, args=(kb, job.id, key))
+
+
+def _ended(job: JobRecord, details: Callable[[JobRecord], None] | None, kb: KnowledgeBase) -> None:
+    when = job.ended_at.strftime("%Y-%m-%d %H:%M UTC") if job.ended_at else ""
+    text = escape_markdown(f"{job.label} (job {job.id}, {job.state.value} {when}, took "
+                           f"{describe_seconds(job.elapsed())}, by {job.actor}): {job.summary or ''}")
+    if job.state == JobState.FAILED:
+        st.error(text)
+    elif job.state == JobState.CANCELLED:
+        st.info(text)
+    elif job.error_count:
+        st.warning(text + escape_markdown(f" — {job.error_count} error(s)"))
+    else:
+        st.success(text)
+    if details is not None:
+        full = kb.job(job.id)  # the result (per-file rows, lists) comes with the full row only
+        if full is not None:
+            details(full)
+    elif job.errors:
+        with st.expander(f"{job.error_count} error(s)"):
+            for error in job.errors:
+                st.text(error)
+            if job.error_count > len(job.errors):
+                st.caption(f"… and {job.error_count - len(job.errors)} more (the job keeps the first "
+                           f"{len(job.errors)})")
+
+
+def render_jobs_panel(kb: KnowledgeBase, kinds: Sequence[str], *, key: str, recent: int = 5,
+                      details: Callable[[JobRecord], None] | None = None) -> list[JobRecord]:
+    """The jobs of `kinds`; `details` renders the latest ended job's result (the page's own view of it); with
+    `recent=0` only the active jobs. Returns the jobs as this run read them."""
+    try:
+        jobs = kb.jobs(max(recent, 1) + 10, kinds)
+    except KnowledgeBaseError as exc:
+        st.error(escape_markdown(f"The jobs could not be read: {exc}"))
+        return []
+    state = st.session_state
+    state[f"_jobs-full-{key}"] = True  # this call is part of a whole-page run
+
+    @st.fragment(run_every=REFRESH_SECONDS if any(j.active for j in jobs) else None)
+    def panel() -> None:
+        whole_page = state.pop(f"_jobs-full-{key}", False)
+        shown = jobs
+        if not whole_page:  # a rerun of the panel alone: read the jobs anew
+            try:
+                shown = kb.jobs(max(recent, 1) + 10, kinds)
+            except KnowledgeBaseError as exc:
+                st.error(escape_markdown(f"The jobs could not be read: {exc}"))
+                return
+        active = [j for j in shown if j.active]
+        seen, now = state.get(f"_jobs-active-{key}", set()), {j.id for j in active}
+        state[f"_jobs-active-{key}"] = now
+        if seen - now and not whole_page:
+            st.rerun()  # a job ended: the whole page shows what it changed
+        show_flash(f"jobs-{key}")
+        for job in sorted(active, key=lambda j: (j.state != JobState.RUNNING, j.id)):
+            _active(kb, job, key)
+        ended = [j for j in shown if not j.active]
+        if ended and recent > 0:
+            _ended(ended[0], details, kb)
+        if recent > 0 and (len(shown) > 1 or (shown and active)):
+            st.caption("Recent jobs")
+            st.dataframe([{"job": j.id, "what": j.label, "state": j.state.value, "by": j.actor,
+                           "started (UTC)": j.started_at.strftime("%Y-%m-%d %H:%M:%S") if j.started_at else "",
+                           "took": describe_seconds(j.elapsed()) if j.started_at else "",
+                           "progress": f"{j.done}/{j.total}" if j.total else "", "how it ended": j.summary or ""}
+                          for j in shown[:recent]], hide_index=True, key=f"jobs-table-{key}")
+
+    panel()
+    return jobs
