@@ -611,11 +611,13 @@ class KnowledgeBase:
     def preview_upload(self, file_name: str, data: bytes, category: str) -> UploadPreview:
         return preview_upload(self._index, file_name, data, category, max_bytes=self._settings.max_upload_bytes)
 
-    def preview_batch(self, files: Sequence[BatchFile], category: str) -> BatchPreview:
+    def preview_batch(self, files: Sequence[BatchFile], category: str, *,
+                      duplicates_anyway: bool = False) -> BatchPreview:
         """The upload preview of a whole batch: per-file verdicts plus same-target files, keyword clashes within
-        the batch and content already indexed elsewhere; writes nothing."""
+        the batch and content already indexed elsewhere (skipped as `DUPLICATE` unless `duplicates_anyway`);
+        writes nothing."""
         return preview_batch(self._index, files, category, max_bytes=self._settings.max_upload_bytes,
-                             paths_with_content=self._metadata.paths_with_content)
+                             paths_with_content=self._metadata.paths_with_content, duplicates_anyway=duplicates_anyway)
 
     # -- changes -------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None,

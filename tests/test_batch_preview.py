@@ -7,7 +7,17 @@ import hashlib
 import pytest
 from conftest import doc, internals, write_doc
 
-from kb_core.documents.batch import CLASH, INDEX, NEW, REFUSED, REPLACE, SAME, BatchFile, preview_batch
+from kb_core.documents.batch import (
+    CLASH,
+    DUPLICATE,
+    INDEX,
+    NEW,
+    REFUSED,
+    REPLACE,
+    SAME,
+    BatchFile,
+    preview_batch,
+)
 from kb_core.documents.folder import categories_below, category_folders, suggest_category, validate_file_name
 from kb_core.errors import UploadRejected
 from kb_core.retrieval.keyword_index import KnowledgeIndex
@@ -73,6 +83,46 @@ def test_duplicates_by_content_and_identical_versions(index):
     assert same.action == SAME and same.duplicate_of == ()
     unsynced = _batch(index, ("overview.md", GATEWAY.encode()), stored={}).files[0]
     assert unsynced.action == INDEX
+
+
+def test_duplicates_are_skipped_with_a_reason_unless_asked_for(index):
+    digest = hashlib.sha256(GATEWAY.encode()).hexdigest()
+    stored = {digest: ["knowledge_base/gateway/overview.md"]}
+    plugin = doc("Plugin hub", ["PluginHub"])
+    files = [BatchFile(*f) for f in (("copy.md", GATEWAY.encode()), ("plugins.md", plugin.encode()),
+                                     ("plugins-2.md", plugin.encode()), ("overview.md", GATEWAY.encode()))]
+
+    def batch(**kw):
+        return preview_batch(index, files, "gateway", max_bytes=64 * 1024, paths_with_content=lambda d: stored, **kw)
+
+    copy, plugins, plugins_2, overview = batch().files
+    assert [v.action for v in (copy, plugins, plugins_2, overview)] == [DUPLICATE, NEW, DUPLICATE, SAME]
+    assert copy.skip_reason.startswith("duplicate of knowledge_base/gateway/overview.md: ")
+    assert plugins_2.skip_reason.startswith("duplicate of plugins.md (this batch): ")
+    assert overview.skip_reason == "identical to the indexed version of knowledge_base/gateway/overview.md: nothing " \
+                                   "to do"
+    assert plugins.skip_reason is None
+    skipped = batch()
+    assert skipped.skipped == (copy, plugins_2, overview) and [v.upload_name for v in skipped.uploadable] == [
+        "plugins.md"]
+    assert not any(a.keyword == "PluginHub" for a in skipped.ambiguous())  # the skipped copy claims nothing
+
+    anyway = batch(duplicates_anyway=True)
+    assert [v.action for v in anyway.files] == [NEW, NEW, NEW, SAME]  # the indexed version itself: still nothing
+    assert [v.upload_name for v in anyway.duplicates] == ["copy.md", "plugins-2.md"]
+    [hub] = [a for a in anyway.ambiguous() if a.keyword == "PluginHub"]
+    assert hub.files == ("plugins.md", "plugins-2.md")
+    assert hub.documents == ("knowledge_base/gateway/plugins.md", "knowledge_base/gateway/plugins-2.md")
+
+
+def test_ambiguity_is_grouped_per_keyword_across_the_batch(index):
+    files = [(f"p{i}.md", doc(f"P{i}", ["APISIX", f"own-{i}"]).encode()) for i in range(4)]
+    batch = _batch(index, *files)
+    [apisix] = batch.ambiguous()  # one group, not one warning per file
+    assert apisix.keyword == "APISIX" and apisix.files == tuple(f[0] for f in files)
+    assert set(apisix.documents) == {*(f"knowledge_base/gateway/p{i}.md" for i in range(4)),
+                                     "knowledge_base/gateway/overview.md", "knowledge_base/gateway/upstream.md"}
+    assert all("L0 will be ambiguous for: APISIX" in _messages(v) for v in batch.files)  # each file's own line stays
 
 
 def test_one_category_problem_for_the_batch_and_refusals_per_file(index):

@@ -25,7 +25,6 @@ from kb_core.documents.lint import (
     Finding,
     UploadPreview,
     inspect_upload,
-    keyword_clashes,
     page_of,
 )
 from kb_core.errors import KnowledgeBaseError
@@ -42,9 +41,11 @@ class BatchAction(StrEnum):
     INDEX = "index"
     CLASH = "clash"
     REFUSED = "refused"
+    DUPLICATE = "duplicate"  # skipped: its bytes are indexed elsewhere already, or earlier in the batch
 
 
-NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = BatchAction
+NEW, REPLACE, SAME, INDEX, CLASH, REFUSED, DUPLICATE = BatchAction
+AMBIGUOUS_PREFIX = "L0 will be ambiguous for: "  # the per-file finding `BatchPreview.ambiguous` groups
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class FileVerdict:
     same_target_as: tuple[str, ...] = ()  # upload names of the other files aimed at the same path
     duplicate_of: tuple[str, ...] = ()  # indexed paths (or batch files) with byte-identical content
     indexed: bool = True  # False: the file on disk has no row with its content (placed by hand, not synced)
+    duplicates_anyway: bool = False  # the curator asked to upload duplicates too (`preview_batch(...)`)
+    ambiguous: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (keyword, the other documents L0 will find for it)
 
     @property
     def file_path(self) -> str | None:
@@ -121,14 +124,28 @@ class FileVerdict:
     def action(self) -> str:
         """new | replace (needs the curator's explicit consent) | same (identical to what is indexed: nothing to
         do) | index (identical to the file on disk, which is not indexed yet) | clash (another file of the batch
-        is aimed at the same path: rename one) | refused (the file itself is unusable)."""
+        is aimed at the same path: rename one) | refused (the file itself is unusable) | duplicate (skipped: the
+        same bytes are indexed under another path, or come earlier in the batch; unless `duplicates_anyway`)."""
         if self.same_target_as:
             return CLASH
         if self.errors:
             return REFUSED
         if self.preview.current_sha256 is not None and self.preview.current_sha256 == self.preview.sha256:
             return SAME if self.indexed else INDEX
+        if self.duplicate_of and not self.duplicates_anyway:
+            return DUPLICATE
         return REPLACE if self.preview.replaces_existing else NEW
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Why uploading the batch leaves this file out, for a file that is fine in itself (None: it goes in,
+        or it is refused or clashes, which `errors` and `same_target_as` say)."""
+        if self.action == SAME:
+            return f"identical to the indexed version of {self.file_path}: nothing to do"
+        if self.action == DUPLICATE:
+            return (f"duplicate of {', '.join(self.duplicate_of)}: the same content would make every keyword "
+                    "ambiguous (tick “upload duplicates anyway” to upload it)")
+        return None
 
     @property
     def if_match(self) -> str | None:
@@ -146,6 +163,36 @@ class BatchPreview:
     @property
     def refused(self) -> tuple[FileVerdict, ...]:
         return tuple(f for f in self.files if f.action == REFUSED)
+
+    @property
+    def skipped(self) -> tuple[FileVerdict, ...]:
+        """Files left out although they are fine: identical to their indexed version, or duplicates (each with
+        its `skip_reason`)."""
+        return tuple(f for f in self.files if f.skip_reason)
+
+    @property
+    def duplicates(self) -> tuple[FileVerdict, ...]:
+        """Files whose content is indexed elsewhere or earlier in the batch (skipped or, when asked, uploaded)."""
+        return tuple(f for f in self.files if f.duplicate_of and f.action in (DUPLICATE, NEW, REPLACE))
+
+    def ambiguous(self) -> list[AmbiguousKeyword]:
+        """The keywords L0 will be ambiguous for after the batch, one per keyword (normalised) however many files
+        of the batch list it: the batch's files that list it and every document that will claim it, most
+        claimed first. (Each file's findings still carry its own "L0 will be ambiguous for" line.)"""
+        grouped: dict[str, tuple[str, list[str], list[str]]] = {}
+        for verdict in self.files:
+            if verdict.action in (REFUSED, CLASH, SAME, DUPLICATE):
+                continue
+            own = verdict.file_path or f"{verdict.upload_name} (this batch)"
+            for keyword, others in verdict.ambiguous:
+                _label, files, documents = grouped.setdefault(normalize_term(keyword), (keyword, [], []))
+                files.append(verdict.upload_name)
+                for path in (own, *others):
+                    if path not in documents:
+                        documents.append(path)
+        found = [AmbiguousKeyword(label, tuple(files), tuple(documents))
+                 for label, files, documents in grouped.values()]
+        return sorted(found, key=lambda a: (-len(a.documents), a.keyword.casefold()))
 
     @property
     def uploadable(self) -> tuple[FileVerdict, ...]:
@@ -167,14 +214,26 @@ class BatchPreview:
         return None
 
 
+@dataclass(frozen=True)
+class AmbiguousKeyword:
+    """A keyword several documents will claim after the batch: the batch's files listing it, and all of them."""
+
+    keyword: str
+    files: tuple[str, ...]  # upload names of the batch's files that list it
+    documents: tuple[str, ...]  # every document that will claim it (the batch's own paths first)
+
+
 def _target_key(name: str) -> str:
     # case-folded: on a case-insensitive file system (macOS, Windows shares) Route.md and route.md are one file
     return unicodedata.normalize("NFC", name).casefold()
 
 
 def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category: str, *, max_bytes: int,
-                  paths_with_content: Callable[[list[str]], dict[str, list[str]]] | None = None) -> BatchPreview:
-    """Per-file verdicts for uploading `files` into `category`; reads only (the index, the disk, the database)."""
+                  paths_with_content: Callable[[list[str]], dict[str, list[str]]] | None = None,
+                  duplicates_anyway: bool = False) -> BatchPreview:
+    """Per-file verdicts for uploading `files` into `category`; reads only (the index, the disk, the database).
+    A file whose content is indexed under another path, or comes earlier in the batch, is a `DUPLICATE` (skipped,
+    with its reason) unless `duplicates_anyway`; one identical to the indexed version at its own path is `SAME`."""
     problem = suggestion = None
     if not (category or "").strip():
         problem = "choose a category (or create one) for these files"
@@ -204,14 +263,29 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
             stored = paths_with_content([p.sha256 for p in previews if p.sha256])
         except KnowledgeBaseError as exc:  # the preview still helps without it
             log.warning("cannot look up duplicate content: %s", exc)
+    # Content already indexed under another path, or earlier in the batch (the first of identical files goes in)
+    duplicates: dict[int, list[str]] = {}
     first_with: dict[str, int] = {}
+    for i, preview in enumerate(previews):
+        if not preview.sha256 or any(f.severity == ERROR for f in preview.findings):
+            continue
+        found = [p for p in stored.get(preview.sha256, []) if p != preview.file_path]
+        if i in same_target:  # neither a duplicate nor the first of its content until it has a path of its own
+            continue
+        if preview.sha256 in first_with:
+            found.append(f"{files[first_with[preview.sha256]].upload_name} (this batch)")
+        first_with.setdefault(preview.sha256, i)
+        if found:
+            duplicates[i] = found
+    left_out = {i for i, p in enumerate(previews) if i in duplicates and not duplicates_anyway
+                and p.current_sha256 != p.sha256}  # skipped: neither their keywords nor their paths count
 
     # Keywords as L0 will see them after the batch: the index minus the documents this batch replaces, plus
     # every file of the batch that will go in.
-    in_batch = {p.file_path for p in previews if p.file_path}
+    in_batch = {p.file_path for i, p in enumerate(previews) if p.file_path and i not in left_out}
     batch_terms: dict[str, list[str]] = {}
     for i, preview in enumerate(previews):
-        if preview.frontmatter is None or i in same_target:
+        if preview.frontmatter is None or i in same_target or i in left_out:
             continue
         for keyword in split_keywords(preview.frontmatter.keywords)[0]:
             label = preview.file_path or f"{files[i].upload_name} (this batch)"
@@ -225,28 +299,28 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
         if i in same_target:
             extra.append(Finding(ERROR, f"aimed at the same path as {', '.join(same_target[i])} in this batch "
                                         f"({preview.file_path or preview.file_name}): give one a new name"))
-        duplicates: list[str] = []
-        if preview.sha256 and not any(f.severity == ERROR for f in preview.findings):
-            duplicates = [p for p in stored.get(preview.sha256, []) if p != preview.file_path]
-            if preview.sha256 in first_with and i not in same_target:
-                duplicates.append(f"{files[first_with[preview.sha256]].upload_name} (this batch)")
-            first_with.setdefault(preview.sha256, i)
-            if duplicates:
-                extra.append(Finding(WARNING, f"duplicate of {', '.join(duplicates)}: the same content is "
-                                              "indexed there already; uploading it again makes every keyword "
-                                              "ambiguous"))
+        if i in duplicates and preview.current_sha256 != preview.sha256:
+            extra.append(Finding(WARNING, f"duplicate of {', '.join(duplicates[i])}: the same content is "
+                                          "indexed there already; uploading it again makes every keyword "
+                                          "ambiguous" + ("" if duplicates_anyway else " (skipped)")))
         own = preview.file_path or f"{upload.upload_name} (this batch)"
 
         def others_of(keyword: str, own: str = own, page: str = page_of(preview)) -> list[str]:
             indexed = [p for p in index.claimants(keyword, page=page) if p != own and p not in in_batch]
             return indexed + [p for p in batch_terms.get(normalize_term(keyword), []) if p != own]
 
-        extra.extend(keyword_clashes(preview, others_of))
+        ambiguous = []
+        if preview.frontmatter is not None and i not in left_out:
+            for keyword in split_keywords(preview.frontmatter.keywords)[0]:
+                if others := others_of(keyword):
+                    ambiguous.append((keyword, tuple(others)))
+                    extra.append(Finding(WARNING, f"{AMBIGUOUS_PREFIX}{keyword} — also in {', '.join(others)}"))
         if upload.rename and upload.name != upload.upload_name:
             extra.insert(0, Finding(INFO, f"renamed from {upload.upload_name}"))
         indexed = paths_with_content is None or preview.file_path in stored.get(preview.sha256, ())
         if preview.current_sha256 == preview.sha256 and not indexed:
             extra.append(Finding(INFO, f"{preview.file_path} is on disk but not indexed: uploading indexes it"))
         preview = replace(preview, findings=preview.findings + tuple(extra))
-        verdicts.append(FileVerdict(upload.upload_name, preview, same_target.get(i, ()), tuple(duplicates), indexed))
+        verdicts.append(FileVerdict(upload.upload_name, preview, same_target.get(i, ()), tuple(duplicates.get(i, ())),
+                                    indexed, duplicates_anyway, tuple(ambiguous)))
     return BatchPreview(category, problem, suggestion, tuple(verdicts))
