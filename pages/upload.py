@@ -23,10 +23,15 @@ state = st.session_state
 # the preview showed then (`if_match`; for a file shown as new, `create_only`), not whatever is on disk by now.
 shown_before: dict[str, str | None] = state.get("upload_shown", {})
 
-NEW, REPLACE, SAME, INDEX, CLASH, REFUSED = BatchAction
-_ICONS = {NEW: "✅", INDEX: "✅", REPLACE: "♻️", SAME: "⏸️", CLASH: "⛔", REFUSED: "❌"}
+NEW, REPLACE, SAME, INDEX, CLASH, REFUSED, DUPLICATE = BatchAction
+_ICONS = {NEW: "✅", INDEX: "✅", REPLACE: "♻️", SAME: "⏸️", CLASH: "⛔", REFUSED: "❌", DUPLICATE: "⏭️"}
 _SAYS = {NEW: "new", INDEX: "to index", REPLACE: "replace an existing document", SAME: "identical: nothing to do",
-         CLASH: "need a new name", REFUSED: "refused"}
+         CLASH: "need a new name", REFUSED: "refused", DUPLICATE: "duplicate: skipped"}
+_ORDER = {CLASH: 0, REPLACE: 1, NEW: 2, INDEX: 2, DUPLICATE: 3, SAME: 4, REFUSED: 5}  # the panels: problems first
+# a job's per-file results, in three counts (the summary on top of the result)
+_COUNTED = {"indexed": ("indexed", "replaced"), "skipped": ("skipped", "not replaced", "unchanged"),
+            "failed": ("failed", "conflict", "refused")}
+MAX_KEYWORDS = 50  # ambiguous keywords listed, most claimed first; the count covers all
 MIB = 1024 * 1024
 limit = kb.settings.max_upload_bytes
 
@@ -71,8 +76,11 @@ for candidate in candidates:
     if candidate.skipped:
         left_out.setdefault(candidate.skipped, []).append(candidate.upload_name)
 files = [f for f, candidate in zip(uploads or [], candidates, strict=True) if not candidate.skipped]
-checked = kb.preview_batch([c for c in candidates if not c.skipped], category)
+# the box below the problems; its value from the last run decides the preview (a tick reruns the script)
+anyway = bool(state.get("upload_duplicates", False))
+checked = kb.preview_batch([c for c in candidates if not c.skipped], category, duplicates_anyway=anyway)
 batch = checked if files else None
+batch_key = (category, keep_top, tuple(f.file_id for f in files))
 if left_out:
     def _some(paths: list[str]) -> str:
         return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
@@ -86,51 +94,60 @@ if checked.category_problem and (category or files):  # checked as soon as typed
         where.button(f"Use “{escape_markdown(checked.suggested_category)}”", key="use-suggestion",
                      on_click=lambda: state.update(new_category=checked.suggested_category))
 
-ticked: set[str] = set()
+
+def _result(job) -> None:
+    """How this batch's upload job ended: three counts, then per result, then the per-file table."""
+    rows = job.result["rows"]
+    st.subheader("Result")
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["result"]] = counts.get(row["result"], 0) + 1
+    for column, (label, results) in zip(st.columns(3), _COUNTED.items(), strict=True):
+        column.metric(label.capitalize(), sum(counts.get(r, 0) for r in results))
+    st.success(", ".join(f"{n} {result}" for result, n in counts.items()))
+    for row in rows:
+        if row["result"] in ("failed", "conflict"):
+            st.error(escape_markdown(f"{row['file']}: {row['detail']}"))
+    st.dataframe(rows, hide_index=True)
+
+
+mine = state.get("upload_job")
+if mine is not None and batch is not None and mine["for"] == batch_key:
+    try:
+        shown = kb.job(mine["id"])
+    except KnowledgeBaseError as exc:
+        st.error(escape_markdown(exc))
+        shown = None
+    if shown is not None and not shown.active and shown.result:
+        _result(shown)  # on top: what the upload did comes before what a next one would do
+
 if batch is not None:
+    pairs = list(zip(files, batch.files, strict=True))
+    # the Replace ticks are in the panels below the button: their values from the last run
+    ticked = {f.file_id for f, v in pairs if v.action == REPLACE and state.get(f"replace-{f.file_id}")}
     st.subheader("Preview")
     tally: dict[str, int] = {}
     for verdict in batch.files:
         tally[verdict.action] = tally.get(verdict.action, 0) + 1
     st.caption(" · ".join(f"{n} {_SAYS[action]}" for action, n in tally.items()))
-    for uploaded, verdict in zip(files, batch.files, strict=True):
-        if verdict.action == REFUSED:
-            continue  # listed once, with the reason, under "Refused"
-        fid = uploaded.file_id
-        act = bool(verdict.same_target_as or verdict.errors or verdict.action == REPLACE or verdict.duplicate_of)
-        label = (f"{_ICONS[verdict.action]} {escape_markdown(verdict.upload_name)} → "
-                 f"{escape_markdown(verdict.file_path or 'not accepted')}")
-        with st.expander(label, expanded=act):
-            if verdict.same_target_as or state.get(f"rename-{fid}"):
-                st.text_input("New file name", key=f"rename-{fid}", placeholder=verdict.preview.file_name,
-                              help="Stored under this name instead; two files of a batch cannot share a path.")
-            render_frontmatter(verdict.preview.frontmatter)
-            for finding in verdict.findings:
-                {"error": st.error, "warning": st.warning, "info": st.info}[finding.severity](
-                    escape_markdown(finding.message))
-            if verdict.action == REPLACE:
-                if st.checkbox(f"Replace {escape_markdown(verdict.file_path)} (version {verdict.if_match[:12]})",
-                               key=f"replace-{fid}"):
-                    ticked.add(fid)
+
+    # problems first: what cannot go in, and what holds the whole batch back
     if batch.refused:
         st.markdown(f"**Refused ({len(batch.refused)})** — fix these files and drop them in again:")
         for verdict in batch.refused:
             st.error(escape_markdown(f"{verdict.upload_name}: {'; '.join(verdict.errors)}"))
     if batch.blocked and not batch.category_problem:
         st.warning(escape_markdown(batch.blocked))
-state.upload_shown = {f.file_id: v.if_match for f, v in zip(files or [], batch.files if batch else (), strict=True)}
+    if batch.duplicates or anyway:
+        st.checkbox("Upload duplicates anyway", key="upload_duplicates",
+                    help="A file whose content is already indexed under another path, or comes earlier in this "
+                         "batch, is skipped: the same content twice makes each of its keywords ambiguous.")
 
-if batch is not None:
-    pairs = list(zip(files, batch.files, strict=True))
     todo = [(f, v) for f, v in pairs if v.action in (NEW, INDEX) or (v.action == REPLACE and f.file_id in ticked)]
     untouched = [v for f, v in pairs if v.action == REPLACE and f.file_id not in ticked]
-    if untouched:
-        st.caption(f"{len(untouched)} existing document(s) stay as they are unless you tick “Replace”.")
     if not any(v.action in (NEW, INDEX, REPLACE, CLASH) for v in batch.files):
         st.button("Nothing to upload", disabled=True)
     else:
-        batch_key = (category, keep_top, tuple(f.file_id for f in files))
-        mine = state.get("upload_job")
         running = None
         if mine is not None:
             try:
@@ -150,35 +167,62 @@ if batch is not None:
                 handed.append(JobFile(v.preview.file_name, f.getvalue(), v.category, upload_name=v.upload_name,
                                       if_match=base_version, create_only=base_version is None,
                                       file_path=v.file_path))
-            skipped = [{"file": v.upload_name, "result": "not replaced", "document": v.file_path, "chunks": 0,
-                        "detail": "“Replace” was not ticked"} for v in untouched]
-            refused = [{"file": v.upload_name, "result": "refused", "document": "", "chunks": 0,
-                        "detail": "; ".join(v.errors)} for v in batch.refused]
+            notes = [{"file": v.upload_name, "result": "not replaced", "document": v.file_path, "chunks": 0,
+                      "detail": "“Replace” was not ticked"} for v in untouched]
+            notes += [{"file": v.upload_name, "result": "skipped", "document": v.file_path or "", "chunks": 0,
+                       "detail": v.skip_reason} for v in batch.skipped]
+            notes += [{"file": v.upload_name, "result": "refused", "document": "", "chunks": 0,
+                       "detail": "; ".join(v.errors)} for v in batch.refused]
             try:
-                job = kb.start_job("import" if kind == FOLDER else "upload", files=handed, notes=skipped + refused)
+                job = kb.start_job("import" if kind == FOLDER else "upload", files=handed, notes=notes)
             except KnowledgeBaseError as exc:
                 st.error(escape_markdown(exc))
             else:
                 state.upload_job = {"id": job.id, "for": batch_key}
                 st.rerun()  # the panel below follows the job
+    if untouched:
+        st.caption(f"{len(untouched)} existing document(s) stay as they are unless you tick “Replace”.")
 
-mine = state.get("upload_job")
-shown = None
-if mine is not None and batch is not None and mine["for"] == (category, keep_top, tuple(f.file_id for f in files)):
-    try:
-        shown = kb.job(mine["id"])
-    except KnowledgeBaseError as exc:
-        st.error(escape_markdown(exc))
-if shown is not None and not shown.active and shown.result:
-    st.subheader("Result")
-    counts: dict[str, int] = {}
-    for row in shown.result["rows"]:
-        counts[row["result"]] = counts.get(row["result"], 0) + 1
-    st.success(", ".join(f"{n} {result}" for result, n in counts.items()))
-    for row in shown.result["rows"]:
-        if row["result"] in ("failed", "conflict"):
-            st.error(escape_markdown(f"{row['file']}: {row['detail']}"))
-    st.dataframe(shown.result["rows"], hide_index=True)
+    if batch.skipped:
+        with st.expander(f"Skipped ({len(batch.skipped)}): duplicates and files identical to their indexed version",
+                         expanded=len(batch.skipped) <= 5):
+            for verdict in batch.skipped:
+                st.markdown(f"{_ICONS[verdict.action]} {escape_markdown(verdict.upload_name)} — "
+                            f"{escape_markdown(verdict.skip_reason)}")
+    ambiguous = batch.ambiguous()
+    if ambiguous:
+        st.markdown(f"**L0 will be ambiguous for {len(ambiguous)} keyword(s)** — a query of just one of them gets "
+                    "several documents (confidence low):")
+        for group in ambiguous[:MAX_KEYWORDS]:
+            with st.expander(f"⚠️ {escape_markdown(group.keyword)} — {len(group.documents)} documents "
+                             f"({len(group.files)} of this batch)"):
+                st.markdown("  \n".join(escape_markdown(path) for path in group.documents))
+        if len(ambiguous) > MAX_KEYWORDS:
+            st.caption(f"… and {len(ambiguous) - MAX_KEYWORDS} more keywords (the most claimed are listed first).")
+
+    st.markdown(f"**Files ({len(batch.files) - len(batch.refused)})**")
+    for uploaded, verdict in sorted(pairs, key=lambda p: _ORDER[p[1].action]):
+        if verdict.action == REFUSED:
+            continue  # listed once, with the reason, under "Refused"
+        fid = uploaded.file_id
+        act = bool(verdict.same_target_as or verdict.errors or verdict.action == REPLACE)
+        label = (f"{_ICONS[verdict.action]} {escape_markdown(verdict.upload_name)} → "
+                 f"{escape_markdown(verdict.file_path or 'not accepted')}")
+        with st.expander(label, expanded=act):
+            if verdict.same_target_as or state.get(f"rename-{fid}"):
+                st.text_input("New file name", key=f"rename-{fid}", placeholder=verdict.preview.file_name,
+                              help="Stored under this name instead; two files of a batch cannot share a path.")
+            render_frontmatter(verdict.preview.frontmatter)
+            for finding in verdict.own_findings:  # the ambiguous keywords are grouped above
+                {"error": st.error, "warning": st.warning, "info": st.info}[finding.severity](
+                    escape_markdown(finding.message))
+            if verdict.ambiguous:
+                st.caption("L0 will be ambiguous for: " + escape_markdown(", ".join(k for k, _o in verdict.ambiguous))
+                           + " (see the keywords above)")
+            if verdict.action == REPLACE:
+                st.checkbox(f"Replace {escape_markdown(verdict.file_path)} (version {verdict.if_match[:12]})",
+                            key=f"replace-{fid}")
+state.upload_shown = {f.file_id: v.if_match for f, v in zip(files or [], batch.files if batch else (), strict=True)}
 
 
 def _upload_details(job) -> None:

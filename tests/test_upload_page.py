@@ -119,7 +119,9 @@ def test_replacing_needs_a_tick_per_file(synced_sample):  # noqa: F811
     at.checkbox[0].check().run()
     _upload(at)
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
-    assert rows == {"timeout.md": "replaced"}  # retries.md is identical to the indexed version: left alone
+    assert rows == {"timeout.md": "replaced", "retries.md": "skipped"}  # identical to the indexed version
+    [why] = [r["detail"] for r in at.dataframe[0].value.to_dict("records") if r["file"] == "retries.md"]
+    assert why == "identical to the indexed version of knowledge_base/troubleshooting/retries.md: nothing to do"
     assert _upload_button(at).label == "Nothing to upload"
     assert target.read_text(encoding="utf-8") == new_version
     with stores() as kb:
@@ -231,6 +233,68 @@ def test_identical_content_in_another_category_is_flagged_as_a_duplicate(synced_
     assert any(w.value.startswith("duplicate of knowledge_base/api/payment-errors.md") for w in at.warning)
 
 
+def _in_order(at: AppTest) -> list[str]:
+    """The main area's elements as a reader meets them, top to bottom: "type: text" (a button by its label, an
+    expander by its label, a message by its text)."""
+    found = []
+    for node in at.main:
+        text = getattr(node, "label", None) if node.type in ("button", "expander", "checkbox", "metric") else \
+            getattr(node, "value", None)
+        if isinstance(text, str):
+            found.append(f"{node.type}: {text}")
+    return found
+
+
+def _first(order: list[str], prefix: str) -> int:
+    return next(i for i, line in enumerate(order) if line.startswith(prefix))
+
+
+def test_duplicates_are_skipped_unless_ticked_problems_first_and_warnings_grouped(synced_sample):  # noqa: F811
+    indexed = (synced_sample / "knowledge_base/api/payment-errors.md").read_bytes()
+    plugins = [(f"plugin-{i}.md", doc(f"Plugin {i}", ["GatewayPlugin", f"plugin_{i}"])) for i in range(6)]
+    batch = _files(("payment-copy.md", indexed),  # the content of an indexed document
+                   *plugins, ("plugin-0-again.md", plugins[0][1]),  # twice in one batch
+                   ("logo.md", b"\x89PNG\r\n\x1a\n\x00\x00"))  # refused
+    at = run_page("upload")
+    at.selectbox(key="category").set_value("troubleshooting")
+    at.file_uploader(key="files").set_value(batch).run()
+    assert not at.exception, at.exception
+    assert any(c.value == "2 duplicate: skipped · 6 new · 1 refused" for c in at.caption)
+    order = _in_order(at)
+    # problems first, then the box and the button, then the skipped files, the grouped keywords, the panels
+    assert _first(order, "markdown: **Refused (1)**") < _first(order, "checkbox: Upload duplicates anyway") \
+        < _first(order, "button: Upload 6 file(s)") < _first(order, "expander: Skipped (2)") \
+        < _first(order, "markdown: **L0 will be ambiguous for 1 keyword(s)**") \
+        < _first(order, "expander: ✅ plugin-0.md")
+    skipped = next(e for e in at.expander if e.label.startswith("Skipped (2)"))
+    reasons = [m.value for m in skipped.markdown]
+    assert reasons[0].startswith("⏭️ payment-copy.md — duplicate of knowledge_base/api/payment-errors.md: ")
+    assert reasons[1].startswith("⏭️ plugin-0-again.md — duplicate of plugin-0.md (this batch): ")
+    # one line per keyword with its count, the documents behind an expander; no box per keyword per file
+    [group] = [e for e in at.expander if e.label.startswith("⚠️ ")]
+    assert group.label == "⚠️ GatewayPlugin — 6 documents (6 of this batch)"
+    assert not any("L0 will be ambiguous" in w.value for w in at.warning)
+
+    _upload(at)
+    order = _in_order(at)
+    assert order.index("subheader: Result") < _first(order, "subheader: Preview")  # the summary on top
+    assert [m.value for m in at.main.metric] == ["6", "2", "1"]  # indexed, skipped, failed
+    assert [m.label for m in at.main.metric] == ["Indexed", "Skipped", "Failed"]
+    rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
+    assert rows == {**{name: "indexed" for name, _b in plugins}, "payment-copy.md": "skipped",
+                    "plugin-0-again.md": "skipped", "logo.md": "refused"}
+    assert not (synced_sample / "knowledge_base/troubleshooting/payment-copy.md").exists()
+
+    at.checkbox(key="upload_duplicates").check().run()  # the duplicates anyway: now they are new files
+    assert _upload_button(at).label == "Upload 2 file(s)"
+    _upload(at)
+    rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
+    assert rows["payment-copy.md"] == rows["plugin-0-again.md"] == "indexed"
+    assert (synced_sample / "knowledge_base/troubleshooting/payment-copy.md").read_bytes() == indexed
+    with stores() as kb:
+        assert_consistent(kb)
+
+
 def _docs_tree() -> list[tuple[str, bytes, str]]:
     """A folder as a browser's directory upload delivers it: each file named by its path in the chosen folder,
     the folder's own name first (`webkitRelativePath`, which Streamlit passes on as `UploadedFile.name`)."""
@@ -295,7 +359,9 @@ def test_a_folder_lands_under_the_category_with_its_sub_folders(app_root):  # no
     tick.check().run()
     _upload(at)
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
-    assert rows == {"docs/en/latest/plugins/limit-req.md": "replaced", "docs/zh/latest/my plugins/draft.md": "refused"}
+    assert rows == {"docs/en/latest/plugins/limit-req.md": "replaced", "docs/zh/latest/my plugins/draft.md": "refused",
+                    **{f"docs/{lang}/latest/{page}": "skipped" for lang, page in (
+                        ("en", "getting-started.md"), ("zh", "getting-started.md"), ("zh", "plugins/limit-req.md"))}}
     assert (base / "docs/en/latest/plugins/limit-req.md").read_text(encoding="utf-8") == revised
 
 
@@ -332,11 +398,12 @@ def test_a_mixed_batch_of_fifty_files_loses_none(app_root):  # noqa: F811
     assert _upload_button(at).disabled  # the two route.md first
     warnings = " | ".join(w.value for w in at.warning)
     assert "duplicate of knowledge_base/gateway/limit-req.md" in warnings
-    assert "L0 will be ambiguous for: APISIX — also in" in warnings  # within the batch, not only the index
-    assert "knowledge_base/docs/插件-00.md" in warnings
+    assert "L0 will be ambiguous for" not in warnings  # grouped per keyword instead, within the batch too
+    [apisix] = [e for e in at.expander if e.label.startswith("⚠️ APISIX — ")]
+    assert "knowledge_base/docs/插件-00.md" in apisix.markdown[0].value
     _renames(at)[1].set_value("route-zh.md").run()
     button = _upload_button(at)
-    assert button.label == "Upload 49 file(s)" and not button.disabled
+    assert button.label == "Upload 48 file(s)" and not button.disabled  # the copy is skipped
     _upload(at, button)
     assert not at.exception, at.exception
     results = at.dataframe[0].value.to_dict("records")
@@ -344,16 +411,17 @@ def test_a_mixed_batch_of_fifty_files_loses_none(app_root):  # noqa: F811
     for row in results:
         by_result.setdefault(row["result"], []).append(row["file"])
     assert by_result.pop("refused") == ["binary.md"]
-    assert by_result == {"indexed": [f[0] for f in files if f[0] != "binary.md"]}
+    assert by_result.pop("skipped") == ["limit-req-copy.md"]
+    assert by_result == {"indexed": [f[0] for f in files if f[0] not in ("binary.md", "limit-req-copy.md")]}
     with stores() as kb:
         assert_consistent(kb)
         stored = {r.file_path for r in kb.documents()}
-        expected = {f"knowledge_base/docs/{name}" for name, _d, _m in files if name not in ("binary.md", "route.md")}
+        expected = {f"knowledge_base/docs/{name}" for name, _d, _m in files
+                    if name not in ("binary.md", "route.md", "limit-req-copy.md")}
         assert stored == expected | {"knowledge_base/docs/route.md", "knowledge_base/docs/route-zh.md",
                                      "knowledge_base/gateway/limit-req.md"}
-        on_disk = {name: (app_root / "knowledge_base/docs" / name).read_bytes() for name, _d, _m in files
-                   if name not in ("binary.md", "route.md")}
-        assert on_disk == {name: data for name, data, _m in files if name not in ("binary.md", "route.md")}
+        kept = [(name, data) for name, data, _m in files if name not in ("binary.md", "route.md", "limit-req-copy.md")]
+        assert {name: (app_root / "knowledge_base/docs" / name).read_bytes() for name, _d in kept} == dict(kept)
         assert kb.lookup_knowledge("plugin-07")["primary"]["source"] == "knowledge_base/docs/plugin-07.md"
         assert kb.lookup_knowledge("路由")["primary"]["source"] == "knowledge_base/docs/route-zh.md"
 

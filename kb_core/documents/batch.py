@@ -121,6 +121,11 @@ class FileVerdict:
         return tuple(f.message for f in self.preview.findings if f.severity == ERROR)
 
     @property
+    def own_findings(self) -> tuple[Finding, ...]:
+        """The findings without the "L0 will be ambiguous for" lines (`BatchPreview.ambiguous` groups those)."""
+        return tuple(f for f in self.preview.findings if not f.message.startswith(AMBIGUOUS_PREFIX))
+
+    @property
     def action(self) -> str:
         """new | replace (needs the curator's explicit consent) | same (identical to what is indexed: nothing to
         do) | index (identical to the file on disk, which is not indexed yet) | clash (another file of the batch
