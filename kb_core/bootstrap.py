@@ -125,9 +125,9 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         reconciler.recover()  # finish or undo what a crash left PENDING (only those rows are read)
     except KnowledgeBaseError as exc:
         log.error("could not check for interrupted writes: %s", exc)
-    # documents deleted longer than KB_TRASH_DAYS ago leave the trash; once per opening, in the background
-    # (when the jobs system lands, this becomes its periodic purge job: same call, kb.purge_trash())
-    threading.Thread(target=_purge_old_trash, args=(trash, settings.trash_days), name="kb-trash-purge",
+    # documents deleted longer than KB_TRASH_DAYS ago leave the trash: once per opening, a purge_trash job (shown
+    # in the jobs panel) when the trash holds something to purge; the look at the trash runs in the background
+    threading.Thread(target=_purge_old_trash, args=(kb, trash, settings.trash_days), name="kb-trash-purge",
                      daemon=True).start()
     try:
         jobs.sweep()  # after recovery: a dead job's interrupted write is settled; the job is shown failed
@@ -141,9 +141,12 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     return kb
 
 
-def _purge_old_trash(trash: Trash, days: int) -> None:
+def _purge_old_trash(kb: KnowledgeBase, trash: Trash, days: int) -> None:
+    """Start a `purge_trash` job (as the service identity) if the trash holds anything to purge: an opening with
+    nothing to purge records no job."""
     try:
-        trash.purge(timedelta(days=days))
+        if trash.due(timedelta(days=days)):
+            kb.start_job("purge_trash")
     except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again
         log.error("could not purge the trash %s: %s", trash.directory, exc)
 

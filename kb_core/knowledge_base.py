@@ -45,7 +45,8 @@ from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.synonyms import clean_groups, parse_lines
 from kb_core.documents.trash import Trash, TrashItem
-from kb_core.errors import AccessDeniedError, DocumentConflictError, InvalidInputError, KnowledgeBaseError
+from kb_core.errors import AccessDeniedError, InvalidInputError, KnowledgeBaseError
+from kb_core.facade_jobs import JobsFacade
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
 from kb_core.jobs.runner import JobRunner
 from kb_core.jobs.work import file_params, reconcile_work, reindex_work, upload_work
@@ -57,16 +58,7 @@ from kb_core.retrieval.bench import BenchOptions, BenchRun, HistoryEntry, Retrie
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.keyword_map import KeywordHit, KeywordMap, keyword_hits, keyword_map
-from kb_core.retrieval.keyword_plan import (
-    REMOVE,
-    RENAME,
-    KeywordPlan,
-    KeywordPlanReport,
-    PlanOutcome,
-    build_plan,
-    checked_operation,
-    keyword_findings,
-)
+from kb_core.retrieval.keyword_plan import REMOVE, RENAME, KeywordPlan, build_plan, checked_operation, keyword_findings
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
 from kb_core.retrieval.reading import DocumentReader
@@ -142,7 +134,7 @@ class KnowledgeBaseStatus:
         return "L1 runs on full text only (BM25)"
 
 
-class KnowledgeBase:
+class KnowledgeBase(JobsFacade):
     """The facade: everything the console, the tools and agent code do goes through its methods. Its stores
     are its own; `open_knowledge_base()` (the composition root) builds it."""
 
@@ -470,35 +462,6 @@ class KnowledgeBase:
         return build_plan(self._index.view, operation, keyword, new_keyword, self.document_keywords, prepare,
                           made_by=self._actor.name)
 
-    def apply_keyword_plan(self, plan: KeywordPlan, *, progress: Progress | None = None) -> KeywordPlanReport:
-        """Apply a plan document by document through the in-place edit (`save_frontmatter_edit`): each document
-        is saved, or skipped with the reason (not ready in the plan, or its file changed since the plan was made:
-        someone edited it meanwhile), or failed (the save raised; nothing of it was written); the others go on.
-        `progress("editing", done, total)` after each document, then `("done", total, total)`. Curators only."""
-        if not isinstance(plan, KeywordPlan):
-            raise InvalidInputError(f"expected a KeywordPlan, got {type(plan).__name__}")
-        self._actor.require(Role.CURATOR, "edit documents")
-        report = progress or (lambda stage, done, total: None)
-        # JOB: this loop becomes the body of a `kb.start_job("keyword_plan", ...)` job (progress and outcomes as is)
-        outcomes = []
-        total = len(plan.items)
-        for done, item in enumerate(plan.items):
-            report("editing", done, total)
-            if not item.ready:
-                outcomes.append(PlanOutcome(item.file_path, "skipped", item.reason))
-                continue
-            try:
-                outcome = self.save_frontmatter_edit(item.edit)  # type: ignore[arg-type]
-            except DocumentConflictError as exc:
-                outcomes.append(PlanOutcome(item.file_path, "skipped", str(exc)))
-            except KnowledgeBaseError as exc:
-                outcomes.append(PlanOutcome(item.file_path, "failed", str(exc)))
-            else:
-                outcomes.append(PlanOutcome(item.file_path, "saved", f"{outcome.action}: keywords "
-                                                                     f"{', '.join(item.after) or '(none)'}"))
-        report("done", total, total)
-        return KeywordPlanReport(plan, tuple(outcomes))
-
     # -- needs attention: the fix ----------------------------------------------------------------------------------
     def suggest_documents(self, query: str, limit: int = 5) -> list[DocumentSuggestion]:
         """The documents L1 finds for `query`, best first (the first is "the document L1 finds"): the same search
@@ -694,14 +657,18 @@ class KnowledgeBase:
     # -- jobs ----------------------------------------------------------------------------------------
     def start_job(self, kind: str, *, delete_missing: bool = False,
                   paths: Iterable[str | os.PathLike[str]] | None = None, files: Sequence[JobFile] = (),
-                  notes: Sequence[dict] = ()) -> JobRecord:
+                  notes: Sequence[dict] = (), plan: KeywordPlan | None = None,
+                  older_than_days: float | None = None) -> JobRecord:
         """Start long work as a job of this process and return at once (queued; see `jobs()`): `"reconcile"`
         (`delete_missing`, `paths` as for `reconcile`) and `"reindex_all"` need the admin role; `"upload"` (a
         batch of `files`) and `"import"` (a folder's files) need a curator. The files' bytes are staged under the
         application root, so the job needs nothing of its caller; each goes through `upload` as it would one by
-        one. `notes` are result rows the caller decided without uploading (shown with the job's result). One
-        heavy job runs at a time per knowledge base, across processes; the others wait, queued."""
-        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, notes)
+        one. `notes` are result rows the caller decided without uploading (shown with the job's result).
+        `"keyword_plan"` applies a `plan` (curator; see `apply_keyword_plan`), `"purge_trash"` purges what was
+        deleted `older_than_days` ago (default `KB_TRASH_DAYS`; curator). One heavy job runs at a time per
+        knowledge base, across processes; the others wait, queued."""
+        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, notes, plan,
+                                                         older_than_days)
         try:
             return self._runner().submit(job_kind, self._actor, params, work, total=total, staging=token)
         except BaseException:
@@ -713,7 +680,7 @@ class KnowledgeBase:
                 progress: Progress | None = None) -> JobRecord:
         """As `start_job`, but run in the calling thread (in its turn) and return the job as it ended: the `kb`
         command runs reconcile this way, and the console shows it like any other job."""
-        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, ())
+        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, (), None, None)
         try:
             return self._runner().run_here(job_kind, self._actor, params, work, total=total, progress=progress)
         finally:
@@ -753,7 +720,8 @@ class KnowledgeBase:
         return self._jobs
 
     def _job(self, kind: str, delete_missing: bool, paths: Iterable[str | os.PathLike[str]] | None,
-             files: Sequence[JobFile], notes: Sequence[dict]):
+             files: Sequence[JobFile], notes: Sequence[dict], plan: KeywordPlan | None,
+             older_than_days: float | None):
         """Check the actor and the arguments; the job's kind, parameters, work, total and staging token."""
         try:
             job_kind = JobKind(kind)
@@ -773,6 +741,10 @@ class KnowledgeBase:
             return job_kind, params, upload_work(self, described, runner.staging, token, notes), len(files), token
         if files:
             raise InvalidInputError(f"a {job_kind.label.lower()} job takes no files")
+        if job_kind == JobKind.KEYWORD_PLAN:
+            return (job_kind, *self._keyword_plan_job(plan), None)
+        if job_kind == JobKind.PURGE_TRASH:
+            return (job_kind, *self._purge_trash_job(older_than_days), 0, None)
         if job_kind == JobKind.REINDEX_ALL:
             return job_kind, {}, reindex_work(self), 0, None
         listed = None if paths is None else [os.fspath(p) for p in paths]

@@ -335,6 +335,24 @@ class Trash:
             log.info("purged %d documents from the trash (deleted %s or longer ago)", len(removed), older_than)
         return removed
 
+    def due(self, older_than: timedelta, *, now: datetime | None = None) -> bool:
+        """Whether `purge(older_than)` would remove anything: an item deleted that long ago, an interrupted
+        delete's folder an hour old, or the rest of a killed purge. Reads what `items()` reads."""
+        now = now or datetime.now(UTC)
+        for folder, item in self._scan():
+            if item is not None and now - item.deleted_at >= older_than:
+                return True
+            if item is None:
+                try:
+                    if now - datetime.fromtimestamp(folder.stat().st_mtime, UTC) >= DANGLING_AFTER:
+                        return True
+                except OSError:
+                    continue
+        try:
+            return any(entry.name.startswith(_PURGING) for entry in os.scandir(self._dir))
+        except OSError:
+            return False
+
     def _remove_rests(self) -> None:
         """Folders a killed purge was removing."""
         try:

@@ -21,6 +21,8 @@ class JobKind(enum.StrEnum):
     REINDEX_ALL = "reindex_all"
     UPLOAD = "upload"  # a batch of files
     IMPORT = "import"  # a folder
+    KEYWORD_PLAN = "keyword_plan"  # rename or remove a keyword across documents (the keyword map's plan)
+    PURGE_TRASH = "purge_trash"  # remove trashed documents older than KB_TRASH_DAYS (at every opening)
 
     @property
     def label(self) -> str:
@@ -28,12 +30,13 @@ class JobKind(enum.StrEnum):
 
     @property
     def role(self) -> Role:
-        """Who may start it: reconcile and re-index all are an admin's, uploads and imports a curator's."""
+        """Who may start it: reconcile and re-index all are an admin's; uploads, imports, keyword plans and the
+        trash purge a curator's."""
         return Role.ADMIN if self in (JobKind.RECONCILE, JobKind.REINDEX_ALL) else Role.CURATOR
 
 
 _LABELS = {JobKind.RECONCILE: "Reconcile", JobKind.REINDEX_ALL: "Re-index all", JobKind.UPLOAD: "Batch upload",
-           JobKind.IMPORT: "Folder import"}
+           JobKind.IMPORT: "Folder import", JobKind.KEYWORD_PLAN: "Keyword plan", JobKind.PURGE_TRASH: "Trash purge"}
 
 
 class JobState(enum.StrEnum):

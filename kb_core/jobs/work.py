@@ -3,7 +3,7 @@ records who made it and moves the summaries' version like any other), reporting 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kb_core.errors import DocumentConflictError, DocumentError, KnowledgeBaseError
@@ -59,6 +59,44 @@ def reindex_work(kb: Writer) -> Work:
             control.error(f"{path}: {why}")
         control.result = {"failed": _listed(report.failed)}
         return f"{len(report.reindexed)} re-indexed" + (f", {len(report.failed)} failed" if report.failed else "")
+    return work
+
+
+def keyword_plan_work(items: Sequence[Any], apply_one: Callable[[Any], tuple[str, str]], describe: str,
+                      what: str) -> Work:
+    """Apply a keyword plan's items one by one (`apply_one(item)` -> (outcome, detail): saved, skipped or
+    failed); a cancel takes effect between two documents, so each document is edited whole or not at all. The
+    result holds a row per document reached."""
+    def work(control: JobControl) -> str:
+        rows: list[dict[str, Any]] = []
+        control.result = {"plan": describe, "rows": rows}
+        total = len(items)
+        try:
+            for done, item in enumerate(items):
+                control.progress(item.file_path, done, total)
+                control.checkpoint()
+                outcome, detail = apply_one(item)
+                rows.append({"document": item.file_path, "outcome": outcome, "detail": detail})
+                control.count(outcome)
+                if outcome == "failed":
+                    control.error(f"{item.file_path}: {detail}")
+            control.progress("done", total, total)
+        finally:
+            control.result = {"plan": describe, "rows": rows[:MAX_ROWS]}
+        return f"{what}: " + ", ".join(f"{control.counts.get(o, 0)} {o}"
+                                                            for o in ("saved", "skipped", "failed"))
+    return work
+
+
+def purge_trash_work(purge: Callable[[], Sequence[Any]], days: float) -> Work:
+    """Remove the trashed documents deleted at least `days` days ago (`purge()` returns the items removed)."""
+    def work(control: JobControl) -> str:
+        control.progress("purging", 0, 0)
+        removed = purge()
+        control.count("purged", len(removed))
+        control.result = {"purged": _listed(item.file_path for item in removed)}
+        control.progress("done", len(removed), len(removed))
+        return f"{len(removed)} document(s) deleted {days:g} days ago or earlier purged from the trash"
     return work
 
 
