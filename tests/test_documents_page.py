@@ -444,6 +444,28 @@ def test_the_trash_tab_purges_after_asking(root):
     assert any("The trash is empty" in i.value for i in at.info)
 
 
+def test_the_trash_tab_purges_old_documents_as_a_job(root):
+    import json
+    from datetime import UTC, datetime, timedelta
+
+    at = click_row(documents_page(), "file", EXTRA)
+    doc_id = int(table(at, "file")[1].set_index("file").loc[EXTRA, "id"])
+    at.button(key=f"delete-{doc_id}").click().run()
+    at.button(key=f"confirm-delete-{doc_id}").click().run()
+    [record] = (root / "kb_trash").glob("*/.trashinfo.json")
+    data = json.loads(record.read_text(encoding="utf-8"))
+    data["deleted_at"] = (datetime.now(UTC) - timedelta(days=31)).isoformat()  # deleted a month ago
+    record.write_text(json.dumps(data), encoding="utf-8")
+    at = documents_page("Trash")
+    at.button(key="purge-old").click().run()
+    assert not at.exception, at.exception
+    finish_jobs(at, root)
+    assert any("Trash purge (job" in s.value and "1 document(s) deleted 30 days ago or earlier purged" in s.value
+               for s in at.success), [s.value for s in at.success]
+    assert not any((root / "kb_trash").iterdir())
+    assert any("The trash is empty" in i.value for i in at.info)
+
+
 # -- editing in place: the inspector's Edit tab and the keyword map's bulk operations (issue 24, item 4) ---------
 def _form_input(at: AppTest, label: str):
     return next(w for w in [*at.text_input, *at.text_area] if w.label == label)
@@ -524,8 +546,9 @@ def test_a_keyword_is_renamed_across_documents_from_the_map_with_an_outcome_per_
     assert "  - FAQ\n" in kestrel.read_text(encoding="utf-8")  # a plan writes nothing
     gateway.write_text(gateway.read_text(encoding="utf-8").replace("mailing list", "mailing lists"),
                        encoding="utf-8")  # someone edits one of them meanwhile
-    at.button(key="kw-bulk-apply").click().run()
+    at.button(key="kw-bulk-apply").click().run()  # one job on the server
     assert not at.exception, at.exception
+    finish_jobs(at, root)
     assert any("rename “FAQ” to “常见问题解答”: 1 saved, 1 skipped, 0 failed" in w.value for w in at.warning)
     outcomes = next(f.value for f in at.dataframe if "outcome" in f.value.columns).set_index("document")
     assert outcomes.loc["knowledge_base/faq/kestrel-faq.md", "outcome"] == "saved"

@@ -1,13 +1,14 @@
 """The Documents page's keyword map: what makes L0 ambiguous, the documents behind a keyword, the edit that fixes
 a document's keywords in place (preview and lint as on the Upload page, saved through upload), and the bulk
 operations — rename or remove a keyword across every document that lists it — previewed as a plan, then applied
-document by document with progress and an outcome per document."""
+as one job on the server (progress and cancel in the jobs panel) with an outcome per document."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError, Role, parse_synonym_lines, synonym_lines
+from kb_core import JobState, KnowledgeBase, KnowledgeBaseError, Role, parse_synonym_lines, synonym_lines
+from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import SHOW, flash, render_preview, selected_row, show_flash, table_key
 
@@ -23,7 +24,7 @@ def render_keyword_map(kb: KnowledgeBase) -> None:
         st.error(escape_markdown(exc))
         return
     _render_synonyms(kb)
-    _render_plan_report()
+    _render_plan_report(kb)
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Ambiguous keywords", len(summary.ambiguous), help="A query of just this keyword returns several "
               "documents: the answer gets confidence 'low' and an L1 supplement instead of one exact answer.")
@@ -161,30 +162,37 @@ def _render_bulk(kb: KnowledgeBase, row) -> None:
                                disabled=not plan.ready, icon=":material/done_all:")
         buttons.button("Discard plan", key="kw-bulk-discard", on_click=lambda: state.update({PLAN: None}))
         if apply:
-            bar = st.progress(0.0, text="Applying the plan…")
-
-            def progress(stage: str, done: int, total: int) -> None:
-                bar.progress(min(done / total, 1.0) if total else 1.0, text=f"{stage} {done} of {total}")
-
-            # JOB: once kb.start_job lands, start the plan as a job here and follow it with st.fragment(run_every=…)
+            # one job on the server: the documents are edited one by one with progress and a cancel button in the
+            # jobs panel above, and closing the tab does not stop it
             try:
-                state[REPORT] = kb.apply_keyword_plan(plan, progress=progress)
+                job = kb.start_job("keyword_plan", plan=plan)
             except KnowledgeBaseError as exc:
                 st.error(escape_markdown(exc))
                 return
             state[PLAN] = None
-            st.rerun()  # the map has changed: show it, with the report on top
+            state[REPORT] = job.id
+            st.rerun()  # the panel follows the job; its outcome shows on top of the map once it has ended
 
 
-def _render_plan_report() -> None:
-    """The outcome of the last bulk operation, per document, until dismissed."""
-    report = st.session_state.get(REPORT)
-    if report is None:
+def _render_plan_report(kb: KnowledgeBase) -> None:
+    """The keyword plans running (progress, cancel), and the outcome of this session's last one, per document,
+    until dismissed."""
+    render_jobs_panel(kb, ("keyword_plan",), key="keyword-plan", recent=0)
+    job_id = st.session_state.get(REPORT)
+    if job_id is None:
+        return
+    try:
+        job = kb.job(job_id)
+    except KnowledgeBaseError as exc:
+        st.error(escape_markdown(exc))
+        return
+    if job is None or job.active:
         return
     with st.container(border=True):
-        kind = "success" if not report.failed and not report.skipped else "warning"
-        SHOW[kind](escape_markdown(report.summary()))
-        st.dataframe([{"document": o.file_path, "outcome": o.status, "detail": o.message} for o in report.outcomes],
+        rows = (job.result or {}).get("rows", [])
+        clean = job.state == JobState.SUCCEEDED and all(r["outcome"] == "saved" for r in rows)
+        SHOW["success" if clean else "warning"](escape_markdown(job.summary or job.state.value))
+        st.dataframe([{"document": r["document"], "outcome": r["outcome"], "detail": r["detail"]} for r in rows],
                      hide_index=True, key="kw-plan-report-table")
         st.button("Dismiss", key="kw-plan-report-dismiss", on_click=lambda: st.session_state.update({REPORT: None}))
 

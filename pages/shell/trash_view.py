@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, RestoreConflictError
+from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import ROW_OR_CELL, clicked_row, flash, show_flash, table_key
 
@@ -22,6 +23,7 @@ def render_trash(kb: KnowledgeBase) -> None:
     st.caption(f"{len(items)} deleted document(s). Each is kept for {days} days (KB_TRASH_DAYS), then purged; "
                "tick or click a row to restore or purge it.")
     show_flash("trash")
+    render_jobs_panel(kb, ("purge_trash",), key="trash", recent=1)  # the purge at opening, or the button's
     if not items:
         st.info("The trash is empty.")
         return
@@ -51,11 +53,11 @@ def render_trash(kb: KnowledgeBase) -> None:
 
     def purge_old() -> None:
         try:
-            gone = kb.purge_trash()
+            job = kb.start_job("purge_trash")
         except KnowledgeBaseError as exc:
             flash("trash", "error", str(exc))
             return
-        flash("trash", "success", f"purged {len(gone)} document(s) deleted {days} days ago or earlier")
+        flash("trash", "info", f"job {job.id}: purging what was deleted {days} days ago or earlier")
 
     event = st.dataframe(
         [{"file": item.file_path, "deleted (UTC)": item.deleted_at.strftime("%Y-%m-%d %H:%M"),
@@ -96,4 +98,5 @@ def render_trash(kb: KnowledgeBase) -> None:
                 confirm.button("Cancel", key=f"cancel-trash-{item.item_id}",
                                on_click=lambda: state.update(trash_confirm=None))
     st.button(f"Purge everything deleted {days} days ago or earlier", key="purge-old", on_click=purge_old,
-              help="What the knowledge base does by itself each time it opens.")
+              help="A job on the server, as the knowledge base starts by itself when it opens with something to "
+                   "purge.")
