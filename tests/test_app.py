@@ -114,7 +114,9 @@ def test_upload_preview_lints_before_writing(synced_sample):
     ])
     at.run()
     warnings = " | ".join(w.value for w in at.warning)
-    assert "L0 will be ambiguous for: 超时 — also in knowledge_base/api/payment-errors.md" in warnings
+    [clash] = [e for e in at.expander if e.label.startswith("⚠️ 超时 — ")]  # grouped per keyword
+    assert clash.label == "⚠️ 超时 — 2 documents (1 of this batch)"
+    assert "knowledge_base/api/payment-errors.md" in clash.markdown[0].value
     assert "no frontmatter" in warnings
     assert any("replaces the existing knowledge_base/troubleshooting/timeout.md" in i.value for i in at.info)
     assert any("not UTF-8" in e.value for e in at.error)
