@@ -146,9 +146,10 @@ class KnowledgeIndex:
             entries.append(entry)
         with self._write_lock:
             self._bulk_changes, self._bulk_latest = [], {}
-            if saved is not None and reused == scanned == len(saved) and self._fits(built, entries):
+            index = built() if built is not None and saved is not None and reused == scanned == len(saved) else None
+            if index is not None and self._fits(index, entries):
                 self._journal = None
-                self._swap(built)  # nothing changed since it was saved: its search structures are this scan's
+                self._swap(index)  # nothing changed since it was saved: its search structures are this scan's
             else:
                 self._rebuild(tuple(entries))
             self._records = records

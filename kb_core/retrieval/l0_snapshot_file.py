@@ -21,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import io
 import logging
 import os
 import pickle
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +47,11 @@ def load(path: Path, base_dir: Path) -> dict[str, Record] | None:
     return load_with_index(path, base_dir)[0]
 
 
-def load_with_index(path: Path, base_dir: Path) -> tuple[dict[str, Record] | None, Any]:
-    """The records and, when the file holds one, the built L0 snapshot saved with them (its search structures:
-    building them is half of an open at 100,000 documents). The caller uses the built one only when every record
-    was reused and its entries are the records' own, in order (see `KnowledgeIndex.scan`)."""
+def load_with_index(path: Path, base_dir: Path) -> tuple[dict[str, Record] | None, Callable[[], Any] | None]:
+    """The records and, when the file holds one, a loader of the built L0 snapshot saved with them (its search
+    structures: building them is most of an open at 100,000 documents). The index is unpickled only when the
+    loader is called - when every record was reused - and refers to the records' own entries; the caller still
+    checks it is exactly what it would build (see `KnowledgeIndex.scan`)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -72,7 +75,8 @@ def load_with_index(path: Path, base_dir: Path) -> tuple[dict[str, Record] | Non
         records = content["records"]
         if not isinstance(records, dict):
             return None, None
-        return records, content.get("index")
+        blob = content.get("index")
+        return records, (lambda: _load_index(blob, records)) if isinstance(blob, bytes) else None
     except Exception as exc:  # noqa: BLE001 - a snapshot that does not unpickle is as good as none
         log.warning("the L0 snapshot %s cannot be read (%s), scanning in full", path, exc)
         return None, None
@@ -80,8 +84,10 @@ def load_with_index(path: Path, base_dir: Path) -> tuple[dict[str, Record] | Non
 
 def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = None) -> None:
     """Write the snapshot atomically (temp file in the same directory, fsync, rename); `index`, the built L0
-    snapshot of exactly these records' entries, is saved with them (pickled once: the entries are shared)."""
-    payload = pickle.dumps({"base": str(base_dir), "schema": SCHEMA, "records": records, "index": index},
+    snapshot of these records' entries, is saved with them as a pickle of its own that names each entry by its
+    record (so an open that parses files again never pays for unpickling it)."""
+    blob = _dump_index(index, records) if index is not None else None
+    payload = pickle.dumps({"base": str(base_dir), "schema": SCHEMA, "records": records, "index": blob},
                            protocol=pickle.HIGHEST_PROTOCOL)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -96,3 +102,27 @@ def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = No
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _dump_index(index: Any, records: dict[str, Record]) -> bytes:
+    names = {id(record[4]): relative for relative, record in records.items() if record[4] is not None}
+
+    class _Pickler(pickle.Pickler):
+        def persistent_id(self, obj: Any) -> str | None:
+            return names.get(id(obj)) if type(obj) is KnowledgeEntry else None
+
+    out = io.BytesIO()
+    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(index)
+    return out.getvalue()
+
+
+def _load_index(blob: bytes, records: dict[str, Record]) -> Any:
+    class _Unpickler(pickle.Unpickler):
+        def persistent_load(self, name: str) -> KnowledgeEntry | None:
+            return records[name][4]
+
+    try:
+        return _Unpickler(io.BytesIO(blob)).load()
+    except Exception as exc:  # noqa: BLE001 - then the index is built from the entries, as without a snapshot
+        log.warning("the L0 snapshot's saved index cannot be read (%s); building it", exc)
+        return None
