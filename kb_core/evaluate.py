@@ -124,25 +124,43 @@ class EvaluationReport:
         }
 
 
+MAX_BAD_LINES = 20  # bad lines named in the error (all are counted)
+
+
 def load_queries(path: str | Path) -> list[LabelledQuery]:
-    """The labelled queries of a JSONL file; a malformed line is an `InvalidInputError` naming it."""
-    queries: list[LabelledQuery] = []
+    """The labelled queries of a JSONL file; malformed lines are an `InvalidInputError` naming them."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"cannot read {path}: {exc}") from exc
-    for number, line in enumerate(lines, 1):
+    return parse_queries(text, str(path))
+
+
+def parse_queries(text: str, source: str = "<queries>") -> list[LabelledQuery]:
+    """The labelled queries of JSONL text (one `{"query", "kind", "expected"}` object a line, blank lines
+    skipped): all of them, or an `InvalidInputError` naming every malformed line (`source:line`) and nothing."""
+    queries: list[LabelledQuery] = []
+    bad: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
+            if not isinstance(item, dict):
+                raise TypeError("each line must be a JSON object")
             query, kind, expected = item["query"], item.get("kind", "query"), item.get("expected", [])
             if not isinstance(query, str) or not isinstance(kind, str) or not isinstance(expected, list) \
                     or not all(isinstance(e, str) for e in expected):
                 raise TypeError("query and kind must be strings, expected a list of strings")
+            if not query.strip():
+                raise ValueError("the query is empty")
         except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidInputError(f"{path}:{number}: not a labelled query ({exc})") from exc
+            bad.append(f"{source}:{number}: not a labelled query ({exc})")
+            continue
         queries.append(LabelledQuery(query, kind, tuple(expected)))
+    if bad:
+        more = f" (and {len(bad) - MAX_BAD_LINES} more)" if len(bad) > MAX_BAD_LINES else ""
+        raise InvalidInputError("; ".join(bad[:MAX_BAD_LINES]) + more)
     return queries
 
 
@@ -260,10 +278,11 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.evalua
         if args.sync:
             kb.reconcile()
         report = evaluate(kb, queries, progress=_progress_printer())
+        ran_with = run_settings(kb)
     finally:
         kb.close()
-    print(f"{len(queries)} queries on {kb.settings.base_path} (L0 rule: {kb.settings.l0_matching}, "
-          f"L1: {_mode(kb)})")
+    print(f"{len(queries)} queries on {ran_with['base_path']} (L0 rule: {ran_with['l0_matching']}, "
+          f"L1: {ran_with['l1_mode']})")
     print(format_table(report))
     failures = list(format_failures(report, args.failures))
     if failures:
@@ -285,6 +304,12 @@ def _progress_printer() -> Callable[[int, int], None]:
 
 def _mode(kb: Any) -> str:
     return "hybrid (dense + BM25)" if kb.status().model.ready else "BM25 only"
+
+
+def run_settings(kb: Any) -> dict[str, Any]:
+    """What a run's numbers depend on besides the queries: the L0 rule, L1's mode and the embedding model."""
+    return {"l0_matching": str(kb.settings.l0_matching), "l1_mode": _mode(kb),
+            "model": kb.settings.embedding_model, "base_path": str(kb.settings.base_path)}
 
 
 if __name__ == "__main__":
