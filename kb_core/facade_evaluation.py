@@ -1,6 +1,6 @@
 """Evaluation in the console, as `KnowledgeBase` methods (mixed in): labelled query sets (a JSONL upload, or
 answers marked right or wrong in the playground and on Tool calls), evaluation runs as `evaluate` jobs through
-the same scoring as `kb evaluate` (`kb_core.evaluate.evaluate`), and two runs compared.
+the same scoring as `kb evaluate` (`kb_core.scoring.evaluate`), and two runs compared.
 
 Anyone may look at sets and runs; importing, labelling and starting a run need the curator role (checked here,
 whatever the page shows). The stores are the facade's own (`_metadata`, the job runner)."""
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from kb_core.access import Role
 from kb_core.errors import InvalidInputError
-from kb_core.evaluate import EvaluationReport, LabelledQuery, evaluate, parse_queries, run_settings
 from kb_core.jobs.model import JobKind, JobRecord
 from kb_core.jobs.runner import JobControl, Work
+from kb_core.scoring import EvaluationReport, LabelledQuery, evaluate, parse_queries, run_settings
 from kb_core.storage.evaluation_store import MAX_QUERY_CHARS, QuerySetInfo, StoredOutcome, StoredQuery, StoredRun
 
 if TYPE_CHECKING:
