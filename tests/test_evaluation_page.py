@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import APP, finish_jobs, run_page
+from conftest import APP, finish_jobs, look_up, run_page
 from streamlit.testing.v1 import AppTest
 
 SET = [{"query": "ERR_TIMEOUT", "kind": "identifier", "expected": ["api/payment-errors.md"]},
@@ -83,3 +83,40 @@ def test_a_viewer_sees_runs_but_not_the_controls(synced_sample, monkeypatch):
     assert _frames(viewer, "L0 rule")
     assert not [b for b in viewer.button if b.key in ("eval-import", "eval-start")]
     assert any("need the curator role" in c.value for c in viewer.caption)
+    viewer.switch_page("../pages/playground.py").run()
+    look_up(viewer, "ERR_TIMEOUT")  # a viewer's answer has no labelling controls
+    assert viewer.code and not [b for b in viewer.button if (b.key or "").startswith("label-")]
+
+
+def _labelled(root) -> list[tuple[str, str, tuple[str, ...]]]:
+    from kb_core.storage.metadata_store import MetadataStore
+
+    store = MetadataStore(f"sqlite:///{root / 'kb.sqlite3'}")
+    try:
+        return [(q.query, q.kind, q.expected) for q in store.labelled_queries("console")]
+    finally:
+        store.dispose()
+
+
+def test_answers_marked_right_or_wrong_in_the_playground_and_on_tool_calls(synced_sample):
+    at = look_up(run_page("playground"), "ERR_TIMEOUT")
+    at.button(key="label-right-0-playground").click().run()  # "right": the primary served
+    assert not at.exception, at.exception
+    assert any("is labelled in the set “console”: api/payment-errors.md" in s.value for s in at.success)
+
+    look_up(at, "如何优化缓存")
+    at.selectbox(key="label-pick-playground").set_value("domain/cache-optimization.md").run()
+    at.button(key="label-wrong-playground").click().run()  # "wrong": this document answers it
+    assert not at.exception, at.exception
+
+    at.switch_page("../pages/tool_calls.py").run()
+    at.selectbox(key="attention_query").set_value("如何优化缓存").run()  # answered by L1 only: needs attention
+    at.selectbox(key="label-pick-attention").set_value("(no answer: the knowledge base has none)").run()
+    at.button(key="label-wrong-attention").click().run()  # relabelled from Tool calls: no answer
+    assert not at.exception, at.exception
+    assert _labelled(synced_sample) == [("ERR_TIMEOUT", "playground", ("api/payment-errors.md",)),
+                                        ("如何优化缓存", "tool_call", ())]
+
+    at.switch_page("../pages/evaluation.py").run()
+    [[row]] = _frames(at, "last changed (UTC)")
+    assert (row["set"], row["queries"]) == ("console", 2)
