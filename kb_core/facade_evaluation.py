@@ -21,6 +21,7 @@ from kb_core.storage.evaluation_store import MAX_QUERY_CHARS, QuerySetInfo, Stor
 if TYPE_CHECKING:
     from kb_core.access import Actor
     from kb_core.jobs.runner import JobRunner
+    from kb_core.retrieval.lookup import HybridLookup
     from kb_core.storage.ports import MetadataRepository
 
 MAX_SET_NAME = 255
@@ -98,11 +99,26 @@ def _stored_outcomes(report: EvaluationReport) -> list[StoredOutcome]:
                           latency_ms=o.latency_ms, in_query_language=o.in_query_language) for o in report.outcomes]
 
 
+class _UnobservedLookups:
+    """The knowledge base as `evaluate` reads it, with its lookups left out of the served-lookup metrics (a run's
+    lookups are a measurement, not traffic); everything else is the knowledge base's own."""
+
+    def __init__(self, kb: Any):
+        self._kb = kb
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._kb, name)
+
+    def lookup(self, query: str, section_title: str | None = None) -> Any:
+        return self._kb._lookup.lookup(query, section_title)
+
+
 class EvaluationMixin:
     """Mixed into `KnowledgeBase` (which provides these attributes)."""
 
     _metadata: MetadataRepository
     _actor: Actor
+    _lookup: HybridLookup
 
     if TYPE_CHECKING:
         def _runner(self) -> JobRunner: ...  # KnowledgeBase's
@@ -163,7 +179,8 @@ class EvaluationMixin:
     def start_evaluation(self, set_name: str) -> JobRecord:
         """Run every query of the set through `lookup` and score the answers, as `kb evaluate` does, as an
         `evaluate` job (returns at once, queued; curator). The run is stored when the job ends: its settings (L0
-        rule, L1 mode, model), each kind's metrics and each query's answer (`evaluation_runs()`)."""
+        rule, L1 mode, model), each kind's metrics and each query's answer (`evaluation_runs()`). It takes its turn
+        like every job (one at a time per knowledge base), so it never measures a half-done re-index."""
         self._actor.require(JobKind.EVALUATE.role, "start an evaluation run")
         queries = self.query_set(set_name)
         if not queries:
@@ -178,7 +195,7 @@ class EvaluationMixin:
                 control.checkpoint()  # a cancel takes effect between two queries
 
             control.progress("evaluating", 0, len(queries))
-            report = evaluate(self, queries, progress=progress)
+            report = evaluate(_UnobservedLookups(self), queries, progress=progress)
             run_id = self._metadata.store_evaluation_run(
                 set_name=set_name, job_id=control.job_id, actor=self._actor.name, settings=run_settings(self),
                 metrics=report_metrics(report), outcomes=_stored_outcomes(report))

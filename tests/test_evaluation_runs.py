@@ -185,3 +185,24 @@ def test_compare_runs_counts_answers_not_latency():
     assert [(c.query, c.verdict) for c in comparison.changed] == [("conf", "different"), ("fixed", "better"),
                                                                    ("sup", "different")]
     assert comparison.only_before == ("gone",) and comparison.only_after == ("new",)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+def test_a_cancelled_run_stores_nothing_and_runs_leave_the_lookup_metrics_alone(realistic):
+    kb = realistic.as_user(CURATOR)
+    kb.import_query_set("realistic", QUERIES.read_bytes())
+    def lookups_counted() -> float:  # the served-lookup metrics of this knowledge base (kb_lookup_duration_seconds)
+        registry = realistic._metrics.registry
+        return sum(registry.get_sample_value("kb_lookup_duration_seconds_count", {"path": path}) or 0.0
+                   for path in ("l0_unique", "l0_l1", "l1_only"))
+
+    realistic.lookup("proxy-rewrite")
+    counted = lookups_counted()
+    assert counted >= 1
+    first, second = kb.start_evaluation("realistic"), kb.start_evaluation("realistic")
+    kb.cancel_job(second.id)  # queued behind the first, or at its next query
+    assert kb.wait_for_job(first.id, 120).state == JobState.SUCCEEDED
+    ended = kb.wait_for_job(second.id, 120)
+    assert ended.state == JobState.CANCELLED and not (ended.result or {}).get("run_id")
+    assert [r.job_id for r in kb.evaluation_runs()] == [first.id]
+    assert lookups_counted() == counted  # a run's lookups are a measurement, not traffic

@@ -36,7 +36,7 @@ class JobKind(enum.StrEnum):
 
 _LABELS = {JobKind.RECONCILE: "Reconcile", JobKind.REINDEX_ALL: "Re-index all", JobKind.UPLOAD: "Batch upload",
            JobKind.IMPORT: "Folder import",
-           JobKind.EVALUATE: "Evaluation run"}
+           JobKind.EVALUATE: "Evaluation"}
 
 
 class JobState(enum.StrEnum):

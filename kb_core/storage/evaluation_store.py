@@ -1,8 +1,8 @@
 """Evaluation in the console: labelled query sets and the runs scored on them (migration 0010).
 
 - `eval_query`: one labelled query of a named set (`set_name`, `query`, `kind`, `expected` as a JSON list of
-  `category/file.md` paths; `[]` = the knowledge base has no answer). A query is in a set once: labelling it
-  again (or importing it again) replaces its label.
+  `category/file.md` paths; `[]` = the knowledge base has no answer). A query is in a set once (a unique key on
+  the set and the query's sha256): labelling it again (or importing it again) replaces its label.
 - `eval_run`: one evaluation run (an `evaluate` job): the set, who, when, the settings it ran with (L0 rule,
   L1 mode, model) and the report's metrics per kind (`kb_core.scoring.KindReport` as a dict), JSON.
 - `eval_outcome`: each query's answer in a run (found, primary, confidence, supplement, the other documents
@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Boolean, DateTime, Float, Index, Integer, String, Text, delete, func, select
+from sqlalchemy import Boolean, DateTime, Float, Index, Integer, String, Text, UniqueConstraint, delete, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kb_core.storage.db_models import Base, Id, LongText, utcnow
@@ -29,11 +30,14 @@ MAX_QUERY_CHARS = 2000  # as the lookup tool accepts
 
 class EvalQuery(Base):
     __tablename__ = "eval_query"
-    __table_args__ = (Index("ix_eval_query_set", "set_name", "id"), {"sqlite_autoincrement": True})
+    __table_args__ = (Index("ix_eval_query_set", "set_name", "id"),
+                      UniqueConstraint("set_name", "query_hash", name="uq_eval_query_set_query"),
+                      {"sqlite_autoincrement": True})
 
     id: Mapped[int] = mapped_column(Id, primary_key=True, autoincrement=True)
     set_name: Mapped[str] = mapped_column(String(255))
     query: Mapped[str] = mapped_column(Text)
+    query_hash: Mapped[str] = mapped_column(String(64))  # sha256 of the query: a query is in a set once
     kind: Mapped[str] = mapped_column(String(64))
     expected: Mapped[str] = mapped_column(Text, default="[]")  # JSON list of relative paths
     actor: Mapped[str] = mapped_column(String(255), default="")
@@ -122,6 +126,10 @@ def _json(text: str | None, default: Any) -> Any:
     return value if isinstance(value, type(default)) else default
 
 
+def query_hash(query: str) -> str:
+    return hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
@@ -133,13 +141,15 @@ class EvaluationQueries:
         """Add each query to `set_name` (created by its first query), replacing the label of a query already in
         it; all or nothing. How many were added or replaced."""
         with self._write("store the labelled queries") as session:  # type: ignore[attr-defined]
-            existing = {r.query: r for r in session.scalars(select(EvalQuery).where(EvalQuery.set_name == set_name))}
+            existing = {r.query_hash: r for r in
+                        session.scalars(select(EvalQuery).where(EvalQuery.set_name == set_name))}
             for q in queries:
-                row = existing.get(q.query)
+                digest = query_hash(q.query)
+                row = existing.get(digest)
                 if row is None:
-                    row = EvalQuery(set_name=set_name, query=q.query)
+                    row = EvalQuery(set_name=set_name, query=q.query, query_hash=digest)
                     session.add(row)
-                    existing[q.query] = row
+                    existing[digest] = row
                 row.kind, row.expected = q.kind[:64], _dump(list(q.expected))
                 row.actor, row.created_at = actor[:255], utcnow()
             return len(queries)
@@ -147,7 +157,7 @@ class EvaluationQueries:
     def delete_labelled_query(self, set_name: str, query: str) -> bool:
         with self._write("remove the labelled query") as session:  # type: ignore[attr-defined]
             result = session.execute(delete(EvalQuery).where(EvalQuery.set_name == set_name,
-                                                             EvalQuery.query == query))
+                                                             EvalQuery.query_hash == query_hash(query)))
             return bool(result.rowcount)
 
     def query_sets(self) -> list[QuerySetInfo]:
