@@ -105,12 +105,14 @@ def test_answers_marked_right_or_wrong_in_the_playground_and_on_tool_calls(synce
     assert any("is labelled in the set “console”: api/payment-errors.md" in s.value for s in at.success)
 
     look_up(at, "如何优化缓存")
+    at.toggle(key="label-wrong-open-playground").set_value(True).run()
     at.selectbox(key="label-pick-playground").set_value("domain/cache-optimization.md").run()
     at.button(key="label-wrong-playground").click().run()  # "wrong": this document answers it
     assert not at.exception, at.exception
 
     at.switch_page("../pages/tool_calls.py").run()
     at.selectbox(key="attention_query").set_value("如何优化缓存").run()  # answered by L1 only: needs attention
+    at.toggle(key="label-wrong-open-attention").set_value(True).run()
     at.selectbox(key="label-pick-attention").set_value("(no answer: the knowledge base has none)").run()
     at.button(key="label-wrong-attention").click().run()  # relabelled from Tool calls: no answer
     assert not at.exception, at.exception

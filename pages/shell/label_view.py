@@ -52,10 +52,13 @@ def render_label_control(kb: KnowledgeBase, query: str, served: list[tuple[str, 
                 column.button(f"✅ Right: {what}", key=f"label-right-{i}-{key}", help=path, on_click=_label,
                               args=(kb, set_name, query, [path], kind, key))
             st.caption("Served: " + " · ".join(f"{what} {inline_code(path)}" for what, path in served))
-        try:
-            documents = sorted(kb.relative_path(d.file_path) or d.file_path for d in kb.documents())
-        except KnowledgeBaseError:
-            documents = []
-        st.selectbox("❌ Wrong: what answers it", [NO_ANSWER, *documents], key=f"label-pick-{key}")
-        st.button("Save as wrong", key=f"label-wrong-{key}", on_click=_picked, args=(kb, set_name, query, kind, key))
+        # the document list only when asked for: 10,000 options would slow every answer's render
+        if st.toggle("❌ Wrong: pick what answers it", key=f"label-wrong-open-{key}"):
+            try:
+                documents = sorted(kb.relative_path(d.file_path) or d.file_path for d in kb.documents())
+            except KnowledgeBaseError:
+                documents = []
+            st.selectbox("The document that answers it", [NO_ANSWER, *documents], key=f"label-pick-{key}")
+            st.button("Save as wrong", key=f"label-wrong-{key}", on_click=_picked,
+                      args=(kb, set_name, query, kind, key))
     show_flash(f"label-{key}")
