@@ -21,6 +21,7 @@ class JobKind(enum.StrEnum):
     REINDEX_ALL = "reindex_all"
     UPLOAD = "upload"  # a batch of files
     IMPORT = "import"  # a folder
+    EVALUATE = "evaluate"  # a labelled query set scored (kb_core/facade_evaluation.py)
 
     @property
     def label(self) -> str:
@@ -28,12 +29,14 @@ class JobKind(enum.StrEnum):
 
     @property
     def role(self) -> Role:
-        """Who may start it: reconcile and re-index all are an admin's, uploads and imports a curator's."""
+        """Who may start it: reconcile and re-index all are an admin's, uploads, imports and evaluation runs a
+        curator's."""
         return Role.ADMIN if self in (JobKind.RECONCILE, JobKind.REINDEX_ALL) else Role.CURATOR
 
 
 _LABELS = {JobKind.RECONCILE: "Reconcile", JobKind.REINDEX_ALL: "Re-index all", JobKind.UPLOAD: "Batch upload",
-           JobKind.IMPORT: "Folder import"}
+           JobKind.IMPORT: "Folder import",
+           JobKind.EVALUATE: "Evaluation"}
 
 
 class JobState(enum.StrEnum):
