@@ -40,6 +40,7 @@ navigation = st.navigation(
         st.Page(PAGES / "documents.py", title="Documents", icon="📚"),
         *([st.Page(PAGES / "upload.py", title="Upload", icon="⬆️")] if may_write or actor is None else []),
         st.Page(PAGES / "tool_calls.py", title="Tool calls", icon="🧾"),
+        st.Page(PAGES / "evaluation.py", title="Evaluation", icon="📏"),
         *([st.Page(PAGES / "settings.py", title="Settings", icon="⚙️")]
           if actor is None or actor.may(Role.ADMIN) else []),
     ],

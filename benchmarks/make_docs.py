@@ -574,6 +574,10 @@ def render_quality(docs: Path = DOCS) -> str:
         " the failed queries. "
         "\"Right primary\" counts only L0 answers (L1 answers in the supplement).")
     out += _para(
+        "The console runs the same scoring on stored sets: the Evaluation page imports a file like this one or "
+        "collects answers marked right or wrong in the playground and on Tool calls, runs a set as a job, charts "
+        "each metric across runs and compares two runs query by query ([console.md](console.md#evaluation)).")
+    out += _para(
         f"The set: `tests/fixtures/realistic_kb/` — {run.get('documents', '?')} English and Chinese pages of two "
         "imaginary products, written like real documentation (generic keywords on most pages, short keywords such "
         "as AI/CLI/ACL, bilingual pairs, licence comments, `<head>` blocks, MDX imports and Docusaurus heading ids, "

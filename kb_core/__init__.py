@@ -56,6 +56,7 @@ from kb_core.errors import (
     SettingsError,
     UploadRejected,
 )
+from kb_core.facade_evaluation import HEADLINE, ChangedQuery, RunComparison, compare_runs
 from kb_core.jobs.model import JobFile, JobKind, JobRecord, JobState, describe_seconds
 from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
 from kb_core.retrieval.attention import DocumentSuggestion
@@ -95,6 +96,10 @@ __all__ = [
     "JobKind",
     "JobRecord",
     "JobState",
+    "HEADLINE",
+    "ChangedQuery",
+    "RunComparison",
+    "compare_runs",
     "describe_seconds",
     "parse_synonym_lines",
     "synonym_lines",

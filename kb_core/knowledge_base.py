@@ -46,6 +46,7 @@ from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexRep
 from kb_core.documents.synonyms import clean_groups, parse_lines
 from kb_core.documents.trash import Trash, TrashItem
 from kb_core.errors import AccessDeniedError, InvalidInputError, KnowledgeBaseError
+from kb_core.facade_evaluation import EvaluationMixin
 from kb_core.facade_jobs import JobsFacade
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
 from kb_core.jobs.runner import JobRunner
@@ -134,7 +135,7 @@ class KnowledgeBaseStatus:
         return "L1 runs on full text only (BM25)"
 
 
-class KnowledgeBase(JobsFacade):
+class KnowledgeBase(EvaluationMixin, JobsFacade):
     """The facade: everything the console, the tools and agent code do goes through its methods. Its stores
     are its own; `open_knowledge_base()` (the composition root) builds it."""
 
@@ -739,6 +740,8 @@ class KnowledgeBase(JobsFacade):
             described = file_params(files)
             params = {"files": described, "staging": token, "notes": list(notes)}
             return job_kind, params, upload_work(self, described, runner.staging, token, notes), len(files), token
+        if job_kind == JobKind.EVALUATE:
+            raise InvalidInputError("an evaluation run starts with start_evaluation(set_name)")
         if files:
             raise InvalidInputError(f"a {job_kind.label.lower()} job takes no files")
         if job_kind == JobKind.KEYWORD_PLAN:

@@ -22,6 +22,7 @@ from kb_core import (
 )
 from pages.shell import bench_view
 from pages.shell.jobs_panel import render_jobs_panel
+from pages.shell.label_view import render_label_control, served_parts
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.views import flash, show_flash
 from pages.shell.wiring import knowledge_base
@@ -305,6 +306,8 @@ else:
     agent_tab, bench_tab = st.tabs(["What the agent receives", bench_view.bench_tab_label(run)])
     with agent_tab:
         _agent_view(run)
+        if not run.error:
+            render_label_control(kb, run.query, served_parts(run.payload), key="playground", kind="playground")
     with bench_tab:
         bench_view.render_rows(run)
 

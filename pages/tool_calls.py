@@ -11,6 +11,7 @@ import altair as alt
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, Role, confidence_of, percentile
+from pages.shell.label_view import render_label_control
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import flash, render_preview, show_flash, table_key
 from pages.shell.wiring import knowledge_base
@@ -156,6 +157,8 @@ if groups:
     group = next((g for g in groups if g.query == chosen), None)
     if group is not None:
         _render_fix(kb, group)
+        render_label_control(kb, group.query, [(path, path) for path in group.sources[:3]], key="attention",
+                             kind="tool_call")
     else:
         show_flash("attention-fix")  # a fix saved a moment ago: the query may have left the list
 else:

@@ -144,7 +144,7 @@ def _empty_mysql_tables(url: str) -> None:
     engine = create_engine(url)
     with engine.begin() as connection:
         for table in ("tool_call", "tool_call_dropped", "query_history", "api_document", "kb_change", "kb_job",
-                      "alembic_version"):
+                      "eval_query", "eval_run", "eval_outcome", "alembic_version"):
             connection.execute(text(f"DROP TABLE IF EXISTS {table}"))
     engine.dispose()
 

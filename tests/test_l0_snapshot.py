@@ -119,7 +119,48 @@ def test_after_any_edits_while_no_process_ran_the_snapshot_index_equals_a_fresh_
         if path.exists():  # same size and a coarse clock must still be told apart: move the time on
             stat = path.stat()
             os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000 * (variant + 1)))
-    assert _view(_open(root)) == _view(_open(root, snapshot=False))
+    saved, fresh = _open(root), _open(root, snapshot=False)
+    assert _view(saved) == _view(fresh)
+    assert _answers(saved) == _answers(fresh)
+    reopened = _open(root)  # the first open rewrote the snapshot, with its built index when nothing differed
+    assert _view(reopened) == _view(fresh) and _answers(reopened) == _answers(fresh)
+
+
+def _answers(index: KnowledgeIndex) -> list:
+    """What lookups read from L0 for every keyword any version may hold, and a few sentences around them."""
+    queries = [f"key-{i}" for i in range(6)] + [f"key-{i}-{v}" for i in range(6) for v in range(4)]
+    queries += ["how do I set key-1 and key-2-3", "T1", "nothing here"]
+    out = []
+    for query in queries:
+        ranked = index.match(query)
+        out.append((query, len(ranked), [(m.entry.file_path, m.keywords, m.rarest_keyword) for m in ranked],
+                    sorted(e.file_path for e in index.exact_match(query)), index.claimants(query)))
+    return out
+
+
+def test_an_unchanged_folder_opens_with_the_saved_search_structures_and_a_changed_rule_rebuilds(tmp_path,
+                                                                                             monkeypatch):
+    import kb_core.retrieval.keyword_index as module
+
+    for i, name in enumerate(NAMES):
+        write_doc(tmp_path, name, doc(f"T{i}", [f"key-{i}", "Plugin"]))
+    _open(tmp_path).close()  # the scan's records; the index built from them is saved with them
+    builds = []
+    real = module.Snapshot.__init__
+
+    def counting(self, *args, **kwargs):
+        builds.append(len(args[0]))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(module.Snapshot, "__init__", counting)
+    reopened = _open(tmp_path)
+    assert [b for b in builds if b] == []  # nothing built: the saved structures are this folder's
+    assert _answers(reopened) == _answers(_open(tmp_path, snapshot=False))
+    builds.clear()
+    other_rule = KnowledgeIndex("knowledge_base", app_root=tmp_path, snapshot_path=tmp_path / "l0.snap",
+                                matching="substring")
+    other_rule.load()
+    assert [b for b in builds if b] == [len(NAMES)]  # saved under another rule: built again
 
 
 def test_a_file_renamed_onto_another_of_the_same_size_and_time_is_not_taken_for_it(tmp_path):

@@ -38,8 +38,9 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     store.migrate()
     store.migrate()
     tables = set(inspect(store._engine).get_table_names())
-    assert {"api_document", "tool_call", "tool_call_dropped", "query_history", "kb_job", "alembic_version"} <= tables
-    assert store.current_revision() == head_revision() == "0009"
+    assert {"api_document", "tool_call", "tool_call_dropped", "query_history", "kb_job", "eval_query", "eval_run",
+            "eval_outcome", "alembic_version"} <= tables
+    assert store.current_revision() == head_revision() == "0010"
 
 
 def test_query_history_is_per_actor_and_round_trips_on_both_databases(store):
@@ -72,6 +73,23 @@ def test_migration_0009_goes_down_and_up_again(store):
     assert "query_history" not in set(inspect(store._engine).get_table_names())
     store.migrate()
     assert "query_history" in set(inspect(store._engine).get_table_names())
+
+
+def test_migration_0010_goes_down_and_up_again(store):
+    from alembic import command
+
+    from kb_core.storage.metadata_store import _alembic_config
+
+    evaluation = {"eval_query", "eval_run", "eval_outcome"}
+    with store._engine.connect() as connection:
+        cfg = _alembic_config()
+        cfg.attributes["connection"] = connection
+        command.downgrade(cfg, "0009")
+        connection.commit()
+    assert store.current_revision() == "0009"
+    assert not evaluation & set(inspect(store._engine).get_table_names())
+    store.migrate()
+    assert evaluation <= set(inspect(store._engine).get_table_names())
 
 
 def test_status_is_stored_as_varchar(store):

@@ -23,6 +23,7 @@ class JobKind(enum.StrEnum):
     IMPORT = "import"  # a folder
     KEYWORD_PLAN = "keyword_plan"  # rename or remove a keyword across documents (the keyword map's plan)
     PURGE_TRASH = "purge_trash"  # remove trashed documents older than KB_TRASH_DAYS (at every opening)
+    EVALUATE = "evaluate"  # a labelled query set scored (kb_core/facade_evaluation.py)
 
     @property
     def label(self) -> str:
@@ -30,13 +31,14 @@ class JobKind(enum.StrEnum):
 
     @property
     def role(self) -> Role:
-        """Who may start it: reconcile and re-index all are an admin's; uploads, imports, keyword plans and the
-        trash purge a curator's."""
+        """Who may start it: reconcile and re-index all are an admin's; uploads, imports, keyword plans, the
+        trash purge and evaluation runs a curator's."""
         return Role.ADMIN if self in (JobKind.RECONCILE, JobKind.REINDEX_ALL) else Role.CURATOR
 
 
 _LABELS = {JobKind.RECONCILE: "Reconcile", JobKind.REINDEX_ALL: "Re-index all", JobKind.UPLOAD: "Batch upload",
-           JobKind.IMPORT: "Folder import", JobKind.KEYWORD_PLAN: "Keyword plan", JobKind.PURGE_TRASH: "Trash purge"}
+           JobKind.IMPORT: "Folder import", JobKind.KEYWORD_PLAN: "Keyword plan", JobKind.PURGE_TRASH: "Trash purge",
+           JobKind.EVALUATE: "Evaluation"}
 
 
 class JobState(enum.StrEnum):

@@ -116,7 +116,8 @@ class KnowledgeIndex:
         self._synonym_signature = synonyms_module.file_signature(self._folder.base_dir)
         entries: list[KnowledgeEntry] = []
         scanned = skipped = failed = reused = 0
-        saved = l0_snapshot_file.load(self._snapshot_path, self._folder.base_dir) if self._snapshot_path else None
+        saved, built = l0_snapshot_file.load_with_index(self._snapshot_path, self._folder.base_dir) \
+            if self._snapshot_path else (None, None)
         records: dict[str, l0_snapshot_file.Record] = {}
         stats: dict[str, tuple[int, int, int, int]] = {}
         for relative in self._folder.scan(stats)[0]:
@@ -145,7 +146,12 @@ class KnowledgeIndex:
             entries.append(entry)
         with self._write_lock:
             self._bulk_changes, self._bulk_latest = [], {}
-            self._rebuild(tuple(entries))
+            index = built() if built is not None and saved is not None and reused == scanned == len(saved) else None
+            if index is not None and self._fits(index, entries):
+                self._journal = None
+                self._swap(index)  # nothing changed since it was saved: its search structures are this scan's
+            else:
+                self._rebuild(tuple(entries))
             self._records = records
             if saved is None or reused != len(saved) or reused != scanned:
                 self._snapshot_changed()
@@ -339,6 +345,15 @@ class KnowledgeIndex:
         self._save_timer.daemon = True
         self._save_timer.start()
 
+    def _fits(self, built: object, entries: list[KnowledgeEntry]) -> bool:
+        """Whether a saved, built snapshot is exactly what `_rebuild(entries)` would build now: of these very
+        entry objects (unpickled with the records), in this order, under the same rule, generic limit and
+        synonyms."""
+        return (isinstance(built, Snapshot) and type(built) is Snapshot and len(built.entries) == len(entries)
+                and built.matching == self._matching and built.generic_docs == self._generic_docs
+                and built.synonyms == self.synonyms()
+                and all(a is b for a, b in zip(built.entries, entries, strict=True)))
+
     def save_snapshot(self) -> bool:
         """Write the snapshot now if anything changed since the last one (the timer and `close()` call it);
         True when it wrote."""
@@ -349,8 +364,11 @@ class KnowledgeIndex:
                 return False
             records = dict(self._records)
             self._records_dirty = False
+            view = self._snapshot
+            saved = [record[4] for record in records.values() if record[4] is not None]
+            index = view if self._fits(view, saved) else None  # a delta, or entries without records: not saved
         try:
-            l0_snapshot_file.save(self._snapshot_path, self._folder.base_dir, records)
+            l0_snapshot_file.save(self._snapshot_path, self._folder.base_dir, records, index)
         except OSError as exc:
             log.warning("cannot write the L0 snapshot %s (the next open scans in full): %s", self._snapshot_path, exc)
             return False

@@ -214,6 +214,18 @@ class Snapshot(L0View):
         """Whether `suggester()` has been built (the index then builds the next snapshot's eagerly)."""
         return self._suggester is not None
 
+    def __getstate__(self) -> dict:
+        """Pickled into the saved L0 snapshot without its suggester (built again on first use), and its posting
+        lists as one array and their lengths (tens of thousands of small arrays unpickle slowly)."""
+        lengths = np.fromiter((len(p) for p in self.postings), dtype=np.int64, count=len(self.postings))
+        flat = np.concatenate(self.postings) if self.postings else np.empty(0, dtype=np.int32)
+        return {**self.__dict__, "_suggester": None, "postings": (flat, lengths)}
+
+    def __setstate__(self, state: dict) -> None:
+        flat, lengths = state["postings"]
+        state["postings"] = tuple(np.split(flat, np.cumsum(lengths)[:-1])) if len(lengths) else ()
+        self.__dict__.update(state)
+
 
 def _split(values: np.ndarray, sorted_keys: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
     """`values` cut where `sorted_keys` (0 .. n - 1, ascending, each present) changes: one array per key."""

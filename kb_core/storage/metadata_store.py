@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from kb_core.access import acting_name
 from kb_core.errors import MetadataStoreError, SettingsError
 from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, ToolCallDropped, utcnow
+from kb_core.storage.evaluation_store import EvaluationQueries
 from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name
 from kb_core.storage.query_history import QueryHistoryQueries
 from kb_core.storage.tool_call_log import ToolCallQueries, ToolCallRecord, tool_call_record
@@ -134,7 +135,7 @@ def redact_url(url: str) -> str:
         return "<invalid database URL>"
 
 
-class MetadataStore(ToolCallQueries, QueryHistoryQueries):
+class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
     def __init__(self, url: str, *, echo: bool = False, timeout: float = 10.0):
         try:
             parsed = make_url(url)
