@@ -8,6 +8,7 @@ extra frontmatter fields, synced once per module and copied for each test (a syn
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -442,6 +443,55 @@ def test_the_trash_tab_purges_after_asking(root):
     assert any(f"purged {EXTRA}" in s.value for s in at.success)
     assert not any((root / "kb_trash").iterdir())
     assert any("The trash is empty" in i.value for i in at.info)
+
+
+def test_a_keyword_plan_job_shows_its_progress_and_is_cancelled_from_the_keyword_map(root):
+    """A plan applied by another process shows in the map's jobs panel; its Cancel stops it between two documents,
+    and every store agrees afterwards."""
+    import threading
+
+    from conftest import assert_consistent
+
+    from kb_core import JobState, open_knowledge_base
+
+    other = open_knowledge_base(make_settings(root))
+    try:
+        paths = [other.upload(f"plan-{i}.md", doc(f"Plan {i}", ["PLANJOB", f"PLAN_{i}"]).encode(), "ops")
+                 .document.file_path for i in range(6)]
+        reached, release, saves = threading.Event(), threading.Event(), []
+        real = other.save_frontmatter_edit
+
+        def save(edit, **kwargs):  # hold the job inside its second document
+            saves.append(edit.file_path)
+            if len(saves) == 2:
+                reached.set()
+                assert release.wait(120)
+            return real(edit, **kwargs)
+
+        other.save_frontmatter_edit = save
+        job = other.start_job("keyword_plan", plan=other.prepare_keyword_removal("PLANJOB"))
+        assert reached.wait(120)
+        at = documents_page("Keyword map")
+        panel = " ".join(m.value for m in at.markdown)
+        assert f"**Keyword plan** · job {job.id} · running" in panel
+        at.button(key=f"cancel-job-{job.id}").click().run()
+        assert not at.exception, at.exception
+        assert other.job(job.id).cancel_requested
+        for _flush in range(2):  # the job's own flusher has read the request (it writes the row, then reads it)
+            seen = other.job(job.id).updated_at
+            deadline = time.monotonic() + 60
+            while other.job(job.id).updated_at <= seen and time.monotonic() < deadline:
+                time.sleep(0.05)
+        release.set()  # the second document is saved whole; the third is never started
+        ended = other.wait_for_job(job.id, 120)
+        assert ended.state == JobState.CANCELLED and ended.summary == "cancelled after 2 of 6"
+        assert [r["document"] for r in ended.result["rows"]] == paths[:2]
+        assert [other.document_keywords(p) for p in paths] == [
+            (f"PLAN_{i}",) if i < 2 else ("PLANJOB", f"PLAN_{i}") for i in range(6)]
+        assert_consistent(other)
+    finally:
+        release.set()
+        other.close()
 
 
 def test_the_trash_tab_purges_old_documents_as_a_job(root):
