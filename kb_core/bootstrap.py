@@ -147,6 +147,8 @@ def _purge_old_trash(kb: KnowledgeBase, trash: Trash, days: int) -> None:
     try:
         if trash.due(timedelta(days=days)):
             kb.start_job("purge_trash")
+    except KnowledgeBaseError as exc:  # closed at once (a short command), or the database is away: next time
+        log.info("the trash purge job was not started: %s", exc)
     except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again
         log.error("could not purge the trash %s: %s", trash.directory, exc)
 
