@@ -80,13 +80,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()[0]
     rows = [measure(n, args.repeat) for n in args.docs]
     table = ["| documents | full scan | from the snapshot | 1 % changed | full / snapshot | snapshot file | "
              "L0 memory per 1,000 docs | one applied change |", "|---|---|---|---|---|---|---|---|"]
     table += [f"| {r['documents']:,} | {r['full_scan_s']:.2f} s | {r['snapshot_open_s']:.2f} s | "
               f"{r['snapshot_open_1pct_changed_s']:.2f} s | {r['ratio']}× | {r['snapshot_mb']} MB | "
               f"{r['l0_mb_per_1000_docs']} MB | {r['applied_change_ms']} ms |" for r in rows]
-    return publish(args.json, {"machine": machine(), "rows": rows}, "\n".join(table))
+    import datetime
+    import sys
+
+    report = {"machine": machine(), "rows": rows, "command": "python -m benchmarks.bench_open " + " ".join(
+        sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat(),
+        "load": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
+    return publish(args.json, report, "\n".join(table))
 
 
 if __name__ == "__main__":

@@ -115,13 +115,15 @@ def render_performance(docs: Path = DOCS) -> str:
     lookups, feed = _load(docs, "bench-lookups-results.json"), _load(docs, "bench-feed-results.json")
     pages, trees = _load(docs, "bench-pages-results.json"), _load(docs, "bench-trees-results.json")
     zh, change = _load(docs, "bench-zh-results.json"), _load(docs, "bench-l0-change-results.json")
+    opening = _load(docs, "bench-open-results.json")
     sources = ", ".join(f"docs/{n}" for n, r in (("bench-l0-results.json", l0), ("bench-l1-results.json", l1),
                                                  ("bench-lookups-results.json", lookups),
                                                  ("bench-feed-results.json", feed),
                                                  ("bench-pages-results.json", pages),
                                                  ("bench-trees-results.json", trees),
                                                  ("bench-zh-results.json", zh),
-                                                 ("bench-l0-change-results.json", change)) if r)
+                                                 ("bench-l0-change-results.json", change),
+                                                 ("bench-open-results.json", opening)) if r)
     out = [GENERATED.format(sources=sources), "", "# Performance", ""]
     out += _para(
         "Every figure on this page comes from the JSON a benchmark run wrote (named under each section, with the",
@@ -136,6 +138,7 @@ def render_performance(docs: Path = DOCS) -> str:
             "python -m benchmarks.bench_suggest   # the suggest section alone: did you mean at 10,000 documents",
             "python -m benchmarks.bench_zh      # the zh section alone: lookups on a Chinese-heavy knowledge base",
             "python -m benchmarks.bench_l0_change   # one applied change to L0, before and after deltas",
+            "python -m benchmarks.bench_open --docs 10000 100000   # L0 open with and without the saved snapshot",
             "```", ""]
     out += _para(
         "`--quick` also renders the pages at 50 documents (`--page-docs`, `--page-runs`). The change-feed "
@@ -161,6 +164,8 @@ def render_performance(docs: Path = DOCS) -> str:
         out += _l0(l0)
     if change:
         out += _l0_change(change)
+    if opening:
+        out += _l0_open(opening)
     if l1:
         out += _l1(l1)
     if lookups:
@@ -268,6 +273,26 @@ def _l0(report: dict[str, Any]) -> list[str]:
                 f"(p50 / p99), the next one {_pair(added['next_match'], 3, '')} ms. An applied change now swaps in a "
                 "delta: see *L0: one applied change*."]
     return [*out, "", *_notes(report), *([""] if report.get("notes") else [])]
+
+
+def _l0_open(report: dict[str, Any]) -> list[str]:
+    load = report.get("load")
+    out = ["## L0: opening from the saved snapshot", "",
+           f"`{report.get('command', 'python -m benchmarks.bench_open')}`, {_when(report)}; "
+           f"{_machine(report.get('machine'))}" + (f"; load average {load[0]} → {load[1]} (a shared machine)"
+                                                   if load else "") +
+           "; JSON in [bench-open-results.json](bench-open-results.json).", "",
+           "Generated documents (realistic frontmatter, 1–4 KB), opened by a new `KnowledgeIndex` each time, "
+           "alternating: a full scan (every file parsed), an open from the saved snapshot (files whose size, times "
+           "and inode match their record are not read; when none changed, the saved search structures are used "
+           "too), and an open after 1 % of the files changed while no process ran (medians). Memory is what L0 "
+           "holds after an open (tracemalloc); one applied change is a `refresh()` of one edited file.", "",
+           "| documents | full scan | from the snapshot | 1 % changed | full / snapshot | snapshot file | "
+           "L0 memory per 1,000 docs | one applied change |", "|---|---|---|---|---|---|---|---|"]
+    out += [f"| {r['documents']:,} | {r['full_scan_s']:.2f} s | {r['snapshot_open_s']:.2f} s | "
+            f"{r['snapshot_open_1pct_changed_s']:.2f} s | {r['ratio']}× | {r['snapshot_mb']} MB | "
+            f"{r['l0_mb_per_1000_docs']} MB | {r['applied_change_ms']} ms |" for r in report["rows"]]
+    return [*out, ""]
 
 
 def _l0_change(report: dict[str, Any]) -> list[str]:

@@ -130,7 +130,7 @@ def page():
             browser.close()
 
 
-APP_PAGES = ["Lookup playground", "Documents", "Upload", "Tool calls"]  # app.py's st.navigation (titles)
+APP_PAGES = ["Lookup playground", "Documents", "Upload", "Tool calls", "Evaluation", "Settings"]  # app.py navigation
 
 
 def _open(page, server, path: str, title: str) -> None:
@@ -452,7 +452,7 @@ def test_an_ambiguous_query_shows_both_panels_and_why(sample_server, page):
     expect(page.get_by_role("heading", name="Needs attention")).to_be_visible()
     _wait_idle(page)
     _screenshot(page, "tool-calls.png")
-    picker = page.get_by_role("combobox", name="Open a query in the playground")
+    picker = page.get_by_role("combobox", name="Fix a query, or open it in the playground")
     # the picker sits at the bottom edge of the 1000 px viewport: a click while Streamlit's scroll container
     # is still bringing it into view lands beside it; scroll first, then open it and wait for the list
     picker.scroll_into_view_if_needed()
