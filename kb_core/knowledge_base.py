@@ -37,7 +37,7 @@ from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexRep
 from kb_core.documents.synonyms import clean_groups, parse_lines
 from kb_core.errors import AccessDeniedError, InvalidInputError, KnowledgeBaseError
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
-from kb_core.jobs.runner import JobRunner
+from kb_core.jobs.runner import JobRunner, Work
 from kb_core.jobs.work import file_params, reconcile_work, reindex_work, upload_work
 from kb_core.logs import log_context, new_request_id
 from kb_core.metrics import KnowledgeBaseMetrics
@@ -477,7 +477,7 @@ class KnowledgeBase:
         return self._jobs
 
     def _job(self, kind: str, delete_missing: bool, paths: Iterable[str | os.PathLike[str]] | None,
-             files: Sequence[JobFile], notes: Sequence[dict]):
+             files: Sequence[JobFile], notes: Sequence[dict]) -> tuple[JobKind, dict, Work, int, str | None]:
         """Check the actor and the arguments; the job's kind, parameters, work, total and staging token."""
         try:
             job_kind = JobKind(kind)
