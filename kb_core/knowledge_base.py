@@ -44,7 +44,7 @@ from kb_core.facade_editing import EditingFacade
 from kb_core.facade_evaluation import EvaluationMixin
 from kb_core.facade_jobs import JobsFacade
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
-from kb_core.jobs.runner import JobRunner
+from kb_core.jobs.runner import JobRunner, Work
 from kb_core.jobs.work import file_params, reconcile_work, reindex_work, upload_work
 from kb_core.logs import log_context, new_request_id
 from kb_core.metrics import KnowledgeBaseMetrics
@@ -593,7 +593,7 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
 
     def _job(self, kind: str, delete_missing: bool, paths: Iterable[str | os.PathLike[str]] | None,
              files: Sequence[JobFile], notes: Sequence[dict], plan: KeywordPlan | None,
-             older_than_days: float | None):
+             older_than_days: float | None) -> tuple[JobKind, dict, Work, int, str | None]:
         """Check the actor and the arguments; the job's kind, parameters, work, total and staging token."""
         try:
             job_kind = JobKind(kind)

@@ -114,9 +114,11 @@ def test_a_job_is_queued_at_once_runs_and_records_how_it_ended(open_kb, sample_r
 
 
 def test_a_second_heavy_job_waits_its_turn(kb):
+    before = sys.getswitchinterval()
     gate = Gate(kb, at=3)
     first = kb.start_job("reindex_all")
     gate.wait_reached()
+    assert sys.getswitchinterval() == 0.001  # while a job runs, a lookup waits at most 1 ms for the GIL
     second = kb.start_job("reconcile")
     third = kb.start_job("reindex_all")
     # the first is held inside its third document: the others cannot have started, whatever the timing
@@ -126,6 +128,7 @@ def test_a_second_heavy_job_waits_its_turn(kb):
     ended = [kb.wait_for_job(j.id, WAIT) for j in (first, second, third)]
     assert [j.state for j in ended] == [JobState.SUCCEEDED] * 3
     assert ended[0].ended_at <= ended[1].started_at and ended[1].ended_at <= ended[2].started_at
+    assert sys.getswitchinterval() == before
     assert_consistent(kb)
 
 

@@ -19,13 +19,16 @@ was written is whole, and the rest untouched.
 **Lookups first.** The worker thread runs at the lowest CPU priority, and while agents look things up (the call
 log of every process shows a lookup in the last `LOOKUPS_WINDOW` seconds) a job rests after each document so that
 it works at most `share` (KB_JOB_SHARE) of its time: on a small machine a job at full speed takes the CPU that
-lookups need (benchmarks/bench_jobs.py measures it). Without lookups it runs at full speed.
+lookups need (benchmarks/bench_jobs.py measures it). Without lookups it runs at full speed. While a job runs, the
+interpreter hands the GIL over every `SWITCH_INTERVAL` seconds instead of 5 ms, so a lookup in this process waits
+at most that long for the job's thread each time it needs the interpreter.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -51,6 +54,7 @@ STOP_WAIT = 30.0  # seconds `stop()` waits for the running job to reach its next
 JOB_NICENESS = 19  # the worker thread's nice value: lookups first
 LOOKUPS_WINDOW = 10.0  # seconds: a tool call logged this recently means agents are looking things up
 MAX_REST = 10.0  # seconds a job rests at most after one document (a huge one would otherwise pause it for minutes)
+SWITCH_INTERVAL = 0.001  # seconds a thread may hold the GIL while another waits, while a job runs (default 0.005)
 
 Work = Callable[["JobControl"], str]  # does the job, reporting through the control; returns the summary line
 
@@ -294,6 +298,7 @@ class JobRunner:
         started = time.monotonic()
         state, summary = JobState.SUCCEEDED, ""
         control.start()
+        _SWITCHING.enter()
         try:
             summary = work(control)
         except JobCancelledError as exc:
@@ -317,6 +322,7 @@ class JobRunner:
                  summary)
 
     def _finish(self, job_id: int, state: JobState, summary: str, control: JobControl) -> None:
+        _SWITCHING.leave()
         control.end()
         ending = {"summary": summary, "stage": control.stage, "done": control.done, "total": control.total,
                   "counts": dict(control.counts), "errors": list(control.errors), "error_count": control.error_count,
@@ -387,6 +393,31 @@ class JobRunner:
                                   "started", stage="", done=0, total=0, counts={}, errors=(), error_count=0,
                                   result=None)
             self.staging.remove(token)
+
+
+class _Switching:
+    """`sys.setswitchinterval(SWITCH_INTERVAL)` while any job of this process runs; the previous value after."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._saved = sys.getswitchinterval()
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._running == 0:
+                self._saved = sys.getswitchinterval()
+                sys.setswitchinterval(min(self._saved, SWITCH_INTERVAL))
+            self._running += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                sys.setswitchinterval(self._saved)
+
+
+_SWITCHING = _Switching()
 
 
 def _lower_priority() -> None:
