@@ -325,6 +325,11 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
             records = [r for r in records if languages.get(r.file_path, "und") in options.languages]
         return frozenset(r.id for r in records)
 
+    def document_languages(self) -> dict[str, str]:
+        """Each indexed document's language by its path (`en`, `zh`, ..., `und`), also for a document without
+        frontmatter (from its path and text): the Documents page's column and filter."""
+        return self._document_languages()
+
     def _document_languages(self) -> dict[str, str]:
         """Each indexed document's language: L0's, or for a document L0 does not hold (no frontmatter) the same
         rule applied to its path and text. Cached like the other summaries."""

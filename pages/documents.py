@@ -102,9 +102,10 @@ if tab_list.open:
         statuses = sorted({d.status.value for d in documents})
         chosen_statuses = f2.multiselect("Status", statuses, key="filter_status")
 
+        document_languages = kb.document_languages()
+
         def language_of(doc) -> str:
-            entry = kb.l0_entry(doc.file_path)
-            return entry.lang if entry else "—"  # without frontmatter L0 does not know it
+            return document_languages.get(doc.file_path, "und")
 
         languages = sorted({language_of(d) for d in documents})
         chosen_languages = f4.multiselect("Language", languages, key="filter_language",

@@ -306,7 +306,7 @@ def test_every_document_shows_its_language_and_the_list_filters_by_it(root):
     _, rows = table(at, "file")
     lang = dict(zip(rows["file"], rows["lang"], strict=True))
     assert lang[ZH_LIMIT_REQ] == "zh" and lang[EN_LIMIT_REQ] == "en"
-    assert lang[RUNBOOK] == "—"  # no frontmatter: L0 does not know it
+    assert lang[RUNBOOK] == "en"  # no frontmatter (not in L0): from its path and text, English
     at.multiselect(key="filter_language").set_value(["zh"]).run()
     assert not at.exception, at.exception
     files = set(table(at, "file")[1]["file"])
