@@ -30,7 +30,7 @@ from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES_DIR = REPO / "pages"
-PAGES = ["playground", "documents", "upload", "tool_calls", "evaluation"]
+PAGES = ["playground", "documents", "upload", "tool_calls", "evaluation", "settings"]
 
 
 def _timed(at: AppTest, page: str) -> float:

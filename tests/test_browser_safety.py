@@ -261,10 +261,15 @@ def test_a_hostile_document_and_hostile_links_load_nothing_and_run_nothing(hosti
         name = "![u](beacon.png)`x`.md"  # image syntax in the name (a `:` in a name is refused by the name rule)
         page.locator("input[type=file]").set_input_files(files=[
             {"name": name, "mimeType": "text/markdown", "buffer": hostile_document(beacon.url).encode("utf-8")}])
-        preview = page.get_by_test_id("stExpander").filter(has_text=name)
+        preview = page.get_by_test_id("stExpander").filter(has_text=f"{name} →")  # its preview, not a lint group
         expect(preview).to_contain_text(fields["summary"], timeout=TIMEOUT_MS)
         _wait_idle(page)
-        page.get_by_role("button", name="Upload 1 file(s)").click()
+        # the same bytes are indexed already (HOSTILE_PATH): a duplicate, skipped unless ticked
+        page.get_by_test_id("stCheckbox").filter(has_text="Upload duplicates anyway").locator("label").click()
+        upload = page.get_by_role("button", name="Upload 1 file(s)")
+        expect(upload).to_be_enabled(timeout=TIMEOUT_MS)
+        _wait_idle(page)
+        upload.click()
         expect(page.get_by_role("heading", name="Result")).to_be_visible(timeout=TIMEOUT_MS)
         _wait_idle(page)
 
@@ -272,8 +277,10 @@ def test_a_hostile_document_and_hostile_links_load_nothing_and_run_nothing(hosti
         page.goto(f"{url}/tool_calls")
         expect(page.get_by_role("heading", name="Needs attention")).to_be_visible(timeout=TIMEOUT_MS)
         _wait_idle(page)
-        picker = page.get_by_role("combobox", name="Open a query in the playground")
+        picker = page.get_by_role("combobox", name="Fix a query, or open it in the playground")
+        picker.scroll_into_view_if_needed()
         picker.click()
+        expect(page.get_by_role("listbox")).to_be_visible(timeout=TIMEOUT_MS)
         page.get_by_role("option").filter(has_text=nothing).click()
         _wait_idle(page)
         page.get_by_role("button", name="Open in playground").click()
