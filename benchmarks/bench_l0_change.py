@@ -29,7 +29,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +59,13 @@ class _Changes:
         self._n += 1
         if kind == "add new":
             model = self._entries[self._rng.randrange(len(self._entries))]
-            entry = replace(model, file_path=f"knowledge_base/new/change-{self._n}.md", group="",
+            entry = model.replace(file_path=f"knowledge_base/new/change-{self._n}.md", group="",
                             keywords=(f"ERR_NEW_{self._n:06d}", *model.keywords[1:]))
             self._live.append(entry.file_path)
             return entry
         current = self._index.get(self._live[self._rng.randrange(len(self._live))])
         assert current is not None
-        return replace(current, keywords=(*current.keywords[:-1], f"EDITED_{self._n:06d}"))
+        return current.replace(keywords=(*current.keywords[:-1], f"EDITED_{self._n:06d}"))
 
     def one(self, kind: str) -> tuple[float, float]:
         """Apply one change of `kind`; (wall ms, thread CPU ms)."""

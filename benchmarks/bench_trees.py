@@ -30,7 +30,6 @@ Two measurements, printed as tables and written as JSON (`{"machine", "command",
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import logging
 import os
@@ -376,7 +375,7 @@ def bench_groups(workdir: Path, *, docs: int, queries: int = 100, repeat: int = 
     plain = KnowledgeIndex("knowledge_base", app_root=root)  # the same entries, groups switched off
     with plain.bulk():
         for entry in grouped.entries():
-            plain.add(dataclasses.replace(entry, group=""))
+            plain.add(entry.replace(group=""))
     if len(grouped) != tree.documents or len(plain) != tree.documents:
         raise RuntimeError(f"L0 holds {len(grouped)} / {len(plain)} of {tree.documents} documents")
     variants = {"groups": grouped, "no_groups": plain}

@@ -93,7 +93,7 @@ def test_the_snapshot_is_written_after_changes_and_at_close(tmp_path):
     index.refresh(NAMES[1])  # a change: the next save records it (refreshed entries are parsed again)
     index.close()
     records = l0_snapshot_file.load(tmp_path / "l0.snap", index.folder.base_dir)
-    assert set(records) == {"api/a.md"}
+    assert set(records) == {"knowledge_base/api/a.md"}  # by display path
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -171,3 +171,23 @@ def test_a_file_renamed_onto_another_of_the_same_size_and_time_is_not_taken_for_
     _open(tmp_path).close()
     a.rename(b)  # b now holds A's text, with the size and time b's record has
     assert [e.title for e in _open(tmp_path).entries()] == ["Same A"]
+
+
+def test_a_snapshot_of_an_older_format_or_another_display_prefix_is_not_used_and_is_rewritten(tmp_path, monkeypatch):
+    for i, name in enumerate(NAMES):
+        write_doc(tmp_path, name, doc(f"T{i}", [f"key-{i}"]))
+    fresh = _view(_open(tmp_path, snapshot=False))
+    snap = tmp_path / "l0.snap"
+    snap.write_bytes(b"KB-L0-SNAPSHOT 2\n" + b"\0" * 64)  # what the previous release wrote
+    parsed = _parses(monkeypatch)
+    index = _open(tmp_path)
+    assert _view(index) == fresh and len(parsed) == len(NAMES)
+    index.close()
+    assert snap.read_bytes().startswith(l0_snapshot_file.MAGIC)
+    base = index.folder.base_dir
+    assert l0_snapshot_file.load(snap, base, "knowledge_base/") is not None
+    # the same folder shown under another prefix (KB_BASE_PATH=. from inside it): its entries' paths differ
+    assert l0_snapshot_file.load(snap, base, "") is None
+    inside = KnowledgeIndex(".", app_root=base, snapshot_path=snap)
+    inside.load()
+    assert sorted(e.file_path for e in inside.entries()) == sorted(n.removeprefix("knowledge_base/") for n in NAMES)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+import marshal
+import sys
+from collections.abc import Iterable
+from dataclasses import FrozenInstanceError
+from typing import Any, Protocol
 
 from kb_core.documents.folder import KnowledgeFolder, decode_head
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter
@@ -14,21 +17,99 @@ from kb_core.terms import MAX_KEYWORDS, weak_keyword_reason
 __all__ = ["IndexedDocuments", "KnowledgeEntry", "entry_of_bytes", "entry_of_file", "split_keywords"]
 
 
-@dataclass(frozen=True)
 class KnowledgeEntry:
+    """What L0 holds of one document: a frozen value (compared, hashed and pickled by its fields).
+
+    Every process holds one per document (100,000 of them at scale), so it is kept small: the fields L0
+    matches and groups by are attributes (keywords, category and language shared between documents through
+    `sys.intern`), and the ones only answers and pages read (title, summary, ignored keywords, sections) are
+    one compact `marshal` blob, decoded when read (about a microsecond), equal bytes for equal values."""
+
+    __slots__ = ("file_path", "keywords", "category", "lang", "group", "_cold")
+    FIELDS = ("file_path", "title", "keywords", "summary", "category", "ignored_keywords", "sections",
+              "section_names", "lang", "group")
+
     file_path: str
-    title: str
     keywords: tuple[str, ...]  # what L0 matches
-    summary: str
-    category: str | None = None
-    # frontmatter keywords L0 ignores, with the reason: weak ones (`e`, `的`, `1`) and any beyond the 64th
-    ignored_keywords: tuple[tuple[str, str], ...] = ()
-    # `availableSections`, computed when the entry is built (never at lookup time); None: no headings
-    sections: tuple[str, ...] | None = None
-    # frontmatter `sections` found in the body: (curator's name, heading path)
-    section_names: tuple[tuple[str, str], ...] = ()
-    lang: str = "und"  # `en`, `zh`, ... (see `language.document_language`)
-    group: str = ""  # the translation group it shares with its other language versions (`language.translation_key`)
+    category: str | None
+    lang: str  # `en`, `zh`, ... (see `language.document_language`)
+    group: str  # the translation group it shares with its other language versions (`language.translation_key`)
+
+    def __init__(self, file_path: str, title: str, keywords: Iterable[str], summary: str,
+                 category: str | None = None, ignored_keywords: Iterable[tuple[str, str]] = (),
+                 sections: Iterable[str] | None = None, section_names: Iterable[tuple[str, str]] = (),
+                 lang: str = "und", group: str = ""):
+        """`ignored_keywords`: frontmatter keywords L0 ignores, with the reason (weak ones such as `e`, `的`,
+        `1`, and any beyond the 64th); `sections`: `availableSections`, computed when the entry is built (never
+        at lookup time), None without headings; `section_names`: frontmatter `sections` found in the body
+        (curator's name, heading path)."""
+        cold = (_text(title), _text(summary), tuple((_text(k), _text(r)) for k, r in ignored_keywords),
+                None if sections is None else tuple(map(_text, sections)),
+                tuple((_text(n), _text(h)) for n, h in section_names))
+        _init(self, file_path, tuple(_intern(_text(k)) for k in keywords),
+              None if category is None else _intern(_text(category)), _intern(_text(lang)), _text(group),
+              marshal.dumps(cold, 0))  # version 0: no back-references, so equal values pack to equal bytes
+
+    def _cold_fields(self) -> tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...] | None,
+                                    tuple[tuple[str, str], ...]]:
+        return marshal.loads(self._cold)
+
+    @property
+    def title(self) -> str:
+        return self._cold_fields()[0]
+
+    @property
+    def summary(self) -> str:
+        return self._cold_fields()[1]
+
+    @property
+    def ignored_keywords(self) -> tuple[tuple[str, str], ...]:
+        return self._cold_fields()[2]
+
+    @property
+    def sections(self) -> tuple[str, ...] | None:
+        return self._cold_fields()[3]
+
+    @property
+    def section_names(self) -> tuple[tuple[str, str], ...]:
+        return self._cold_fields()[4]
+
+    def _key(self) -> tuple[Any, ...]:
+        return self.file_path, self.keywords, self.category, self.lang, self.group, self._cold
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if type(other) is not KnowledgeEntry:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _restore, (self.file_path, self.keywords, self.category, self.lang, self.group, self._cold)
+
+    def __repr__(self) -> str:
+        return f"KnowledgeEntry({', '.join(f'{name}={getattr(self, name)!r}' for name in self.FIELDS)})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    def replace(self, **changes: Any) -> KnowledgeEntry:
+        """A copy with some fields changed (what `dataclasses.replace` does for a dataclass)."""
+        unknown = set(changes) - set(self.FIELDS)
+        if unknown:
+            raise TypeError(f"KnowledgeEntry has no field(s) {', '.join(sorted(unknown))}")
+        return KnowledgeEntry(**{**self.as_dict(), **changes})
+
+    __replace__ = replace
 
     @classmethod
     def from_frontmatter(cls, file_path: str, fm: Frontmatter, category: str | None = None,
@@ -51,6 +132,38 @@ class KnowledgeEntry:
             lang=document_language(relative, fm.extra, text),
             group=translation_key(relative, fm.extra),
         )
+
+
+_init_field = object.__setattr__
+
+
+def _init(entry: KnowledgeEntry, file_path: str, keywords: tuple[str, ...], category: str | None, lang: str,
+          group: str, cold: bytes) -> None:
+    _init_field(entry, "file_path", file_path)
+    _init_field(entry, "keywords", keywords)
+    _init_field(entry, "category", category)
+    _init_field(entry, "lang", lang)
+    _init_field(entry, "group", group)
+    _init_field(entry, "_cold", cold)
+
+
+def _restore(file_path: str, keywords: tuple[str, ...], category: str | None, lang: str, group: str,
+             cold: bytes) -> KnowledgeEntry:
+    """Unpickling: the fields as pickled (strings shared between entries stay shared: pickle keeps identity)."""
+    entry = _new(KnowledgeEntry)
+    _init(entry, file_path, keywords, category, lang, group, cold)
+    return entry
+
+
+_new = object.__new__
+
+
+_intern = sys.intern
+
+
+def _text(value: object) -> str:
+    """A plain `str` (marshal and `sys.intern` take no subclass)."""
+    return value if type(value) is str else str(value)
 
 
 def split_keywords(keywords: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import stat
+import struct
 import tempfile
 import unicodedata
 from collections.abc import Iterable
@@ -78,9 +79,20 @@ def _segment_problem(segment: str) -> str | None:
     return None
 
 
+_VERSION = struct.Struct("<QqqQ")
+
+
+def file_version(info: os.stat_result) -> bytes:
+    """What tells a file's versions apart without reading it, in 32 bytes: its size, modification and change
+    time, and inode (a file renamed onto another path keeps its own, so it never passes for the one it
+    replaced)."""
+    return _VERSION.pack(info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+
+
 def _reserved(name: str) -> bool:
     """Whether Windows reserves `name` for a device: `con`, `NUL.md`, `com1.notes.md`, `lpt9 .md` (any case)."""
-    return unicodedata.normalize("NFKC", name).split(".")[0].strip().upper() in _WINDOWS_RESERVED
+    folded = name if name.isascii() else unicodedata.normalize("NFKC", name)  # NFKC leaves ASCII as it is
+    return folded.split(".")[0].strip().upper() in _WINDOWS_RESERVED
 
 
 def _category_problem(category: object) -> str | None:
@@ -336,7 +348,7 @@ class KnowledgeFolder:
         """`knowledge_base/api/x.md` for `api/x.md`: the base as configured joined with the relative path."""
         return str(self._display_base / PurePosixPath(Path(relative).as_posix()))
 
-    def _display_prefix(self) -> str:
+    def display_prefix(self) -> str:
         """What every display path starts with: `knowledge_base/`, or nothing for a base configured as `.`
         (whose display paths are `api/x.md`)."""
         base = str(self._display_base)
@@ -358,7 +370,7 @@ class KnowledgeFolder:
         """The on-disk path of a display path *without* following links (what to unlink), or `None` when it is
         not under the base or its folder is not where it says (a linked folder on the way: the file there has a
         path of its own, and unlinking through the alias would remove that file)."""
-        prefix = self._display_prefix()
+        prefix = self.display_prefix()
         if not isinstance(file_path, str) or not file_path.startswith(prefix):
             return None
         relative = PurePosixPath(file_path[len(prefix):])
@@ -392,7 +404,7 @@ class KnowledgeFolder:
         Links are not followed: a deleted file has nothing to resolve."""
         candidate = Path(path)
         if not candidate.is_absolute():
-            text, prefix = candidate.as_posix(), self._display_prefix()
+            text, prefix = candidate.as_posix(), self.display_prefix()
             if text != self.display_path("") and not text.startswith(prefix):
                 return None
             candidate = self._base / text[len(prefix):]
@@ -426,7 +438,7 @@ class KnowledgeFolder:
                 validate_file_name(name)
             except UploadRejected as exc:
                 problem = str(exc)
-        if problem is None and len(self._display_prefix()) + len(relative) > MAX_PATH_CHARS:  # display_path's
+        if problem is None and len(self.display_prefix()) + len(relative) > MAX_PATH_CHARS:  # display_path's
             problem = f"the path is longer than {MAX_PATH_CHARS} characters"
         return problem
 
@@ -544,11 +556,10 @@ class KnowledgeFolder:
         """(relative path, why) of the `.md` files under the base that are not documents."""
         return self.scan()[1]
 
-    def scan(self, stats: dict[str, tuple[int, int, int, int]] | None = None
-             ) -> tuple[list[str], list[tuple[str, str]]]:
+    def scan(self, stats: dict[str, bytes] | None = None) -> tuple[list[str], list[tuple[str, str]]]:
         """(documents, refused) as `markdown_files()` and `refused_files()` say; `stats`, when given, receives
-        each document's (size, mtime ns, ctime ns, inode) from the scan's own stat (the L0 snapshot compares
-        them: no second stat per file)."""
+        each document's `file_version` from the scan's own stat (the L0 snapshot compares them: no second stat
+        per file)."""
         found: list[str] = []
         refused: list[tuple[str, str]] = []
         if not self._base.exists():
@@ -604,7 +615,7 @@ class KnowledgeFolder:
                         if problem is None:
                             found.append(relative)
                             if stats is not None:
-                                stats[relative] = (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+                                stats[relative] = file_version(info)
                             if info.st_nlink > 1:
                                 linked.setdefault((info.st_dev, info.st_ino), []).append(relative)
                         else:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from kb_core.documents import synonyms as synonyms_module
 from kb_core.documents.entry import KnowledgeEntry, entry_of_bytes, entry_of_file, split_keywords
-from kb_core.documents.folder import KnowledgeFolder, read_regular
+from kb_core.documents.folder import KnowledgeFolder, file_version, read_regular
 from kb_core.errors import InvalidInputError
 from kb_core.retrieval import l0_snapshot_file
 from kb_core.retrieval.keyword_delta import DeltaSnapshot
@@ -94,7 +94,7 @@ class KnowledgeIndex:
         # The saved snapshot (l0_snapshot_file): what each file held when this process last read it, by path
         # below the base; written a few seconds after changes settle, and at close.
         self._snapshot_path = Path(snapshot_path) if snapshot_path else None
-        self._records: dict[str, l0_snapshot_file.Record] = {}
+        self._records: dict[str, bytes] = {}  # display path -> the file's version (`folder.file_version`)
         self._records_dirty = False
         self._save_timer: threading.Timer | None = None
 
@@ -116,26 +116,28 @@ class KnowledgeIndex:
         self._synonym_signature = synonyms_module.file_signature(self._folder.base_dir)
         entries: list[KnowledgeEntry] = []
         scanned = skipped = failed = reused = 0
-        saved, built = l0_snapshot_file.load_with_index(self._snapshot_path, self._folder.base_dir) \
+        prefix = self._folder.display_prefix()
+        saved, built = l0_snapshot_file.load_with_index(self._snapshot_path, self._folder.base_dir, prefix) \
             if self._snapshot_path else (None, None)
-        records: dict[str, l0_snapshot_file.Record] = {}
-        stats: dict[str, tuple[int, int, int, int]] = {}
+        records: dict[str, bytes] = {}  # display path (the entry's own string) -> the file's version
+        stats: dict[str, bytes] = {}
         for relative in self._folder.scan(stats)[0]:
             scanned += 1
-            stat = stats.get(relative) or self._stat(relative)
-            record = saved.get(relative) if saved is not None and stat is not None else None
-            if record is not None and record[:4] == stat:  # unchanged since the snapshot: no parse
+            packed = stats.get(relative) or self._stat(relative)
+            row = saved.row.get(prefix + relative) if saved is not None and packed is not None else None
+            if row is not None and saved.unchanged(row, packed):  # unchanged since the snapshot: no parse
                 reused += 1
-                records[relative] = record
-                if record[4] is None:
+                entry = saved.entries[row]
+                records[saved.paths[row] if entry is None else entry.file_path] = packed
+                if entry is None:
                     skipped += 1
                 else:
-                    entries.append(record[4])
+                    entries.append(entry)
                 continue
             try:
                 entry = entry_of_file(self._folder, relative)
-                if stat is not None:
-                    records[relative] = (*stat, entry)
+                if packed is not None:
+                    records[prefix + relative if entry is None else entry.file_path] = packed
             except (OSError, UnicodeDecodeError) as exc:
                 failed += 1
                 log.warning("cannot read %s, skipped: %s", self._folder.display_path(relative), exc)
@@ -146,14 +148,15 @@ class KnowledgeIndex:
             entries.append(entry)
         with self._write_lock:
             self._bulk_changes, self._bulk_latest = [], {}
-            index = built() if built is not None and saved is not None and reused == scanned == len(saved) else None
+            index = built() if built is not None and saved is not None and reused == scanned == len(saved.paths) \
+                else None
             if index is not None and self._fits(index, entries):
                 self._journal = None
                 self._swap(index)  # nothing changed since it was saved: its search structures are this scan's
             else:
                 self._rebuild(tuple(entries))
             self._records = records
-            if saved is None or reused != len(saved) or reused != scanned:
+            if saved is None or reused != len(saved.paths) or reused != scanned:
                 self._snapshot_changed()
         seconds = time.perf_counter() - started
         log.info(
@@ -320,19 +323,16 @@ class KnowledgeIndex:
     # -- the saved snapshot -----------------------------------------------------------------------------
     SAVE_AFTER = 3.0  # seconds without a change before the snapshot is written
 
-    def _stat(self, relative: str) -> tuple[int, int, int, int] | None:
-        """What tells a file's versions apart without reading it: size, modification and change time, and the
-        inode (a file renamed onto another path keeps its own, so it never passes for the one it replaced)."""
+    def _stat(self, relative: str) -> bytes | None:
+        """The file's version (`folder.file_version`), or None when it cannot be read."""
         try:
-            stat = os.stat(self._folder.base_dir / relative)
+            return file_version(os.stat(self._folder.base_dir / relative))
         except OSError:
             return None
-        return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino
 
     def _forget(self, file_path: str) -> None:
         """An entry that did not come from reading its file here has no record: it is parsed at the next open."""
-        relative = self._folder.relative_of(file_path)
-        if relative and self._records.pop(relative, None) is not None:
+        if self._records.pop(file_path, None) is not None:
             self._snapshot_changed()
 
     def _snapshot_changed(self) -> None:
@@ -362,13 +362,17 @@ class KnowledgeIndex:
         with self._write_lock:
             if not self._records_dirty:
                 return False
-            records = dict(self._records)
             self._records_dirty = False
             view = self._snapshot
-            saved = [record[4] for record in records.values() if record[4] is not None]
+            position, live = view.position, view.entries
+            # a record's entry is the view's: every change of an entry drops its record (`_forget`)
+            records = {path: (stat, None if (pos := position.get(path)) is None else live[pos])
+                       for path, stat in self._records.items()}
+            saved = [entry for _stat, entry in records.values() if entry is not None]
             index = view if self._fits(view, saved) else None  # a delta, or entries without records: not saved
         try:
-            l0_snapshot_file.save(self._snapshot_path, self._folder.base_dir, records, index)
+            l0_snapshot_file.save(self._snapshot_path, self._folder.base_dir, records, index,
+                                  self._folder.display_prefix())
         except OSError as exc:
             log.warning("cannot write the L0 snapshot %s (the next open scans in full): %s", self._snapshot_path, exc)
             return False

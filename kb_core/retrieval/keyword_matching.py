@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
@@ -130,21 +131,22 @@ class Snapshot(L0View):
         term_id: dict[str, int] = {}
         claims: list[int] = []  # term id of each (document, keyword), in position order
         claimants: list[int] = []  # ... and its position
-        normalized: list[tuple[str, ...]] = []
+        counts_per_entry: list[int] = []
         cache = normalized_cache if normalized_cache is not None else {}
         for pos, entry in enumerate(entries):
             own = entry_terms(entry, cache)
             for term in own:
                 claims.append(term_id.setdefault(term, len(term_id)))
             claimants += [pos] * len(own)
-            normalized.append(own)
-        self.normalized_keywords = tuple(normalized)
+            counts_per_entry.append(len(own))
         self.terms: tuple[str, ...] = tuple(term_id)
         self.term_id = term_id
         by_term = np.array(claims, dtype=np.int32)
+        # an entry's normalised keywords: its run of `claims` (term ids), not a tuple of strings per entry
+        self.normalized_keywords = Ragged(self.terms, by_term, _starts(counts_per_entry))
         order = np.argsort(by_term, kind="stable")  # by term, positions ascending within each
         sorted_terms, sorted_positions = by_term[order], np.array(claimants, dtype=np.int32)[order]
-        self.postings: tuple[np.ndarray, ...] = _split(sorted_positions, sorted_terms, len(term_id))
+        self.postings = Postings(sorted_positions, _starts(np.bincount(sorted_terms, minlength=len(term_id))))
         # Translation groups: the language versions of one page count as one claimant. `group_of[pos]` is a
         # group id (a document without translations is a group of its own); `df[term]` counts groups.
         group_ids: dict[str, int] = {}
@@ -172,6 +174,9 @@ class Snapshot(L0View):
         self.search = TermSearch(self.terms)
         self.automaton = self.search.automaton
         self.has_terms = self.automaton is not None
+        # From here on the terms are spelled out of the search's joined text and found by the automaton's exact
+        # lookup: a string and a dict entry per term would be ~20 MB at 100,000 documents.
+        self._spell_terms()
         self.synonyms = synonyms
         self.aliases, self.alias_terms, self.synonym_automaton = synonym_tables(synonyms, self.term_id)
         self._suggester: Suggester | None = None
@@ -214,17 +219,148 @@ class Snapshot(L0View):
         """Whether `suggester()` has been built (the index then builds the next snapshot's eagerly)."""
         return self._suggester is not None
 
+    # What the saved L0 snapshot holds (l0_snapshot_file): not what is derived from the entries in a few ms
+    # (the dicts by path, group key and term: pickled, their keys would be copies of the entries' strings).
+    _DERIVED = ("position", "group_ids", "term_id", "terms", "_suggester")
+
+    def _spell_terms(self) -> None:
+        search = self.search
+        self.terms = search.terms = self.normalized_keywords.terms = JoinedTerms(search.joined, search.offsets)
+        self.term_id = TermIds(self.automaton, self.terms)
+
     def __getstate__(self) -> dict:
-        """Pickled into the saved L0 snapshot without its suggester (built again on first use), and its posting
-        lists as one array and their lengths (tens of thousands of small arrays unpickle slowly)."""
-        lengths = np.fromiter((len(p) for p in self.postings), dtype=np.int64, count=len(self.postings))
-        flat = np.concatenate(self.postings) if self.postings else np.empty(0, dtype=np.int32)
-        return {**self.__dict__, "_suggester": None, "postings": (flat, lengths)}
+        return {k: v for k, v in self.__dict__.items() if k not in self._DERIVED}
 
     def __setstate__(self, state: dict) -> None:
-        flat, lengths = state["postings"]
-        state["postings"] = tuple(np.split(flat, np.cumsum(lengths)[:-1])) if len(lengths) else ()
         self.__dict__.update(state)
+        entries = self.entries
+        self._spell_terms()
+        self.position = {entry.file_path: i for i, entry in enumerate(entries)}
+        group_ids: dict[str, int] = {}
+        for entry, gid in zip(entries, self.group_of.tolist(), strict=True):
+            if entry.group:
+                group_ids.setdefault(entry.group, gid)
+        self.group_ids = group_ids
+        self._suggester = None
+
+
+class JoinedTerms(Sequence[str]):
+    """Term id -> term, spelled out of the NUL-joined terms (`TermSearch.joined`) on access."""
+
+    __slots__ = ("joined", "offsets")
+
+    def __init__(self, joined: str, offsets: array):
+        self.joined, self.offsets = joined, offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        offsets = self.offsets
+        return self.joined[offsets[i]:offsets[i + 1] - 1]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.joined.split(_SEPARATOR)) if len(self) else iter(())
+
+
+_MISSING = object()
+
+
+class TermIds(Mapping[str, int]):
+    """Term -> term id, through the automaton's exact lookup (it holds every term already)."""
+
+    __slots__ = ("_automaton", "_terms")
+
+    def __init__(self, automaton: ahocorasick.Automaton | None, terms: Sequence[str]):
+        self._automaton, self._terms = automaton, terms
+
+    def get(self, term: object, default: Any = None) -> Any:
+        if self._automaton is None or type(term) is not str or not term:
+            return default
+        return self._automaton.get(term, default)
+
+    def __getitem__(self, term: str) -> int:
+        found = self.get(term, _MISSING)
+        if found is _MISSING:
+            raise KeyError(term)
+        return found
+
+    def __contains__(self, term: object) -> bool:
+        return self.get(term, _MISSING) is not _MISSING
+
+    def __len__(self) -> int:
+        return len(self._terms)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._terms)
+
+
+class Postings(Sequence[np.ndarray]):
+    """Positions by term id, as one flat array cut at `starts` (one array per term would be ~100 bytes of
+    object per term: tens of MB at 100,000 documents). An item is a view, not a copy."""
+
+    __slots__ = ("flat", "starts")
+
+    def __init__(self, flat: np.ndarray, starts: array):
+        self.flat, self.starts = flat, starts
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[np.ndarray]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        starts = self.starts
+        return self.flat[starts[i]:starts[i + 1]]
+
+
+class Ragged(Sequence[tuple[str, ...]]):
+    """Each entry's normalised keywords by position: its run of term ids in one flat array, spelled on access."""
+
+    __slots__ = ("flat", "starts", "terms")
+
+    def __init__(self, terms: Sequence[str], flat: np.ndarray, starts: array):
+        self.terms, self.flat, self.starts = terms, flat, starts
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[str, ...]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[str, ...]]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        starts, terms = self.starts, self.terms
+        return tuple(terms[t] for t in self.flat[starts[i]:starts[i + 1]].tolist())
+
+
+def _starts(counts: Sequence[int] | np.ndarray) -> array:
+    """Where each run begins in a flat array, and its end: 0, c0, c0 + c1, ... (machine integers: indexing
+    gives Python ints fast, 8 bytes each)."""
+    out = array("q", [0])
+    out.frombytes(np.cumsum(np.asarray(counts, dtype=np.int64)).astype(np.int64).tobytes())
+    return out
 
 
 def _split(values: np.ndarray, sorted_keys: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
@@ -249,15 +385,13 @@ class TermSearch:
             automaton.make_automaton()
             self.automaton = automaton
         self.joined = _SEPARATOR.join(terms)
-        offsets, at = [], 0
-        for term in terms:
-            offsets.append(at)
-            at += len(term) + 1
-        self.offsets = offsets
+        self.offsets = _starts([len(term) + 1 for term in terms])  # where each term starts in `joined`
         self.longest = max((len(t) for t in terms), default=0)
         # Every maximal run of word characters in a term -> the terms holding it: a query that is one such run
         # ("ai", "err_timeout", "plugin") is found inside keywords with one dict lookup, word-aligned by
-        # construction, instead of a scan over every keyword.
+        # construction, instead of a scan over every keyword. Most runs are in one term: the value is then that
+        # term id, otherwise a tuple of them; a run that is a whole term and in no other one is not kept at all
+        # (the automaton's exact lookup finds it: most identifiers are such runs).
         # (Grouped out of flat lists, not collected in a list per run: see `Snapshot`.)
         run_id: dict[str, int] = {}
         run_of: list[int] = []
@@ -270,7 +404,9 @@ class TermSearch:
         keys = np.array(run_of, dtype=np.int64)
         order = np.argsort(keys, kind="stable")
         ids = _split(np.array(term_of, dtype=np.int64)[order], keys[order], len(run_id))
-        self.word_runs = dict(zip(run_id, (tuple(part.tolist()) for part in ids), strict=True))
+        self.word_runs: dict[str, int | tuple[int, ...]] = {
+            run: int(part[0]) if len(part) == 1 else tuple(part.tolist())
+            for run, part in zip(run_id, ids, strict=True) if len(part) > 1 or terms[int(part[0])] != run}
 
     def spans(self, query: str, words: bool) -> list[tuple[int, int, int]]:
         spans: list[tuple[int, int, int]] = []
@@ -288,7 +424,11 @@ class TermSearch:
         if len(query) > self.longest:
             return set()
         if words and _WORD_RUN.fullmatch(query):
-            return set(self.word_runs.get(query, ()))
+            found_ids = self.word_runs.get(query)
+            if found_ids is None:  # in no term, or only in the term it is
+                own = self.automaton.get(query, None) if self.automaton is not None else None
+                return set() if own is None else {own}
+            return {found_ids} if isinstance(found_ids, int) else set(found_ids)
         found: set[int] = set()
         joined, offsets, terms = self.joined, self.offsets, self.terms
         start = 0

@@ -2,15 +2,16 @@
 time, so an open parses only the files that changed since (issue 25).
 
 The file (`KB_L0_SNAPSHOT`, default `kb_l0_snapshot.bin` in the application root) holds a header — a magic
-line, the SHA-256 of the payload — and a pickled payload: the knowledge base's directory, the entry schema (the
-`KnowledgeEntry` field names) and one record per document file: its size, modification and change times and
-inode, and its entry (None: a file without valid frontmatter, not in L0). Anything unexpected — another
-directory, another schema, a wrong digest, a truncated or foreign file — makes `load()` return None and the
-caller scans in full; a snapshot can never give a wrong answer, only a slower open.
+line, the SHA-256 of the payload — and a pickled payload: the knowledge base's directory and the prefix of its
+display paths, the entry schema (`KnowledgeEntry.FIELDS`) and, in columns (fast to unpickle), one record per
+document file: its display path, its version (size, modification and change times, inode: 32 packed bytes) and
+its entry (None: a file without valid frontmatter, not in L0). Anything unexpected — another directory or
+display prefix, another schema, a wrong digest, a truncated or foreign file — makes `load_with_index()` return
+nothing and the caller scans in full; a snapshot can never give a wrong answer, only a slower open.
 
-A record's size and time are taken *before* its file was read: a file that changes while it is read keeps
-the old time in the record and is parsed again at the next open (never the other way round). Entries added
-without reading their file here (a write of this process) have no record and are parsed again too.
+A record's stat is taken *before* its file was read: a file that changes while it is read keeps the old stat
+in the record and is parsed again at the next open (never the other way round). Entries added without reading
+their file here (a write of this process) have no record and are parsed again too.
 
 The file is written by the application's own processes only (atomically: temp file + rename); it lies beside
 the SQLite database and the Milvus Lite directory, which whoever can write there can change just as well.
@@ -19,7 +20,6 @@ the SQLite database and the Milvus Lite directory, which whoever can write there
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import io
 import logging
@@ -27,6 +27,7 @@ import os
 import pickle
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,24 +35,48 @@ from kb_core.documents.entry import KnowledgeEntry
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"KB-L0-SNAPSHOT 2\n"
-SCHEMA = tuple(f.name for f in dataclasses.fields(KnowledgeEntry))
+MAGIC = b"KB-L0-SNAPSHOT 3\n"
+SCHEMA = KnowledgeEntry.FIELDS
+STAT_SIZE = 32  # `folder.file_version`: size, mtime ns, ctime ns, inode
 
-# size, mtime_ns, ctime_ns, inode, entry (None: a file that is not an L0 document)
-Record = tuple[int, int, int, int, KnowledgeEntry | None]
-
-
-def load(path: Path, base_dir: Path) -> dict[str, Record] | None:
-    """The records of a snapshot of `base_dir`, or None when there is no usable one (missing, corrupt, of
-    another directory or entry schema)."""
-    return load_with_index(path, base_dir)[0]
+# a record: (the file's version, entry or None for a file that is not an L0 document)
+Record = tuple[bytes, KnowledgeEntry | None]
 
 
-def load_with_index(path: Path, base_dir: Path) -> tuple[dict[str, Record] | None, Callable[[], Any] | None]:
+@dataclass(frozen=True)
+class Saved:
+    """A loaded snapshot, in columns: `row` finds a display path's record."""
+
+    paths: list[str]
+    stats: bytes
+    entries: list[KnowledgeEntry | None]
+    row: dict[str, int]
+
+    def stat(self, row: int) -> bytes:
+        return self.stats[row * STAT_SIZE:(row + 1) * STAT_SIZE]
+
+    def unchanged(self, row: int, version: bytes) -> bool:
+        """Whether the file of `row` still has this version (compared in place: no copy per file)."""
+        return self.stats.startswith(version, row * STAT_SIZE)
+
+    def records(self) -> dict[str, Record]:
+        return {path: (self.stat(i), self.entries[i]) for i, path in enumerate(self.paths)}
+
+
+def load(path: Path, base_dir: Path, prefix: str | None = None) -> dict[str, Record] | None:
+    """The records of a snapshot of `base_dir` by display path, or None when there is no usable one (missing,
+    corrupt, of another directory, display prefix or entry schema)."""
+    saved = load_with_index(path, base_dir, prefix)[0]
+    return None if saved is None else saved.records()
+
+
+def load_with_index(path: Path, base_dir: Path, prefix: str | None = None
+                    ) -> tuple[Saved | None, Callable[[], Any] | None]:
     """The records and, when the file holds one, a loader of the built L0 snapshot saved with them (its search
     structures: building them is most of an open at 100,000 documents). The index is unpickled only when the
     loader is called - when every record was reused - and refers to the records' own entries; the caller still
-    checks it is exactly what it would build (see `KnowledgeIndex.scan`)."""
+    checks it is exactly what it would build (see `KnowledgeIndex.scan`). `prefix`: the display prefix the
+    entries' paths must have been saved with (None: any)."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -60,6 +85,9 @@ def load_with_index(path: Path, base_dir: Path) -> tuple[dict[str, Record] | Non
         log.warning("cannot read the L0 snapshot %s, scanning in full: %s", path, exc)
         return None, None
     header = len(MAGIC) + 32
+    if data.startswith(MAGIC[:15]) and not data.startswith(MAGIC):
+        log.info("the L0 snapshot %s is of an older format, scanning in full (it is written again)", path)
+        return None, None
     if not data.startswith(MAGIC) or len(data) < header:
         log.warning("the L0 snapshot %s is not one, scanning in full", path)
         return None, None
@@ -69,25 +97,31 @@ def load_with_index(path: Path, base_dir: Path) -> tuple[dict[str, Record] | Non
         return None, None
     try:
         content: Any = pickle.loads(payload)
-        if content["base"] != str(base_dir) or tuple(content["schema"]) != SCHEMA:
+        if content["base"] != str(base_dir) or tuple(content["schema"]) != SCHEMA or (
+                prefix is not None and content["prefix"] != prefix):
             log.info("the L0 snapshot %s is of another folder or version, scanning in full", path)
             return None, None
-        records = content["records"]
-        if not isinstance(records, dict):
+        paths, stats, entries = content["paths"], content["stats"], content["entries"]
+        if not (isinstance(paths, list) and isinstance(entries, list) and isinstance(stats, bytes)
+                and len(paths) == len(entries) and len(stats) == STAT_SIZE * len(paths)):
             return None, None
+        saved = Saved(paths, stats, entries, {p: i for i, p in enumerate(paths)})
         blob = content.get("index")
-        return records, (lambda: _load_index(blob, records)) if isinstance(blob, bytes) else None
+        return saved, (lambda: _load_index(blob, saved)) if isinstance(blob, bytes) else None
     except Exception as exc:  # noqa: BLE001 - a snapshot that does not unpickle is as good as none
         log.warning("the L0 snapshot %s cannot be read (%s), scanning in full", path, exc)
         return None, None
 
 
-def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = None) -> None:
-    """Write the snapshot atomically (temp file in the same directory, fsync, rename); `index`, the built L0
-    snapshot of these records' entries, is saved with them as a pickle of its own that names each entry by its
-    record (so an open that parses files again never pays for unpickling it)."""
+def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = None, prefix: str = "") -> None:
+    """Write the snapshot atomically (temp file in the same directory, fsync, rename); `records` by display
+    path; `index`, the built L0 snapshot of these records' entries, is saved with them as a pickle of its own
+    that names each entry by its path (so an open that parses files again never pays for unpickling it)."""
     blob = _dump_index(index, records) if index is not None else None
-    payload = pickle.dumps({"base": str(base_dir), "schema": SCHEMA, "records": records, "index": blob},
+    paths = list(records)
+    payload = pickle.dumps({"base": str(base_dir), "prefix": prefix, "schema": SCHEMA, "paths": paths,
+                            "stats": b"".join(records[p][0] for p in paths),
+                            "entries": [records[p][1] for p in paths], "index": blob},
                            protocol=pickle.HIGHEST_PROTOCOL)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -105,7 +139,7 @@ def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = No
 
 
 def _dump_index(index: Any, records: dict[str, Record]) -> bytes:
-    names = {id(record[4]): relative for relative, record in records.items() if record[4] is not None}
+    names = {id(record[1]): name for name, record in records.items() if record[1] is not None}
 
     class _Pickler(pickle.Pickler):
         def persistent_id(self, obj: Any) -> str | None:
@@ -116,10 +150,12 @@ def _dump_index(index: Any, records: dict[str, Record]) -> bytes:
     return out.getvalue()
 
 
-def _load_index(blob: bytes, records: dict[str, Record]) -> Any:
+def _load_index(blob: bytes, saved: Saved) -> Any:
+    row, entries = saved.row, saved.entries
+
     class _Unpickler(pickle.Unpickler):
         def persistent_load(self, name: str) -> KnowledgeEntry | None:
-            return records[name][4]
+            return entries[row[name]]
 
     try:
         return _Unpickler(io.BytesIO(blob)).load()
