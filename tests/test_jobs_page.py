@@ -207,8 +207,8 @@ def test_a_job_ending_leaves_the_page_alone_until_show_the_changes_is_pressed(jo
         run_panel(at)
         assert not whole_page(at), "the end of a job reran the whole page"
         assert not at.get("progress") and [b.label for b in at.button] == [SHOW_CHANGES]
-        assert any(m.value.startswith(f"🔔 Reconcile (job {job.id}, succeeded) ended after this page was drawn")
-                   for m in at.markdown)
+        assert any(m.value.startswith(f"🔔 **Reconcile** · job {job.id} · succeeded — ended after this page was "
+                                      "drawn") for m in at.markdown)
         assert any(f"Reconcile (job {job.id}, succeeded" in s.value for s in at.success)
 
     at.button(key="jobs-show-changes-maintenance").click().run()

@@ -42,10 +42,10 @@ def started_here(job: JobRecord) -> None:
 def _ended_meanwhile(ended: set[int], shown: Sequence[JobRecord], key: str) -> None:
     """Jobs that ended after the page was drawn: say so, and offer the page rerun that shows what they changed."""
     by_id = {j.id: j for j in shown}
-    names = [f"{escape_markdown(by_id[i].label)} (job {i}, {by_id[i].state.value})" if i in by_id else f"job {i}"
+    names = [f"**{escape_markdown(by_id[i].label)}** · job {i} · {by_id[i].state.value}" if i in by_id else f"job {i}"
              for i in sorted(ended)]
     with st.container(border=True, horizontal=True, vertical_alignment="center"):
-        st.markdown(f"🔔 {', '.join(names)} ended after this page was drawn: the lists and counts outside this "
+        st.markdown(f"🔔 {'; '.join(names)} — ended after this page was drawn: the lists and counts outside this "
                     "panel show the changes once the page is redrawn (finish or save an edit first).")
         if st.button(SHOW_CHANGES, key=f"jobs-show-changes-{key}", icon=":material/refresh:", type="primary"):
             st.rerun()  # a click in a fragment reruns the fragment only: this reruns the whole page
