@@ -61,6 +61,8 @@ def heavy_lock(metadata):
 def run_panel(at: AppTest) -> AppTest:
     """What the panel's timer (`st.fragment(run_every=…)`) does in a browser: rerun the page's fragments alone.
     The tree then holds what that run drew: the panel only, or the whole page if the panel reran it."""
+    # AppTest has no public call for this (Streamlit 1.67): its fragment storage and the runner's request queue
+    # are private, so a Streamlit upgrade may need this helper looked at again
     fragments = list(at._fragment_storage._fragments)  # the ones the last whole-page run registered
     assert fragments, "no fragment on the page"
     request = LocalScriptRunner.request_rerun
