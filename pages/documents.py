@@ -8,7 +8,7 @@ import streamlit as st
 
 from kb_core import KnowledgeBaseError, Role, categories_below, category_folders
 from pages.shell.inspector import render_inspector
-from pages.shell.jobs_panel import render_jobs_panel
+from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.trash_view import render_trash
@@ -30,6 +30,7 @@ def _start(kind: str, **options) -> None:
     except KnowledgeBaseError as exc:
         flash("maintenance", "error", str(exc))
         return
+    started_here(job)  # its end reruns this tab (nothing to type into here): see render_jobs_panel below
     flash("maintenance", "info", f"{job.label} started as job {job.id}: it runs on the server, so closing or "
                                  "reloading this tab does not stop it; its progress is below.")
 
@@ -241,7 +242,9 @@ elif tab_maintenance.open:
         st.caption("Both run as jobs on the server, one heavy job at a time (others queue): closing this tab does not "
                    "stop them, and every tab shows their progress here.")
         show_flash("maintenance")
-        render_jobs_panel(kb, ("reconcile", "reindex_all"), key="maintenance", details=_maintenance_details)
+        # refresh_own: this tab holds no text field, so the end of a job started here reruns the page at once
+        render_jobs_panel(kb, ("reconcile", "reindex_all"), key="maintenance", details=_maintenance_details,
+                          refresh_own=True)
         st.markdown("**Settings** this process runs with (`KB_*`, `kb.yaml`; the Milvus token and database password "
                     "are hidden)")
         st.dataframe([{"setting": name, "value": value} for name, value in kb.settings.described()],

@@ -387,6 +387,21 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
+def show_job_changes(page, shown, timeout_ms: float) -> None:
+    """Wait until the page shows `shown` (a locator), which a job this tab started changes. The jobs panel does
+    not redraw the page by itself when a job ends (pages/shell/jobs_panel.py): if the job ended after the page
+    was drawn, the panel offers "Show the changes", pressed here; if it ended before, the page shows it already
+    and no button comes (the panel stops refreshing once no job is active)."""
+    from playwright.sync_api import expect
+
+    button = page.get_by_role("button", name="Show the changes")
+    expect(shown.or_(button).first).to_be_visible(timeout=timeout_ms)
+    if not shown.first.is_visible():
+        button.click()
+    expect(shown.first).to_be_visible(timeout=timeout_ms)
+    expect(button).to_have_count(0)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -19,7 +19,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, NO_MODEL, REPO, VIEWPORT, doc, free_port, wait_healthy, write_doc
+from conftest import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    NO_MODEL,
+    REPO,
+    VIEWPORT,
+    doc,
+    free_port,
+    show_job_changes,
+    wait_healthy,
+    write_doc,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.processes]  # a `streamlit run` server and chromium
 
@@ -257,7 +268,8 @@ def test_upload_look_up_delete_in_a_real_browser(server, page):
     expect(preview).to_contain_text("支付网关错误码定义")
     expect(preview).to_contain_text("ERR_TIMEOUT")
     page.get_by_role("button", name="Upload 1 file(s)").click()
-    expect(page.get_by_role("heading", name="Result")).to_be_visible(timeout=TIMEOUT_MS)
+    # the upload runs as a job; its result shows above the preview once the page is redrawn
+    show_job_changes(page, page.get_by_role("heading", name="Result"), TIMEOUT_MS)
     # st.dataframe draws its cells on a canvas: the summary above it carries the outcome as readable text
     expect(page.get_by_text("1 indexed", exact=True)).to_be_visible()
     expect(page.get_by_test_id("stDataFrame").first).to_be_visible()  # the result (the jobs panel keeps one too)
@@ -369,7 +381,7 @@ def test_a_batch_with_two_files_for_one_path_in_a_real_browser(server, page):
     expect(upload).to_be_enabled(timeout=TIMEOUT_MS)
     _wait_idle(page)
     upload.click()
-    expect(page.get_by_text("2 indexed, 1 refused", exact=True)).to_be_visible(timeout=TIMEOUT_MS)
+    show_job_changes(page, page.get_by_text("2 indexed, 1 refused", exact=True), TIMEOUT_MS)
     root: Path = server["root"]
     assert (root / "knowledge_base/api/route.md").read_text(encoding="utf-8") == route_en
     assert (root / "knowledge_base/api/route-zh.md").read_text(encoding="utf-8") == route_zh
@@ -550,13 +562,16 @@ def test_re_index_all_goes_on_after_the_tab_closes_and_a_new_tab_sees_it_end(lar
     fresh = context.new_page()  # a new tab: a new session that started nothing
     _open(fresh, large_server, "documents", "Documents")
     fresh.get_by_role("tab", name="Maintenance").click()
-    if _job_row(root, 1).active:  # still running: this tab shows it, with its progress
+    watched = _job_row(root, 1).active
+    if watched:  # still running: this tab shows it, with its progress
         expect(fresh.get_by_text("job 1 · running", exact=False)).to_be_visible(timeout=TIMEOUT_MS)
         expect(fresh.get_by_test_id("stProgress")).to_contain_text(f"of {REINDEXED}")
         _screenshot(fresh, "jobs-running.png")
     ended = fresh.get_by_text("Re-index all (job 1, succeeded", exact=False)
-    expect(ended).to_be_visible(timeout=240_000)  # the panel notices the end by itself and reruns the page
+    expect(ended).to_be_visible(timeout=240_000)  # the panel notices the end by itself (a rerun of the panel alone)
     expect(ended).to_contain_text(f"{REINDEXED} re-indexed")
+    if watched:  # it ended while this tab looked on: the rest of the page waits to be redrawn
+        expect(fresh.get_by_role("button", name="Show the changes")).to_be_visible()
     expect(fresh.get_by_test_id("stProgress")).to_have_count(0)
     row = _job_row(root, 1)
     assert row.state.value == "succeeded" and row.done == row.total == REINDEXED

@@ -1,34 +1,85 @@
 """The jobs panel (issue 24, item 1) under AppTest on real stores: Re-index all and Reconcile start jobs and return
 at once; the panel shows running and queued jobs of any session or process with progress, an ETA and a cancel
-button, how the latest one ended and the recent ones; the upload page hands its batch to a job.
+button, how the latest one ended and the recent ones; the upload page hands its batch to a job. A job that ends
+while the panel refreshes itself leaves the rest of the page alone (someone may be typing there): the panel offers
+"Show the changes"; only the Maintenance tab, which has nothing to type into, reruns for a job it started itself.
 
 Rows another process would write are made here through the job store with this process's identity (so no
-sweep takes them for a dead process's), which lets a test put a job exactly where it wants it."""
+sweep takes them for a dead process's), which lets a test put a job exactly where it wants it. AppTest runs no
+timers: `run_panel` does what the panel's timer does in a browser, a rerun of the page's fragments alone; holding
+the heavy-job lock keeps a job this session starts queued until the test lets it run."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 from pathlib import Path
+from unittest import mock
 
 import pytest
-from conftest import doc, finish_jobs, run_page
+from conftest import doc, finish_jobs, run_page, wait_for_jobs
+from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequests
 from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1.local_script_runner import LocalScriptRunner
 
 from kb_core.access import Actor, Role
+from kb_core.jobs.model import JobState
 from kb_core.jobs.process import ProcessIdentity
 from kb_core.jobs.store import JobStore
 from kb_core.storage.metadata_store import MetadataStore
+from pages.shell.jobs_panel import SHOW_CHANGES
 
 ELSEWHERE = Actor("ada@example.com", Role.ADMIN)  # the starter of jobs made "by another session"
 
 
 @pytest.fixture
-def jobs(synced_sample):
+def metadata(synced_sample):
+    """The console's database, as another process opens it."""
+    store = MetadataStore(f"sqlite:///{synced_sample / 'kb.sqlite3'}")
+    yield store
+    store.dispose()
+
+
+@pytest.fixture
+def jobs(metadata):
     """The job table of the console's knowledge base, as another process sees it."""
-    metadata = MetadataStore(f"sqlite:///{synced_sample / 'kb.sqlite3'}")
-    yield JobStore(metadata)
-    metadata.dispose()
+    return JobStore(metadata)
+
+
+@pytest.fixture
+def heavy_lock(metadata):
+    """The lock a job needs to run, held here: a job the console starts stays queued until `release()`."""
+    lock = metadata.lock("kbjob", "heavy")
+    assert lock.acquire(0)
+    yield lock
+    with contextlib.suppress(Exception):  # released by the test already
+        lock.release()
+
+
+def run_panel(at: AppTest) -> AppTest:
+    """What the panel's timer (`st.fragment(run_every=…)`) does in a browser: rerun the page's fragments alone.
+    The tree then holds what that run drew: the panel only, or the whole page if the panel reran it."""
+    # AppTest has no public call for this (Streamlit 1.67): its fragment storage and the runner's request queue
+    # are private, so a Streamlit upgrade may need this helper looked at again
+    fragments = list(at._fragment_storage._fragments)  # the ones the last whole-page run registered
+    assert fragments, "no fragment on the page"
+    request = LocalScriptRunner.request_rerun
+
+    def fragment_rerun(runner, data):
+        runner._requests = ScriptRequests()  # not the whole-page run the runner queues when it is made
+        return request(runner, dataclasses.replace(data, fragment_id_queue=fragments, is_auto_rerun=True))
+
+    with mock.patch.object(LocalScriptRunner, "request_rerun", fragment_rerun):
+        at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def whole_page(at: AppTest) -> bool:
+    """Whether the last run drew the page (its title), not the jobs panel alone."""
+    return any(t.value.endswith(("Documents", "Upload documents")) for t in at.title)
 
 
 def maintenance(session: dict | None = None) -> AppTest:
@@ -142,3 +193,64 @@ def test_the_upload_page_hands_the_batch_to_a_job_and_shows_its_result(app_root)
     assert not staged.exists() or not any(staged.iterdir())  # the staged bytes went with the job
     assert (app_root / "knowledge_base/api/a.md").exists() and (app_root / "knowledge_base/api/b.md").exists()
     assert os.environ["KB_APP_ROOT"] == str(app_root) and Path(app_root / "kb.sqlite3").exists()
+
+
+def test_a_job_ending_leaves_the_page_alone_until_show_the_changes_is_pressed(jobs):
+    job = jobs.create("reconcile", ELSEWHERE, ProcessIdentity.current(), {"delete_missing": False}, total=10)
+    jobs.claim(job.id)
+    at = maintenance()
+    assert whole_page(at) and at.get("progress") and SHOW_CHANGES not in {b.label for b in at.button}
+    run_panel(at)  # the panel refreshes itself: the job still runs
+    assert not whole_page(at) and at.get("progress") and [b.label for b in at.button] == ["Cancel"]
+
+    jobs.finish(job.id, JobState.SUCCEEDED, summary="10 unchanged", stage="", done=10, total=10,
+                counts={"unchanged": 10}, errors=(), error_count=0, result=None)
+    for _ in range(2):  # the job ends: the panel says so, again on each refresh, and the page stays as it was
+        run_panel(at)
+        assert not whole_page(at), "the end of a job reran the whole page"
+        assert not at.get("progress") and [b.label for b in at.button] == [SHOW_CHANGES]
+        assert any(m.value.startswith(f"🔔 **Reconcile** · job {job.id} · succeeded — ended after this page was "
+                                      "drawn") for m in at.markdown)
+        assert any(f"Reconcile (job {job.id}, succeeded" in s.value for s in at.success)
+
+    at.button(key="jobs-show-changes-maintenance").click().run()
+    assert not at.exception, at.exception
+    assert whole_page(at) and at.button(key="reindex-all")  # the upload test below: the changes show then
+    assert SHOW_CHANGES not in {b.label for b in at.button} and not any("🔔" in m.value for m in at.markdown)
+    run_panel(at)  # nothing new has ended since the page was drawn
+    assert SHOW_CHANGES not in {b.label for b in at.button}
+
+
+def test_the_maintenance_tab_shows_the_changes_of_the_job_it_started_at_once(heavy_lock, synced_sample):
+    at = maintenance()
+    at.button(key="reindex-all").click().run()  # queued: the test holds the heavy-job lock
+    assert not at.exception, at.exception
+    assert any("**Re-index all** · job 1 · queued" in m.value for m in at.markdown)
+    heavy_lock.release()
+    wait_for_jobs(synced_sample)
+    run_panel(at)
+    assert whole_page(at), "the tab that started the job (nothing to type into there) shows what it changed"
+    assert any("Re-index all (job 1, succeeded" in s.value for s in at.success)
+    assert SHOW_CHANGES not in {b.label for b in at.button} and at.button(key="reindex-all")
+
+
+def test_the_upload_page_waits_for_show_the_changes_even_for_its_own_job(heavy_lock, synced_sample):
+    """The page has fields to type into (a new category, new file names): its own job's end does not rerun it."""
+    at = run_page("upload")
+    at.selectbox(key="category").set_value("api")
+    at.file_uploader(key="files").set_value([("c.md", doc("C", ["JOB_PAGE_C"]).encode(), "text/markdown")]).run()
+    next(b for b in at.button if b.label == "Upload 1 file(s)").click().run()
+    assert not at.exception, at.exception
+    assert any(b.label.startswith("Uploading… (job ") for b in at.button)
+    heavy_lock.release()
+    wait_for_jobs(synced_sample)
+    run_panel(at)
+    assert not whole_page(at) and not any(h.value == "Result" for h in at.subheader)
+    assert [b.label for b in at.button] == [SHOW_CHANGES]
+    assert any("Batch upload (job 1, succeeded" in s.value for s in at.success)  # the panel's own line
+
+    at.button(key="jobs-show-changes-upload").click().run()
+    assert not at.exception, at.exception
+    assert whole_page(at) and any(h.value == "Result" for h in at.subheader)  # what the job did, above
+    assert list(at.dataframe[0].value["result"]) == ["indexed"]
+    assert not any(b.label.startswith("Uploading…") for b in at.button)

@@ -1,8 +1,20 @@
 """The jobs panel the Documents, Upload and playground pages share: running and queued jobs with their progress,
 an ETA from the rate so far and a cancel button; how the latest one ended; the recent ones. While a job is
-active the panel reruns on its own every second (`st.fragment(run_every=…)`), and once one ends it reruns the
-whole page, so lists, counts and results show what the job changed. Jobs run on the server: a new tab, another
-session or another process's console shows the same rows."""
+active the panel reruns on its own every second (`st.fragment(run_every=…)`): a rerun of the panel alone, which
+leaves the rest of the page as it is. Jobs run on the server: a new tab, another session or another process's
+console shows the same rows.
+
+When a job ends, what it changed (lists, counts, results) lies outside the panel. The panel does not rerun the
+whole page by itself at that moment: a curator may be typing in a text area of the same page (a keyword edit, a
+new file name, a query), and a page rerun at a moment of the job's choosing could lose the text or interrupt its
+preview. The panel says the job ended and offers **Show the changes**, a button that reruns the page when the
+user wants it. (The timer's run is the panel's own rerun already, drawn from the jobs read anew: no
+`st.rerun(scope="fragment")` is needed, and Streamlit refuses one during a whole-page run.)
+
+Only where a call site states that its view holds nothing to type into (`refresh_own=True`: Documents →
+Maintenance, the Trash tab) does a job *this session* started (noted with `started_here`) rerun the page by
+itself when it ends, as the user who pressed the button is waiting for exactly that; a job of another tab,
+session or process never does."""
 
 from __future__ import annotations
 
@@ -15,8 +27,28 @@ from pages.shell.safe import escape_markdown
 from pages.shell.views import flash, show_flash
 
 REFRESH_SECONDS = 1.0
+STARTED_HERE = "_jobs-started-here"  # the ids of the jobs this session started (started_here)
+SHOW_CHANGES = "Show the changes"
 _ICONS = {JobState.QUEUED: "⏳", JobState.RUNNING: "⚙️", JobState.SUCCEEDED: "✅", JobState.FAILED: "❌",
           JobState.CANCELLED: "⏹️"}
+
+
+def started_here(job: JobRecord) -> None:
+    """Note that this session started `job` (a button of this tab): a panel with `refresh_own=True` reruns the
+    whole page when it ends."""
+    st.session_state.setdefault(STARTED_HERE, set()).add(job.id)
+
+
+def _ended_meanwhile(ended: set[int], shown: Sequence[JobRecord], key: str) -> None:
+    """Jobs that ended after the page was drawn: say so, and offer the page rerun that shows what they changed."""
+    by_id = {j.id: j for j in shown}
+    names = [f"**{escape_markdown(by_id[i].label)}** · job {i} · {by_id[i].state.value}" if i in by_id else f"job {i}"
+             for i in sorted(ended)]
+    with st.container(border=True, horizontal=True, vertical_alignment="center"):
+        st.markdown(f"🔔 {'; '.join(names)} — ended after this page was drawn: the lists and counts outside this "
+                    "panel show the changes once the page is redrawn (finish or save an edit first).")
+        if st.button(SHOW_CHANGES, key=f"jobs-show-changes-{key}", icon=":material/refresh:", type="primary"):
+            st.rerun()  # a click in a fragment reruns the fragment only: this reruns the whole page
 
 
 def _cancel(kb: KnowledgeBase, job_id: int, key: str) -> None:
@@ -75,9 +107,13 @@ def _ended(job: JobRecord, details: Callable[[JobRecord], None] | None, kb: Know
 
 
 def render_jobs_panel(kb: KnowledgeBase, kinds: Sequence[str], *, key: str, recent: int = 5,
-                      details: Callable[[JobRecord], None] | None = None) -> list[JobRecord]:
+                      details: Callable[[JobRecord], None] | None = None,
+                      refresh_own: bool = False) -> list[JobRecord]:
     """The jobs of `kinds`; `details` renders the latest ended job's result (the page's own view of it); with
-    `recent=0` only the active jobs. Returns the jobs as this run read them."""
+    `recent=0` only the active jobs. `refresh_own=True` states that the page around this call shows nothing to
+    type into: a job this session started (`started_here`) reruns the whole page once it ends; any other ending
+    job, or any job with `refresh_own=False`, leaves the page as it is and the panel offers "Show the changes".
+    Returns the jobs as this run read them."""
     try:
         jobs = kb.jobs(max(recent, 1) + 10, kinds)
     except KnowledgeBaseError as exc:
@@ -99,9 +135,15 @@ def render_jobs_panel(kb: KnowledgeBase, kinds: Sequence[str], *, key: str, rece
         active = [j for j in shown if j.active]
         seen, now = state.get(f"_jobs-active-{key}", set()), {j.id for j in active}
         state[f"_jobs-active-{key}"] = now
-        if seen - now and not whole_page:
-            st.rerun()  # a job ended: the whole page shows what it changed
+        if whole_page:  # the page was drawn with every job's outcome so far
+            state.pop(f"_jobs-ended-{key}", None)
+        elif seen - now:  # a job ended during a rerun of the panel alone
+            if refresh_own and (seen - now) & state.get(STARTED_HERE, set()):
+                st.rerun()  # the job this tab started, on a view with nothing to type into: show what it changed
+            state[f"_jobs-ended-{key}"] = state.get(f"_jobs-ended-{key}", set()) | (seen - now)
         show_flash(f"jobs-{key}")
+        if ended_meanwhile := state.get(f"_jobs-ended-{key}"):
+            _ended_meanwhile(ended_meanwhile, shown, key)
         for job in sorted(active, key=lambda j: (j.state != JobState.RUNNING, j.id)):
             _active(kb, job, key)
         ended = [j for j in shown if not j.active]

@@ -171,7 +171,7 @@ def _render_bulk(kb: KnowledgeBase, row) -> None:
                 return
             state[PLAN] = None
             state[REPORT] = job.id
-            st.rerun()  # the panel follows the job; its outcome shows on top of the map once it has ended
+            st.rerun()  # the panel follows the job; its outcome shows on top of the map once the page is redrawn
 
 
 def _render_plan_report(kb: KnowledgeBase) -> None:

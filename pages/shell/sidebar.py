@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, Role
+from pages.shell.jobs_panel import started_here
 from pages.shell.safe import escape_markdown, inline_code
 
 _MODEL_BADGE = {"ready": "🟢 ready", "loading": "🟡 loading…", "unavailable": "🔴 unavailable"}
@@ -72,4 +73,5 @@ def _reconcile_now(kb: KnowledgeBase) -> None:
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
         else:
+            started_here(job)  # on Documents → Maintenance, its end reruns the page
             st.info(f"Reconcile started as job {job.id}: *Documents → Maintenance* shows its progress.")

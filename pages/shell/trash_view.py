@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, RestoreConflictError
-from pages.shell.jobs_panel import render_jobs_panel
+from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import ROW_OR_CELL, clicked_row, flash, show_flash, table_key
 
@@ -23,7 +23,8 @@ def render_trash(kb: KnowledgeBase) -> None:
     st.caption(f"{len(items)} deleted document(s). Each is kept for {days} days (KB_TRASH_DAYS), then purged; "
                "tick or click a row to restore or purge it.")
     show_flash("trash")
-    render_jobs_panel(kb, ("purge_trash",), key="trash", recent=1)  # the purge at opening, or the button's
+    # the purge at opening, or the button's; no text field on this tab: the button's purge reruns it once it ends
+    render_jobs_panel(kb, ("purge_trash",), key="trash", recent=1, refresh_own=True)
     if not items:
         st.info("The trash is empty.")
         return
@@ -57,6 +58,7 @@ def render_trash(kb: KnowledgeBase) -> None:
         except KnowledgeBaseError as exc:
             flash("trash", "error", str(exc))
             return
+        started_here(job)
         flash("trash", "info", f"job {job.id}: purging what was deleted {days} days ago or earlier")
 
     event = st.dataframe(
