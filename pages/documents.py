@@ -12,7 +12,7 @@ from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.trash_view import render_trash
-from pages.shell.views import ROW_OR_CELL, clicked_row, flash, show_flash, table_key
+from pages.shell.views import ROW_OR_CELL, clicked_row, flash, save_and_flash, show_flash, table_key
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -25,14 +25,11 @@ MAX_NAMES = 50  # a confirmation lists this many paths, then a count
 
 def _start(kind: str, **options) -> None:
     """A button callback: start the job on the server (it goes on whatever this tab does) and say so."""
-    try:
-        job = kb.start_job(kind, **options)
-    except KnowledgeBaseError as exc:
-        flash("maintenance", "error", str(exc))
-        return
-    started_here(job)  # its end reruns this tab (nothing to type into here): see render_jobs_panel below
-    flash("maintenance", "info", f"{job.label} started as job {job.id}: it runs on the server, so closing or "
-                                 "reloading this tab does not stop it; its progress is below.")
+    job = save_and_flash("maintenance", lambda: kb.start_job(kind, **options),
+                         lambda job: f"{job.label} started as job {job.id}: it runs on the server, so closing or "
+                                     "reloading this tab does not stop it; its progress is below.", kind="info")
+    if job is not None:
+        started_here(job)  # its end reruns this tab (nothing to type into here): see render_jobs_panel below
 
 
 def _maintenance_details(job) -> None:

@@ -10,7 +10,7 @@ import streamlit as st
 from kb_core import HEADLINE, KnowledgeBaseError, Role
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
-from pages.shell.views import flash, show_flash
+from pages.shell.views import save_and_flash, show_flash
 from pages.shell.wiring import knowledge_base
 
 kb = knowledge_base()
@@ -23,22 +23,14 @@ may_write = kb.actor.may(Role.CURATOR)
 
 
 def _import(name: str, upload) -> None:
-    try:
-        count = kb.import_query_set(name, upload.getvalue() if upload is not None else b"")
-    except KnowledgeBaseError as exc:
-        flash("eval-import", "error", str(exc))
-        return
-    flash("eval-import", "success", f"{count} labelled queries stored in the set “{name.strip()}”.")
+    save_and_flash("eval-import", lambda: kb.import_query_set(name, upload.getvalue() if upload is not None else b""),
+                   lambda count: f"{count} labelled queries stored in the set “{name.strip()}”.")
 
 
 def _start(set_name: str) -> None:
-    try:
-        job = kb.start_evaluation(set_name)
-    except KnowledgeBaseError as exc:
-        flash("eval-start", "error", str(exc))
-        return
-    flash("eval-start", "info", f"Evaluation run of “{set_name}” started (job {job.id}): it runs on the server; "
-                                "closing this tab does not stop it.")
+    save_and_flash("eval-start", lambda: kb.start_evaluation(set_name),
+                   lambda job: f"Evaluation run of “{set_name}” started (job {job.id}): it runs on the server; "
+                               "closing this tab does not stop it.", kind="info")
 
 
 try:

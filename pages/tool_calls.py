@@ -13,7 +13,7 @@ import streamlit as st
 from kb_core import KnowledgeBase, KnowledgeBaseError, Role, confidence_of, percentile
 from pages.shell.label_view import render_label_control
 from pages.shell.safe import escape_markdown, inline_code
-from pages.shell.views import flash, render_preview, show_flash, table_key
+from pages.shell.views import render_preview, save_and_flash, show_flash, table_key
 from pages.shell.wiring import knowledge_base
 
 PLAYGROUND = Path(__file__).resolve().parent / "playground.py"
@@ -28,13 +28,9 @@ def _utc_iso(moment: datetime) -> str:
 
 
 def _save_keyword(kb: KnowledgeBase, edit, query: str) -> None:
-    try:
-        outcome = kb.save_frontmatter_edit(edit)
-    except KnowledgeBaseError as exc:
-        flash("attention-fix", "error", str(exc))
-        return
-    flash("attention-fix", "success", f"“{', '.join(edit.added)}” is now a keyword of {edit.file_path} (the document "
-                                      f"{outcome.action}): a lookup of “{query}” finds it in L0.")
+    save_and_flash("attention-fix", lambda: kb.save_frontmatter_edit(edit),
+                   lambda outcome: f"“{', '.join(edit.added)}” is now a keyword of {edit.file_path} (the document "
+                                   f"{outcome.action}): a lookup of “{query}” finds it in L0.")
 
 
 def _render_fix(kb: KnowledgeBase, group) -> None:

@@ -19,7 +19,7 @@ from kb_core import (
     split_body,
 )
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
-from pages.shell.views import field_value, flash, render_preview, table_key
+from pages.shell.views import field_value, render_preview, save_and_flash, table_key
 
 MAX_CHUNKS_SHOWN = 50  # a search narrows the rest down
 MAX_RAW_CHARS = 200_000  # the raw view of a huge file; the download has all of it
@@ -46,11 +46,7 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                                     mime="text/markdown", key=f"download-{doc.id}", on_click="ignore",
                                     icon=":material/download:")
         if kb.actor.may(Role.ADMIN) and actions.button("Re-index", key=f"reindex-{doc.id}"):
-            try:
-                kb.reindex(doc.id)
-                flash("inspector", "success", f"Re-indexed {doc.file_path}")
-            except KnowledgeBaseError as exc:
-                flash("inspector", "error", str(exc))
+            save_and_flash("inspector", lambda: kb.reindex(doc.id), lambda _: f"Re-indexed {doc.file_path}")
             st.rerun()
         if kb.actor.may(Role.CURATOR) and actions.button("Delete…", key=f"delete-{doc.id}"):
             state.confirm_delete = {"ids": [doc.id], "where": "inspector"}
@@ -103,13 +99,9 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
 def _save_edit(kb: KnowledgeBase, edit, draft_key: str) -> None:
     """Save-button callback: the edit goes through the upload path; the outcome shows above the inspector."""
     st.session_state.pop(draft_key, None)
-    try:
-        outcome = kb.save_frontmatter_edit(edit)
-    except KnowledgeBaseError as exc:
-        flash("inspector", "error", str(exc))
-        return
-    flash("inspector", "success", f"{edit.file_path}: {', '.join(edit.fields)} saved in place and the document "
-                                  f"{outcome.action}.")
+    save_and_flash("inspector", lambda: kb.save_frontmatter_edit(edit),
+                   lambda outcome: f"{edit.file_path}: {', '.join(edit.fields)} saved in place and the document "
+                                   f"{outcome.action}.")
 
 
 def _render_edit(kb: KnowledgeBase, doc) -> None:

@@ -24,7 +24,7 @@ import streamlit as st
 
 from kb_core import JobRecord, JobState, KnowledgeBase, KnowledgeBaseError, describe_seconds
 from pages.shell.safe import escape_markdown
-from pages.shell.views import flash, show_flash
+from pages.shell.views import save_and_flash, show_flash
 
 REFRESH_SECONDS = 1.0
 STARTED_HERE = "_jobs-started-here"  # the ids of the jobs this session started (started_here)
@@ -52,13 +52,9 @@ def _ended_meanwhile(ended: set[int], shown: Sequence[JobRecord], key: str) -> N
 
 
 def _cancel(kb: KnowledgeBase, job_id: int, key: str) -> None:
-    try:
-        job = kb.cancel_job(job_id)
-    except KnowledgeBaseError as exc:
-        flash(f"jobs-{key}", "error", str(exc))
-        return
-    flash(f"jobs-{key}", "info", f"job {job.id}: cancelled before it started" if job.state == JobState.CANCELLED
-          else f"job {job.id}: cancel requested; it stops after the document it is working on")
+    save_and_flash(f"jobs-{key}", lambda: kb.cancel_job(job_id),
+                   lambda job: f"job {job.id}: cancelled before it started" if job.state == JobState.CANCELLED
+                   else f"job {job.id}: cancel requested; it stops after the document it is working on", kind="info")
 
 
 def _active(kb: KnowledgeBase, job: JobRecord, key: str) -> None:

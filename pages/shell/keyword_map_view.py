@@ -10,7 +10,7 @@ import streamlit as st
 from kb_core import JobState, KnowledgeBase, KnowledgeBaseError, Role, parse_synonym_lines, synonym_lines
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown, inline_code
-from pages.shell.views import SHOW, flash, render_preview, selected_row, show_flash, table_key
+from pages.shell.views import SHOW, render_preview, save_and_flash, selected_row, show_flash, table_key
 
 PROBLEMS, ALL = "Problems only", "All keywords"
 KIND_LABELS = {"generic": "⚠️ generic", "clash": "⚠️ clash", "overlap": "⚠️ overlap", "weak": "🚫 weak",
@@ -65,14 +65,12 @@ def render_keyword_map(kb: KnowledgeBase) -> None:
 
 
 def _save(kb: KnowledgeBase, edit) -> None:
-    try:
-        outcome = kb.save_keyword_edit(edit)
-    except KnowledgeBaseError as exc:
-        flash("keyword-edit", "error", str(exc))
-        return
-    changes = [*(f"−{k}" for k in edit.removed), *(f"+{k}" for k in edit.added)]
-    flash("keyword-edit", "success", f"{edit.file_path}: keywords saved and the document {outcome.action} "
-          f"({', '.join(changes)}). The map below is up to date.")
+    def saved(outcome) -> str:
+        changes = [*(f"−{k}" for k in edit.removed), *(f"+{k}" for k in edit.added)]
+        return (f"{edit.file_path}: keywords saved and the document {outcome.action} ({', '.join(changes)}). "
+                "The map below is up to date.")
+
+    save_and_flash("keyword-edit", lambda: kb.save_keyword_edit(edit), saved)
 
 
 def _render_keyword(kb: KnowledgeBase, row) -> None:

@@ -9,20 +9,16 @@ import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, Role
 from pages.shell.safe import inline_code
-from pages.shell.views import flash, show_flash
+from pages.shell.views import save_and_flash, show_flash
 
 NO_ANSWER = "(no answer: the knowledge base has none)"
 DEFAULT_SET = "console"
 
 
 def _label(kb: KnowledgeBase, set_name: str, query: str, expected: list[str], kind: str, key: str) -> None:
-    try:
-        kb.label_query(set_name, query, expected, kind=kind)
-    except KnowledgeBaseError as exc:
-        flash(f"label-{key}", "error", str(exc))
-        return
-    what = ", ".join(expected) if expected else "no answer"
-    flash(f"label-{key}", "success", f"“{query}” is labelled in the set “{set_name.strip()}”: {what}.")
+    save_and_flash(f"label-{key}", lambda: kb.label_query(set_name, query, expected, kind=kind),
+                   lambda _: f"“{query}” is labelled in the set “{set_name.strip()}”: "
+                             f"{', '.join(expected) if expected else 'no answer'}.")
 
 
 def _picked(kb: KnowledgeBase, set_name: str, query: str, kind: str, key: str) -> None:

@@ -9,7 +9,7 @@ import streamlit as st
 from kb_core import KnowledgeBase, KnowledgeBaseError, RestoreConflictError
 from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.safe import escape_markdown, inline_code
-from pages.shell.views import ROW_OR_CELL, clicked_row, flash, show_flash, table_key
+from pages.shell.views import ROW_OR_CELL, clicked_row, flash, save_and_flash, show_flash, table_key
 
 
 def render_trash(kb: KnowledgeBase) -> None:
@@ -44,22 +44,16 @@ def render_trash(kb: KnowledgeBase) -> None:
 
     def purge(item_ids: list[str]) -> None:
         state.trash_confirm = None
-        try:
-            gone = kb.purge_trash(items=item_ids)
-        except KnowledgeBaseError as exc:
-            flash("trash", "error", str(exc))
-            return
-        flash("trash", "success", "purged " + ", ".join(item.file_path for item in gone) if gone else
-              "nothing purged: already gone")
+        save_and_flash("trash", lambda: kb.purge_trash(items=item_ids),
+                       lambda gone: "purged " + ", ".join(item.file_path for item in gone) if gone else
+                       "nothing purged: already gone")
 
     def purge_old() -> None:
-        try:
-            job = kb.start_job("purge_trash")
-        except KnowledgeBaseError as exc:
-            flash("trash", "error", str(exc))
-            return
-        started_here(job)
-        flash("trash", "info", f"job {job.id}: purging what was deleted {days} days ago or earlier")
+        job = save_and_flash("trash", lambda: kb.start_job("purge_trash"),
+                             lambda job: f"job {job.id}: purging what was deleted {days} days ago or earlier",
+                             kind="info")
+        if job is not None:
+            started_here(job)
 
     event = st.dataframe(
         [{"file": item.file_path, "deleted (UTC)": item.deleted_at.strftime("%Y-%m-%d %H:%M"),

@@ -1,14 +1,16 @@
-"""Small rendering helpers shared by the console pages (no kb_core calls of their own)."""
+"""Small rendering helpers shared by the console pages (no kb_core calls of their own: `save_and_flash` runs the one
+its caller hands it)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import streamlit as st
 
+from kb_core import KnowledgeBaseError
 from pages.shell.safe import escape_markdown, inline_code
 
 SHOW = {"error": st.error, "warning": st.warning, "info": st.info, "success": st.success}  # by severity
@@ -90,3 +92,20 @@ def show_flash(slot: str) -> None:
 
 def flash(slot: str, kind: str, message: str) -> None:
     st.session_state[f"flash-{slot}"] = (kind, message)
+
+
+T = TypeVar("T")
+
+
+def save_and_flash(slot: str, action: Callable[[], T], message: Callable[[T], str], *,
+                   kind: str = "success") -> T | None:
+    """A button callback's write and what it says: run `action` (a kb_core call); a KnowledgeBaseError is flashed
+    into `slot` as the error it is and None returned; otherwise `message(result)` is flashed as `kind` and the
+    result returned. `show_flash(slot)` shows it where the user is looking."""
+    try:
+        result = action()
+    except KnowledgeBaseError as exc:
+        flash(slot, "error", str(exc))
+        return None
+    flash(slot, kind, message(result))
+    return result
