@@ -2,10 +2,14 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -421,6 +425,76 @@ def wait_healthy(url: str, server: subprocess.Popen, log: Path, deadline_s: floa
             pass
         time.sleep(0.5)
     pytest.fail(f"streamlit did not become healthy within {deadline_s:.0f} s:\n{log.read_text(errors='replace')}")
+
+
+# -- one `streamlit run app.py` for the process tests (browser, sign-in, exposure) ------------------------------
+STALE_ENV = ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")  # would point at another KB
+
+
+def server_env(root: Path, *, drop_prefixes: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
+    """The environment of a console (or of the process that syncs its root first) over `root`: this one's, without
+    STALE_ENV and the variables starting with one of `drop_prefixes`, BM25 only and offline, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in STALE_ENV and not k.startswith(drop_prefixes)}
+    env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.update(extra)
+    return env
+
+
+def sync_root(env: dict[str, str]) -> None:
+    """Reconcile the knowledge base `env` names in a process of its own, before a server opens it (Milvus Lite
+    admits one process at a time, and the server must be the one holding it)."""
+    done = subprocess.run([sys.executable, "-c", "from kb_core import open_knowledge_base as o; o().reconcile()"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@dataclass(frozen=True)
+class Served:
+    port: int
+    url: str  # http://127.0.0.1:<port>
+    log: Path  # the server's stdout and stderr
+
+
+@contextlib.contextmanager
+def streamlit_server(tmp_path: Path, env: dict[str, str], *, port: int | None = None,
+                     address: str | None = "127.0.0.1", args: Sequence[str] = ()) -> Iterator[Served]:
+    """`streamlit run app.py` from the checkout (its .streamlit/config.toml applies) in `env` (see server_env) on
+    `port` (a free one by default) and `address` (None: no option, the config file's), headless, no file watcher,
+    plus `args`; yielded once its health check answers. Its output goes to `tmp_path/streamlit-<port>.log`, shown
+    when it does not come up and added to the error of a test that fails while it runs. On the way out, even on
+    failure, it is stopped (SIGTERM, then SIGKILL for its whole process group) and waited for: the port is free."""
+    port = port or free_port()
+    log = tmp_path / f"streamlit-{port}.log"
+    command = [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
+               "--server.port", str(port), "--browser.gatherUsageStats", "false",
+               "--server.fileWatcherType", "none",  # no reruns or banners while someone edits the checkout
+               *(["--server.address", address] if address else []), *args]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # a group of its own: nothing it starts outlives it
+    failed: BaseException | None = None
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
+        try:
+            yield Served(port=port, url=f"http://127.0.0.1:{port}", log=log)
+        except BaseException as exc:
+            failed = exc
+            raise
+    finally:
+        _stop(proc)
+        if failed is not None and not isinstance(failed, GeneratorExit):
+            failed.add_note(f"streamlit's log ({log}), its end:\n{log.read_text(errors='replace')[-4000:]}")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()  # a clean shutdown first: a test may read the log for tracebacks afterwards
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the server if it hung, and anything of its group left behind
+    proc.wait(timeout=15)
 
 
 # -- who can reach a listening socket (loopback by default: issue 22) ----------------------------------------------

@@ -11,24 +11,21 @@ Never skipped: CI installs `chromium` with apt; playwright never downloads a bro
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    NO_MODEL,
     REPO,
     VIEWPORT,
     doc,
-    free_port,
+    server_env,
     show_job_changes,
-    wait_healthy,
+    streamlit_server,
+    sync_root,
     write_doc,
 )
 
@@ -49,31 +46,9 @@ PAYMENT_DOC = doc(
 
 @contextlib.contextmanager
 def _serve(root: Path, tmp_path: Path):
-    """`streamlit run app.py` on a free port over `root`; stopped on the way out, even on failure."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")}
-    env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    port = free_port()
-    log = tmp_path / "streamlit.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"),
-             "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--browser.gatherUsageStats", "false",
-             # no reruns or "File change" banners while someone edits the checkout during the test
-             "--server.fileWatcherType", "none"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
-        yield {"url": f"http://127.0.0.1:{port}", "root": root, "log": log}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+    """`streamlit run app.py` on a free port over `root` (tests/conftest.py: streamlit_server)."""
+    with streamlit_server(tmp_path, server_env(root)) as served:
+        yield {"url": served.url, "root": root, "log": served.log}
 
 
 @pytest.fixture
@@ -98,12 +73,7 @@ def sample_server(tmp_path):
 def _synced_server(root: Path, tmp_path: Path):
     """`root` synced by a separate process first (Milvus Lite admits one process at a time, and the server must be
     the one holding it), then served."""
-    env = {**os.environ, "KB_APP_ROOT": str(root), "KB_EMBEDDING_MODEL": NO_MODEL}
-    for name in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG"):
-        env.pop(name, None)
-    done = subprocess.run([sys.executable, "-c", "from kb_core import open_knowledge_base as o; o().reconcile()"],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    sync_root(server_env(root))
     return _serve(root, tmp_path)
 
 

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import os
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from urllib.parse import quote
@@ -32,16 +29,16 @@ from conftest import (
     CHROMIUM_ARGS,
     HOSTILE_KEYWORD,
     HOSTILE_PATH,
-    NO_MODEL,
     REPO,
     VIEWPORT,
-    free_port,
     hostile_document,
     hostile_fields,
     hostile_queries,
     machine_addresses,
+    server_env,
     show_job_changes,
-    wait_healthy,
+    streamlit_server,
+    sync_root,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.processes]  # a `streamlit run` server and chromium
@@ -95,35 +92,13 @@ def beacon():
         server.server_close()
 
 
+def _serve(root: Path, tmp_path: Path, address: str):
+    """`streamlit run app.py` on `address`, with no KB_ or STREAMLIT_ variable of this environment."""
+    return streamlit_server(tmp_path, _environment(root), address=address)
+
+
 def _environment(root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "STREAMLIT_"))}
-    env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, KB_WATCH="0", HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1")
-    return env
-
-
-@contextlib.contextmanager
-def _serve(root: Path, tmp_path: Path, *options: str):
-    """`streamlit run app.py` from the checkout (its .streamlit/config.toml applies) with extra `options`."""
-    port = free_port()
-    log = tmp_path / f"streamlit-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.port", str(port), "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-             *options],
-            cwd=REPO, env=_environment(root), stdout=out, stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
-        yield {"port": port, "url": f"http://127.0.0.1:{port}", "log": log}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+    return server_env(root, drop_prefixes=("KB_", "STREAMLIT_"), KB_WATCH="0")
 
 
 @contextlib.contextmanager
@@ -173,10 +148,8 @@ def hostile_server(tmp_path, beacon):
     root = tmp_path / "root"
     shutil.copytree(REPO / "knowledge_base", root / "knowledge_base")
     (root / HOSTILE_PATH).write_text(hostile_document(beacon.url), encoding="utf-8")
-    done = subprocess.run([sys.executable, "-c", "from kb_core import open_knowledge_base as o; o().reconcile()"],
-                          env=_environment(root), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    with _serve(root, tmp_path, "--server.address", "127.0.0.1") as served:
+    sync_root(_environment(root))
+    with _serve(root, tmp_path, "127.0.0.1") as served:
         yield served
 
 
@@ -184,7 +157,7 @@ def hostile_server(tmp_path, beacon):
 def test_a_hostile_document_and_hostile_links_load_nothing_and_run_nothing(hostile_server, beacon):
     from playwright.sync_api import expect
 
-    url = hostile_server["url"]
+    url = hostile_server.url
     fields = hostile_fields(beacon.url)
     query, nothing = hostile_queries(beacon.url)
     backtick_keyword = fields["keywords"][1]
@@ -304,11 +277,11 @@ def test_served_on_every_interface_without_sign_in_every_page_refuses(tmp_path):
 
     root = tmp_path / "root"
     root.mkdir()
-    with _serve(root, tmp_path, "--server.address", "0.0.0.0") as served, _chromium() as page:
+    with _serve(root, tmp_path, "0.0.0.0") as served, _chromium() as page:
         hosts = [*(ip for ip in machine_addresses() if ":" not in ip), "127.0.0.1"]  # 0.0.0.0 is IPv4 only
         for host in hosts:
             for path in ("", "upload", "documents"):
-                page.goto(f"http://{host}:{served['port']}/{path}")
+                page.goto(f"http://{host}:{served.port}/{path}")
                 expect(page.get_by_role("heading", name=REFUSAL)).to_be_visible(timeout=TIMEOUT_MS)
                 _wait_idle(page)
                 expect(page.get_by_test_id("stAlert")).to_contain_text("This server listens on 0.0.0.0")
@@ -325,11 +298,11 @@ def test_a_loopback_server_opened_under_another_name_refuses(tmp_path):
 
     root = tmp_path / "root"
     root.mkdir()
-    with _serve(root, tmp_path, "--server.address", "127.0.0.1") as served, \
+    with _serve(root, tmp_path, "127.0.0.1") as served, \
             _chromium("--host-resolver-rules=MAP rebind.test 127.0.0.1") as page:
-        page.goto(f"http://rebind.test:{served['port']}/")
+        page.goto(f"http://rebind.test:{served.port}/")
         expect(page.get_by_role("heading", name=REFUSAL)).to_be_visible(timeout=TIMEOUT_MS)
         expect(page.get_by_text("rebind.test", exact=False).first).to_be_visible()
-        page.goto(f"http://localhost:{served['port']}/")
+        page.goto(f"http://localhost:{served.port}/")
         expect(page.get_by_role("heading", name="Lookup playground")).to_be_visible(timeout=TIMEOUT_MS)
         _wait_idle(page)

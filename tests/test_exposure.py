@@ -7,14 +7,11 @@ other address, is in tests/test_browser_safety.py."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import APP, NO_MODEL, REPO, free_port, listening_addresses, machine_addresses, outside_code, wait_healthy
+from conftest import APP, REPO, listening_addresses, machine_addresses, outside_code, server_env, streamlit_server
 from streamlit.testing.v1 import AppTest
 
 from pages.shell.exposure import exposure, is_loopback_address, is_loopback_host
@@ -134,23 +131,12 @@ def test_on_loopback_the_console_is_served(app_root, server_address):
 def test_streamlit_run_app_py_as_the_readme_says_listens_on_loopback_only(tmp_path):
     """`streamlit run app.py` with no address option (only .streamlit/config.toml): bound to 127.0.0.1, and the
     machine's other addresses refuse the connection."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("STREAMLIT_", "KB_"))}
-    env.update(KB_APP_ROOT=str(tmp_path), KB_EMBEDDING_MODEL=NO_MODEL, KB_WATCH="0")
-    port = free_port()
-    log = tmp_path / "streamlit.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                                   "--server.headless", "true", "--server.fileWatcherType", "none"],
-                                  cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", server, log)
-        listening = listening_addresses(port)
+    env = server_env(tmp_path, drop_prefixes=("STREAMLIT_", "KB_"), KB_WATCH="0")
+    with streamlit_server(tmp_path, env, address=None) as served:
+        listening = listening_addresses(served.port)
         assert listening and all(ip.is_loopback for ip in listening), listening
         others = machine_addresses()
         for ip in others:
             with pytest.raises(ConnectionRefusedError):
-                socket.create_connection((ip, port), timeout=5).close()
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+                socket.create_connection((ip, served.port), timeout=5).close()
     assert Path(REPO / ".streamlit/config.toml").read_text().count('address = "127.0.0.1"') == 1

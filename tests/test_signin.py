@@ -6,14 +6,11 @@ local OpenID provider (oidc-provider-mock) for the whole flow."""
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import APP, CHROMIUM, CHROMIUM_ARGS, NO_MODEL, REPO, VIEWPORT, doc, free_port, wait_healthy
+from conftest import APP, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, doc, free_port, server_env, streamlit_server
 
 AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
         "client_id": "kb-console", "client_secret": "s" * 16,
@@ -147,29 +144,11 @@ def _console(root: Path, tmp_path: Path, provider: str):
         f'cookie_secret = "{secrets.token_hex(32)}"\n'
         'client_id = "kb-console"\nclient_secret = "kb-console-secret"\n'
         f'server_metadata_url = "{provider}/.well-known/openid-configuration"\n', encoding="utf-8")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")}
     import json
 
-    env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, KB_ROLES=json.dumps(ROLES), KB_WATCH="0",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    log = tmp_path / "streamlit.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(port), "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none", "--secrets.files", str(secrets_file)],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", proc, log)
-        yield f"http://localhost:{port}", log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+    env = server_env(root, KB_ROLES=json.dumps(ROLES), KB_WATCH="0")
+    with streamlit_server(tmp_path, env, port=port, args=("--secrets.files", str(secrets_file))) as served:
+        yield f"http://localhost:{port}", served.log
 
 
 def _sign_in(page, url: str, email: str) -> None:
