@@ -391,6 +391,25 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
+@contextlib.contextmanager
+def chromium_page(timeout_ms: float, *extra_args: str):
+    """A page of Debian's chromium driven by playwright (which never downloads a browser of its own), at VIEWPORT,
+    every wait bounded by `timeout_ms`; chromium is closed on the way out, even on failure."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with `apt-get install chromium` "
+                    "(playwright must not download a browser of its own)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, *extra_args])
+        try:
+            context = browser.new_context(viewport=VIEWPORT)
+            context.set_default_timeout(timeout_ms)
+            yield context.new_page()
+        finally:
+            browser.close()
+
+
 def show_job_changes(page, shown, timeout_ms: float) -> None:
     """Wait until the page shows `shown` (a locator), which a job this tab started changes. The jobs panel does
     not redraw the page by itself when a job ends (pages/shell/jobs_panel.py): if the job ended after the page

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     REPO,
     VIEWPORT,
+    chromium_page,
     doc,
     server_env,
     show_job_changes,
@@ -95,20 +94,9 @@ def large_server(tmp_path):
 
 @pytest.fixture
 def page():
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with `apt-get install chromium` "
-                    "(playwright must not download a browser of its own)")
-    from playwright.sync_api import sync_playwright
-
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context(viewport=VIEWPORT)
-            context.set_default_timeout(TIMEOUT_MS)
-            yield context.new_page()
-        finally:
-            browser.close()
+    with chromium_page(TIMEOUT_MS) as opened:
+        yield opened
 
 
 APP_PAGES = ["Lookup playground", "Documents", "Upload", "Tool calls", "Evaluation", "Settings"]  # app.py navigation

@@ -16,7 +16,6 @@ Never skipped: CI installs `chromium` with apt; playwright never downloads a bro
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import shutil
 import threading
@@ -25,12 +24,10 @@ from urllib.parse import quote
 
 import pytest
 from conftest import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     HOSTILE_KEYWORD,
     HOSTILE_PATH,
     REPO,
-    VIEWPORT,
+    chromium_page,
     hostile_document,
     hostile_fields,
     hostile_queries,
@@ -101,21 +98,8 @@ def _environment(root: Path) -> dict[str, str]:
     return server_env(root, drop_prefixes=("KB_", "STREAMLIT_"), KB_WATCH="0")
 
 
-@contextlib.contextmanager
 def _chromium(*extra_args: str):
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium with `apt-get install chromium` "
-                    "(playwright must not download a browser of its own)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, *extra_args])
-        try:
-            context = browser.new_context(viewport=VIEWPORT)
-            context.set_default_timeout(TIMEOUT_MS)
-            yield context.new_page()
-        finally:
-            browser.close()
+    return chromium_page(TIMEOUT_MS, *extra_args)
 
 
 def _wait_idle(page) -> None:
