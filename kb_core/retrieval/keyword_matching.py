@@ -304,9 +304,10 @@ class TermIds(Mapping[str, int]):
         return iter(self._terms)
 
 
-class Postings(Sequence[np.ndarray]):
-    """Positions by term id, as one flat array cut at `starts` (one array per term would be ~100 bytes of
-    object per term: tens of MB at 100,000 documents). An item is a view, not a copy."""
+class _Runs(Sequence[Any]):
+    """Runs of one flat array cut at `starts` (run i is `flat[starts[i]:starts[i + 1]]`): one array for all of
+    them, where an array or a tuple per run would be ~100 bytes of object each (tens of MB at 100,000
+    documents). Subclasses say what a run is read as."""
 
     __slots__ = ("flat", "starts")
 
@@ -316,43 +317,36 @@ class Postings(Sequence[np.ndarray]):
     def __len__(self) -> int:
         return len(self.starts) - 1
 
-    @overload
-    def __getitem__(self, i: int) -> np.ndarray: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[np.ndarray]: ...
-
-    def __getitem__(self, i: int | slice) -> Any:
+    def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         if i < 0:
             i += len(self)
         starts = self.starts
-        return self.flat[starts[i]:starts[i + 1]]
+        return self._read(self.flat[starts[i]:starts[i + 1]])
+
+    def _read(self, run: np.ndarray) -> Any:
+        return run
 
 
-class Ragged(Sequence[tuple[str, ...]]):
-    """Each entry's normalised keywords by position: its run of term ids in one flat array, spelled on access."""
+class Postings(_Runs):
+    """Positions by term id; an item is a view of the flat array, not a copy."""
 
-    __slots__ = ("flat", "starts", "terms")
+    __slots__ = ()
+
+
+class Ragged(_Runs):
+    """Each entry's normalised keywords by position: its run of term ids, spelled on access."""
+
+    __slots__ = ("terms",)
 
     def __init__(self, terms: Sequence[str], flat: np.ndarray, starts: array):
-        self.terms, self.flat, self.starts = terms, flat, starts
+        super().__init__(flat, starts)
+        self.terms = terms
 
-    def __len__(self) -> int:
-        return len(self.starts) - 1
-
-    @overload
-    def __getitem__(self, i: int) -> tuple[str, ...]: ...
-    @overload
-    def __getitem__(self, i: slice) -> Sequence[tuple[str, ...]]: ...
-
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        starts, terms = self.starts, self.terms
-        return tuple(terms[t] for t in self.flat[starts[i]:starts[i + 1]].tolist())
+    def _read(self, run: np.ndarray) -> tuple[str, ...]:
+        terms = self.terms
+        return tuple(terms[t] for t in run.tolist())
 
 
 def _starts(counts: Sequence[int] | np.ndarray) -> array:
