@@ -191,3 +191,32 @@ def test_a_snapshot_of_an_older_format_or_another_display_prefix_is_not_used_and
     inside = KnowledgeIndex(".", app_root=base, snapshot_path=snap)
     inside.load()
     assert sorted(e.file_path for e in inside.entries()) == sorted(n.removeprefix("knowledge_base/") for n in NAMES)
+
+
+def test_an_open_after_edits_applies_them_as_a_delta_over_the_saved_index_and_saves_it_whole_again(
+        tmp_path, monkeypatch):
+    for i, name in enumerate(NAMES):
+        write_doc(tmp_path, name, doc(f"T{i}", [f"key-{i}", "shared"]))
+    _open(tmp_path).close()
+    path = tmp_path / NAMES[0]
+    path.write_text(doc("T0 changed", ["key-0-new", "shared"]), encoding="utf-8")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    (tmp_path / NAMES[1]).unlink()
+    write_doc(tmp_path, "knowledge_base/ops/new.md", doc("New", ["brand-new", "shared"]))
+    rebuilds: list[int] = []
+    real = KnowledgeIndex._rebuild
+    monkeypatch.setattr(KnowledgeIndex, "_rebuild", lambda self, entries: (rebuilds.append(len(entries)),
+                                                                           real(self, entries))[1])
+    parsed = _parses(monkeypatch)
+    index = _open(tmp_path)
+    assert sorted(parsed) == ["api/a.md", "ops/new.md"] and rebuilds == []
+    assert index.view.delta_size == 3  # replaced, removed, added: no rebuild of every entry at open
+    fresh = _open(tmp_path, snapshot=False)
+    assert _view(index) == _view(fresh) and _answers(index) == _answers(fresh)
+    assert index.compact() and index.view.delta_size == 0  # (the background rebuild does this on its own)
+    index.close()  # the snapshot now holds the whole built index again: the next open neither parses nor builds
+    parsed.clear()
+    rebuilds.clear()  # (the fresh scan's)
+    again = _open(tmp_path)
+    assert parsed == [] and rebuilds == [] and again.view.delta_size == 0
+    assert _view(again) == _view(fresh) and _answers(again) == _answers(fresh)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import marshal
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import FrozenInstanceError
 from typing import Any, Protocol
 
@@ -14,7 +14,8 @@ from kb_core.documents.language import document_language, translation_key
 from kb_core.documents.sections import outline
 from kb_core.terms import MAX_KEYWORDS, weak_keyword_reason
 
-__all__ = ["IndexedDocuments", "KnowledgeEntry", "entry_of_bytes", "entry_of_file", "split_keywords"]
+__all__ = ["IndexedDocuments", "KnowledgeEntry", "entries_of_columns", "entry_columns", "entry_of_bytes",
+           "entry_of_file", "split_keywords"]
 
 
 class KnowledgeEntry:
@@ -156,6 +157,21 @@ def _restore(file_path: str, keywords: tuple[str, ...], category: str | None, la
 
 
 _new = object.__new__
+
+
+def entry_columns(entries: Sequence[KnowledgeEntry]) -> tuple[list[Any], ...]:
+    """The entries' fields as they are pickled, one list per field (what `entries_of_columns` takes back): a
+    snapshot of 100,000 entries unpickles faster, and leaves fewer holes in memory, than one object each."""
+    return tuple([getattr(e, name) for e in entries] for name in _PICKLED)
+
+
+def entries_of_columns(columns: Sequence[Sequence[Any]]) -> list[KnowledgeEntry]:
+    if len(columns) != len(_PICKLED) or len({len(c) for c in columns}) > 1:
+        raise ValueError("entry columns of another layout")
+    return list(map(_restore, *columns))
+
+
+_PICKLED = ("file_path", "keywords", "category", "lang", "group", "_cold")
 
 
 _intern = sys.intern

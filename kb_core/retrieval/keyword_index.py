@@ -96,6 +96,7 @@ class KnowledgeIndex:
         self._snapshot_path = Path(snapshot_path) if snapshot_path else None
         self._records: dict[str, bytes] = {}  # display path -> the file's version (`folder.file_version`)
         self._records_dirty = False
+        self._index_saved = False  # whether the last snapshot written holds the search structures too
         self._save_timer: threading.Timer | None = None
 
     @property
@@ -120,24 +121,30 @@ class KnowledgeIndex:
         saved, built = l0_snapshot_file.load_with_index(self._snapshot_path, self._folder.base_dir, prefix) \
             if self._snapshot_path else (None, None)
         records: dict[str, bytes] = {}  # display path (the entry's own string) -> the file's version
+        parsed: dict[str, KnowledgeEntry | None] = {}  # display path -> what it holds now (None: not in L0)
+        met = bytearray(len(saved.paths)) if saved is not None else bytearray()  # saved rows this scan met
         stats: dict[str, bytes] = {}
         for relative in self._folder.scan(stats)[0]:
             scanned += 1
             packed = stats.get(relative) or self._stat(relative)
-            row = saved.row.get(prefix + relative) if saved is not None and packed is not None else None
-            if row is not None and saved.unchanged(row, packed):  # unchanged since the snapshot: no parse
-                reused += 1
-                entry = saved.entries[row]
-                records[saved.paths[row] if entry is None else entry.file_path] = packed
-                if entry is None:
-                    skipped += 1
-                else:
-                    entries.append(entry)
-                continue
+            row = saved.row.get(prefix + relative) if saved is not None else None
+            if row is not None:
+                met[row] = 1
+                if packed is not None and saved.unchanged(row, packed):  # unchanged since the snapshot: no parse
+                    reused += 1
+                    entry = saved.entries[row]
+                    records[saved.paths[row] if entry is None else entry.file_path] = packed
+                    if entry is None:
+                        skipped += 1
+                    else:
+                        entries.append(entry)
+                    continue
+            display = prefix + relative
+            parsed[display] = None
             try:
                 entry = entry_of_file(self._folder, relative)
                 if packed is not None:
-                    records[prefix + relative if entry is None else entry.file_path] = packed
+                    records[display if entry is None else entry.file_path] = packed
             except (OSError, UnicodeDecodeError) as exc:
                 failed += 1
                 log.warning("cannot read %s, skipped: %s", self._folder.display_path(relative), exc)
@@ -145,14 +152,19 @@ class KnowledgeIndex:
             if entry is None:
                 skipped += 1
                 continue
+            parsed[display] = entry
             entries.append(entry)
         with self._write_lock:
             self._bulk_changes, self._bulk_latest = [], {}
-            index = built() if built is not None and saved is not None and reused == scanned == len(saved.paths) \
-                else None
-            if index is not None and self._fits(index, entries):
+            changes = self._changes_since(saved, parsed, met) if saved is not None and built is not None else None
+            index = built() if changes is not None else None
+            if index is not None and self._fits(index, [e for e in saved.entries if e is not None]):
+                # The saved search structures, and what changed since as a delta (folded in in the background):
+                # an open after edits costs the files that changed, not a rebuild of every document's terms.
                 self._journal = None
-                self._swap(index)  # nothing changed since it was saved: its search structures are this scan's
+                self._swap(index)
+                if changes:
+                    self._apply(changes)
             else:
                 self._rebuild(tuple(entries))
             self._records = records
@@ -165,6 +177,23 @@ class KnowledgeIndex:
             seconds * 1000,
         )
         return LoadReport(scanned, len(entries), skipped, failed, seconds)
+
+    def _changes_since(self, saved: l0_snapshot_file.Saved, parsed: dict[str, KnowledgeEntry | None],
+                       met: bytearray) -> list[tuple[str, KnowledgeEntry | None]] | None:
+        """The changes that turn the saved entries into this scan's: the files parsed again that hold another
+        entry now, and the saved documents whose files are gone. None when there are too many for a delta
+        (more than `delta_limit` or 2 % of the documents: a full build is then as cheap)."""
+        limit = max(self.delta_limit, len(saved.paths) // 50)
+        changes: list[tuple[str, KnowledgeEntry | None]] = []
+        for display, entry in parsed.items():
+            row = saved.row.get(display)
+            old = None if row is None else saved.entries[row]
+            if entry != old:
+                changes.append((display if entry is None else entry.file_path, entry))
+        gone = [saved.paths[row] for row in range(len(met)) if not met[row] and saved.entries[row] is not None] \
+            if met.count(0) else []
+        changes += [(path, None) for path in gone]
+        return changes if len(changes) <= limit else None
 
     def refresh(self, file_path: str, expected_sha256: str | None = None) -> bool:
         """Re-read one document as the scan would and add, replace or remove its entry. Nothing is rebuilt
@@ -308,6 +337,8 @@ class KnowledgeIndex:
                 if done == len(journal):
                     self._journal = None
                     self._swap(folded)
+                    if self._snapshot_path is not None and not self._index_saved:
+                        self._snapshot_changed()  # the last snapshot written lacks the search structures
                     return True
                 todo = journal[done:]
             if not isinstance(folded, DeltaSnapshot):
@@ -363,13 +394,20 @@ class KnowledgeIndex:
             if not self._records_dirty:
                 return False
             self._records_dirty = False
-            view = self._snapshot
-            position, live = view.position, view.entries
-            # a record's entry is the view's: every change of an entry drops its record (`_forget`)
-            records = {path: (stat, None if (pos := position.get(path)) is None else live[pos])
-                       for path, stat in self._records.items()}
+            view, own = self._snapshot, self._records
+            # a record's entry is the view's (every change of an entry drops its record: `_forget`), in the
+            # view's order, so that a full snapshot of them is saved with them
+            records: dict[str, l0_snapshot_file.Record] = {}
+            for entry in view.live_entries():
+                stat = own.get(entry.file_path)
+                if stat is not None:
+                    records[entry.file_path] = (stat, entry)
+            for path, stat in own.items():
+                if path not in records:
+                    records[path] = (stat, None)  # a file that is not an L0 document
             saved = [entry for _stat, entry in records.values() if entry is not None]
             index = view if self._fits(view, saved) else None  # a delta, or entries without records: not saved
+            self._index_saved = index is not None
         try:
             l0_snapshot_file.save(self._snapshot_path, self._folder.base_dir, records, index,
                                   self._folder.display_prefix())

@@ -5,7 +5,8 @@ The file (`KB_L0_SNAPSHOT`, default `kb_l0_snapshot.bin` in the application root
 line, the SHA-256 of the payload — and a pickled payload: the knowledge base's directory and the prefix of its
 display paths, the entry schema (`KnowledgeEntry.FIELDS`) and, in columns (fast to unpickle), one record per
 document file: its display path, its version (size, modification and change times, inode: 32 packed bytes) and
-its entry (None: a file without valid frontmatter, not in L0). Anything unexpected — another directory or
+whether it is an L0 document (a file without valid frontmatter is not), and the entries' fields
+(`entry.entry_columns`). Anything unexpected — another directory or
 display prefix, another schema, a wrong digest, a truncated or foreign file — makes `load_with_index()` return
 nothing and the caller scans in full; a snapshot can never give a wrong answer, only a slower open.
 
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb_core.documents.entry import KnowledgeEntry
+from kb_core.documents.entry import KnowledgeEntry, entries_of_columns, entry_columns
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +102,12 @@ def load_with_index(path: Path, base_dir: Path, prefix: str | None = None
                 prefix is not None and content["prefix"] != prefix):
             log.info("the L0 snapshot %s is of another folder or version, scanning in full", path)
             return None, None
-        paths, stats, entries = content["paths"], content["stats"], content["entries"]
-        if not (isinstance(paths, list) and isinstance(entries, list) and isinstance(stats, bytes)
-                and len(paths) == len(entries) and len(stats) == STAT_SIZE * len(paths)):
+        paths, stats, present = content["paths"], content["stats"], content["present"]
+        if not (isinstance(paths, list) and isinstance(stats, bytes) and isinstance(present, bytes)
+                and len(paths) == len(present) and len(stats) == STAT_SIZE * len(paths)):
             return None, None
+        found = iter(entries_of_columns(content["entries"]))
+        entries = [next(found) if here else None for here in present]
         saved = Saved(paths, stats, entries, {p: i for i, p in enumerate(paths)})
         blob = content.get("index")
         return saved, (lambda: _load_index(blob, saved)) if isinstance(blob, bytes) else None
@@ -119,10 +122,12 @@ def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = No
     that names each entry by its path (so an open that parses files again never pays for unpickling it)."""
     blob = _dump_index(index, records) if index is not None else None
     paths = list(records)
+    entries = [records[p][1] for p in paths]
     payload = pickle.dumps({"base": str(base_dir), "prefix": prefix, "schema": SCHEMA, "paths": paths,
                             "stats": b"".join(records[p][0] for p in paths),
-                            "entries": [records[p][1] for p in paths], "index": blob},
-                           protocol=pickle.HIGHEST_PROTOCOL)
+                            "present": bytes(entry is not None for entry in entries),
+                            "entries": entry_columns([entry for entry in entries if entry is not None]),
+                            "index": blob}, protocol=pickle.HIGHEST_PROTOCOL)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
