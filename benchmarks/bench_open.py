@@ -67,28 +67,38 @@ def measure(n: int, repeat: int) -> dict[str, Any]:
         first.close()
         full, from_snapshot = [], []
         for _ in range(repeat):
-            seconds, _index = _open(root, None)
+            seconds, index = _open(root, None)
             full.append(seconds)
+            index.close()
             seconds, index = _open(root, snap)
             from_snapshot.append(seconds)
+            index.close()
         files = sorted((root / "knowledge_base").rglob("*.md"))
-        for path in files[:: 100]:  # 1 % edited while no process ran
-            path.write_text(path.read_text(encoding="utf-8") + "\nedited\n", encoding="utf-8")
+        for n_edit, path in enumerate(files[:: 100]):  # 1 % edited while no process ran: a keyword and the body
+            text = path.read_text(encoding="utf-8").replace("keywords: [", f"keywords: [EDITED_{n_edit}, ", 1)
+            path.write_text(text + "\nedited\n", encoding="utf-8")
         changed, index = _open(root, snap)
-        index.close()
+        index.compact()  # (what the background rebuild does a moment later)
+        index.close()  # the snapshot is whole again: the opens below use it as it is
         tracemalloc.start()
         _, held = _open(root, snap)  # held: what L0 keeps for these documents is still allocated
+        gc.collect()  # (the open's garbage is not held)
         current, _peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
+        held.close()
         del held
         rss = _rss_growth(root, snap)
         target = files[len(files) // 2]
         per_change = []
         for i in range(max(5, repeat)):
-            target.write_text(target.read_text(encoding="utf-8") + f"\nchange {i}\n", encoding="utf-8")
+            text = target.read_text(encoding="utf-8").replace("keywords: [", f"keywords: [CHANGE_{i}, ", 1)
+            target.write_text(text, encoding="utf-8")
             started = time.perf_counter()
-            index.refresh(str(Path("knowledge_base") / target.relative_to(root / "knowledge_base")))
+            applied = index.refresh(str(Path("knowledge_base") / target.relative_to(root / "knowledge_base")))
             per_change.append(time.perf_counter() - started)
+            assert applied, "the edit changed the entry: refresh must apply it"
+        index.compact()
+        index.close()  # nothing left to write into the folder while it is removed
         return {
             "documents": n,
             "full_scan_s": round(statistics.median(full), 3),

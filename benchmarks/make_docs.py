@@ -285,7 +285,8 @@ def _l0_open(report: dict[str, Any]) -> list[str]:
            "Generated documents (realistic frontmatter, 1–4 KB), opened by a new `KnowledgeIndex` each time, "
            "alternating: a full scan (every file parsed), an open from the saved snapshot (files whose size, times "
            "and inode match their record are not read; when none changed, the saved search structures are used "
-           "too), and an open after 1 % of the files changed while no process ran (medians). Memory is what L0 "
+           "too), and an open after 1 % of the files changed while no process ran (a keyword added and the body "
+           "changed: applied as a delta over the saved search structures) (medians). Memory is what L0 "
            "holds after an open: traced (tracemalloc: Python's allocations) / process (the resident memory a fresh "
            "process gains by the open from the snapshot, allocator overhead and C structures included); one "
            "applied change is a `refresh()` of one edited file.", "",

@@ -97,6 +97,7 @@ class KnowledgeIndex:
         self._records: dict[str, bytes] = {}  # display path -> the file's version (`folder.file_version`)
         self._records_dirty = False
         self._index_saved = False  # whether the last snapshot written holds the search structures too
+        self._closed = False
         self._save_timer: threading.Timer | None = None
 
     @property
@@ -372,6 +373,8 @@ class KnowledgeIndex:
         self._records_dirty = True
         if self._save_timer is not None:
             self._save_timer.cancel()
+        if self._closed:
+            return  # saved by the next close(), if any: nothing is written behind the owner's back after close
         self._save_timer = threading.Timer(self.SAVE_AFTER, self.save_snapshot)
         self._save_timer.daemon = True
         self._save_timer.start()
@@ -418,6 +421,9 @@ class KnowledgeIndex:
         return True
 
     def close(self) -> None:
+        """Write the snapshot if anything changed; from now on no timer writes it (a later change is written by
+        the next `close()`)."""
+        self._closed = True
         if self._save_timer is not None:
             self._save_timer.cancel()
         self.save_snapshot()
