@@ -133,8 +133,8 @@ class KnowledgeIndex:
                 met[row] = 1
                 if packed is not None and saved.unchanged(row, packed):  # unchanged since the snapshot: no parse
                     reused += 1
+                    met[row] = 2  # its record is made after the scan (see below)
                     entry = saved.entries[row]
-                    records[saved.paths[row] if entry is None else entry.file_path] = packed
                     if entry is None:
                         skipped += 1
                     else:
@@ -155,6 +155,14 @@ class KnowledgeIndex:
                 continue
             parsed[display] = entry
             entries.append(entry)
+        del stats
+        if saved is not None:
+            # The records of the files the scan reused, made now rather than one by one among the scan's
+            # short-lived strings: 100,000 small objects kept between freed ones would hold their memory pages.
+            paths, entries_saved = saved.paths, saved.entries
+            for row in (row for row, seen in enumerate(met) if seen == 2):
+                entry = entries_saved[row]
+                records[paths[row] if entry is None else entry.file_path] = saved.stat(row)
         with self._write_lock:
             self._bulk_changes, self._bulk_latest = [], {}
             changes = self._changes_since(saved, parsed, met) if saved is not None and built is not None else None
