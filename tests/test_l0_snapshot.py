@@ -213,8 +213,12 @@ def test_an_open_after_edits_applies_them_as_a_delta_over_the_saved_index_and_sa
     assert index.view.delta_size == 3  # replaced, removed, added: no rebuild of every entry at open
     fresh = _open(tmp_path, snapshot=False)
     assert _view(index) == _view(fresh) and _answers(index) == _answers(fresh)
+    assert index.save_snapshot()  # written while the delta is pending: the records, not the search structures
+    assert l0_snapshot_file.load_with_index(tmp_path / "l0.snap", index.folder.base_dir)[1] is None
     assert index.compact() and index.view.delta_size == 0  # (the background rebuild does this on its own)
-    index.close()  # the snapshot now holds the whole built index again: the next open neither parses nor builds
+    assert index.save_snapshot()  # ... and once it is whole, it is written again, with them
+    assert l0_snapshot_file.load_with_index(tmp_path / "l0.snap", index.folder.base_dir)[1] is not None
+    index.close()  # the next open neither parses nor builds
     parsed.clear()
     rebuilds.clear()  # (the fresh scan's)
     again = _open(tmp_path)

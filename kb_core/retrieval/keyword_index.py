@@ -96,7 +96,9 @@ class KnowledgeIndex:
         self._snapshot_path = Path(snapshot_path) if snapshot_path else None
         self._records: dict[str, bytes] = {}  # display path -> the file's version (`folder.file_version`)
         self._records_dirty = False
-        self._index_saved = False  # whether the last snapshot written holds the search structures too
+        # the last snapshot written lacks the search structures only because they were a delta: save again once
+        # the background rebuild made them whole
+        self._save_after_fold = False
         self._closed = False
         self._save_timer: threading.Timer | None = None
 
@@ -346,8 +348,9 @@ class KnowledgeIndex:
                 if done == len(journal):
                     self._journal = None
                     self._swap(folded)
-                    if self._snapshot_path is not None and not self._index_saved:
-                        self._snapshot_changed()  # the last snapshot written lacks the search structures
+                    if self._save_after_fold:
+                        self._save_after_fold = False
+                        self._snapshot_changed()
                     return True
                 todo = journal[done:]
             if not isinstance(folded, DeltaSnapshot):
@@ -418,7 +421,7 @@ class KnowledgeIndex:
                     records[path] = (stat, None)  # a file that is not an L0 document
             saved = [entry for _stat, entry in records.values() if entry is not None]
             index = view if self._fits(view, saved) else None  # a delta, or entries without records: not saved
-            self._index_saved = index is not None
+            self._save_after_fold = index is None and view.delta_size > 0 and len(saved) == view.count
         try:
             l0_snapshot_file.save(self._snapshot_path, self._folder.base_dir, records, index,
                                   self._folder.display_prefix())
