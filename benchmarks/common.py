@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import random
+import re
 import statistics
 import sys
 import time
@@ -159,6 +160,63 @@ def generate_corpus(root: Path, n: int, *, seed: int = 7, min_kb: int = 2, max_k
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(parts), encoding="utf-8")
     return corpus
+
+
+FIXTURE_KB = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "realistic_kb"
+_IDENTIFIER = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[_.-][A-Za-z0-9]+)+$|^[A-Z]+[0-9]+$|^[a-z]+(?:-[a-z]+)+$")
+
+
+def generate_fixture_shaped(root: Path, n: int, *, max_lines_per_section: int = 3) -> int:
+    """About `n` documents shaped like the evaluation fixture's real documentation (tests/fixtures/realistic_kb):
+    copy k of each page lies at `<its folder>/copy-<k // 50>/<name>-<k>.md`, translation pairs stay pairs
+    (`gateway/…` and `gateway-zh/…` copies share k), keywords get the copy's number so they stay specific,
+    except the generic ones (on 5 or more of the fixture's pages: the product's name, "Plugin"), which stay
+    shared, and the body keeps its licence header, MDX lines and every heading with the first lines under it.
+    Returns the number of files written."""
+    import yaml
+
+    pages = sorted(p for p in FIXTURE_KB.rglob("*.md"))
+    claims: dict[str, int] = {}
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        if text.startswith("---\n") and text.find("\n---\n", 4) > 0:
+            for keyword in (yaml.safe_load(text[4:text.find("\n---\n", 4)]) or {}).get("keywords") or []:
+                claims[str(keyword)] = claims.get(str(keyword), 0) + 1
+    written, copy = 0, 0
+    while written < n:
+        for page in pages:
+            if written >= n:
+                break
+            text = page.read_text(encoding="utf-8")
+            relative = page.relative_to(FIXTURE_KB)
+            body, front = text, None
+            if text.startswith("---\n"):
+                end = text.find("\n---\n", 4)
+                if end > 0:
+                    front, body = yaml.safe_load(text[4:end]) or {}, text[end + 5:]
+            kept, lines_left = [], max_lines_per_section
+            for line in body.splitlines():
+                if line.startswith("#"):
+                    lines_left = max_lines_per_section
+                    kept.append(line)
+                elif lines_left > 0 or line.startswith(("<", "import ", "-->", "#")):
+                    kept.append(line)
+                    lines_left -= bool(line.strip())
+            if isinstance(front, dict):
+                front = dict(front)
+                keywords = front.get("keywords") or []
+                front["keywords"] = [k if claims.get(str(k), 0) >= 5 else
+                                     f"{k}-{copy}" if _IDENTIFIER.match(str(k)) else f"{k} {copy}" for k in keywords]
+                front["title"] = f"{front.get('title', relative.stem)} ({copy})"
+                head = "---\n" + yaml.safe_dump(front, allow_unicode=True, sort_keys=False) + "---\n"
+            else:
+                head = ""
+            target = root / relative.parent / f"copy-{copy // 50}" / f"{relative.stem}-{copy}.md"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(head + "\n".join(kept) + "\n", encoding="utf-8")
+            written += 1
+        copy += 1
+    return written
 
 
 def query_mix(corpus: Corpus, *, count: int = 100, seed: int = 11) -> dict[str, list[str]]:

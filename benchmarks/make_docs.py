@@ -282,7 +282,9 @@ def _l0_open(report: dict[str, Any]) -> list[str]:
            f"{_machine(report.get('machine'))}" + (f"; load average {load[0]} → {load[1]} (a shared machine)"
                                                    if load else "") +
            "; JSON in [bench-open-results.json](bench-open-results.json).", "",
-           "Generated documents (realistic frontmatter, 1–4 KB), opened by a new `KnowledgeIndex` each time, "
+           "Generated documents (realistic frontmatter, 1–4 KB; and, where marked, copies of the evaluation "
+           "fixture's real documentation pages with their frontmatter, licence headers, MDX lines and every heading, "
+           "identifier keywords numbered per copy, generic ones shared), opened by a new `KnowledgeIndex` each time, "
            "alternating: a full scan (every file parsed), an open from the saved snapshot (files whose size, times "
            "and inode match their record are not read; when none changed, the saved search structures are used "
            "too), and an open after 1 % of the files changed while no process ran (a keyword added and the body "
@@ -292,7 +294,9 @@ def _l0_open(report: dict[str, Any]) -> list[str]:
            "applied change is a `refresh()` of one edited file.", "",
            "| documents | full scan | from the snapshot | 1 % changed | full / snapshot | snapshot file | "
            "L0 memory per 1,000 docs (traced / process) | one applied change |", "|---|---|---|---|---|---|---|---|"]
-    out += [f"| {r['documents']:,} | {r['full_scan_s']:.2f} s | {r['snapshot_open_s']:.2f} s | "
+    shapes = {"fixture": " shaped like the fixture's pages"}
+    out += [f"| {r['documents']:,}{shapes.get(r.get('shape', ''), '')} | {r['full_scan_s']:.2f} s | "
+            f"{r['snapshot_open_s']:.2f} s | "
             f"{r['snapshot_open_1pct_changed_s']:.2f} s | {r['ratio']}× | {r['snapshot_mb']} MB | "
             f"{r['l0_mb_per_1000_docs']} / {r.get('rss_mb_per_1000_docs', '–')} MB | {r['applied_change_ms']} ms |"
             for r in report["rows"]]

@@ -416,7 +416,8 @@ class DeltaSnapshot(L0View):
         with self._lock:
             if self._consolidated is None:
                 started = time.perf_counter()
-                self._consolidated = Snapshot(self.live_entries(), self.matching, self._cache, self.generic_docs,
+                # (a cache of its own: filled with every keyword, it would outlive the build in the delta's)
+                self._consolidated = Snapshot(self.live_entries(), self.matching, None, self.generic_docs,
                                               self.synonyms)
                 self.build_seconds = time.perf_counter() - started
             return self._consolidated
