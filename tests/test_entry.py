@@ -58,3 +58,12 @@ def test_keywords_and_categories_are_shared_between_entries():
     a = KnowledgeEntry("kb/api/a.md", "A", ("Plugin", "ERR_A"), "", "api")
     b = KnowledgeEntry("kb/api/b.md", "B", ("".join(["Plug", "in"]),), "", "".join(["a", "pi"]))  # new strings
     assert a.keywords[0] is b.keywords[0] and a.category is b.category
+
+
+def test_a_long_section_list_is_kept_deflated_and_reads_back_whole():
+    headings = tuple(f"{i}. Configure the limit-req Plugin for route {i}" for i in range(40))
+    entry = KnowledgeEntry("kb/api/a.md", "T", ("k",), "a summary " * 20, "api", sections=headings)
+    short = KnowledgeEntry("kb/api/b.md", "T", ("k",), "s", "api", sections=("one",))
+    assert entry.sections == headings and entry.summary == "a summary " * 20 and short.sections == ("one",)
+    assert len(entry._cold) < len("".join(headings))  # deflated (a third of it here)
+    assert entry == KnowledgeEntry(**entry.as_dict()) and pickle.loads(pickle.dumps(entry)) == entry

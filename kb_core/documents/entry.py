@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import marshal
 import sys
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import FrozenInstanceError
 from typing import Any, Protocol
@@ -24,7 +25,7 @@ class KnowledgeEntry:
     Every process holds one per document (100,000 of them at scale), so it is kept small: the fields L0
     matches and groups by are attributes (keywords, category and language shared between documents through
     `sys.intern`), and the ones only answers and pages read (title, summary, ignored keywords, sections) are
-    one compact `marshal` blob, decoded when read (about a microsecond), equal bytes for equal values."""
+    one compact blob (`_pack`), decoded when read (one to two microseconds), equal bytes for equal values."""
 
     __slots__ = ("file_path", "keywords", "category", "lang", "group", "_cold")
     FIELDS = ("file_path", "title", "keywords", "summary", "category", "ignored_keywords", "sections",
@@ -49,11 +50,11 @@ class KnowledgeEntry:
                 tuple((_text(n), _text(h)) for n, h in section_names))
         _init(self, file_path, tuple(_intern(_text(k)) for k in keywords),
               None if category is None else _intern(_text(category)), _intern(_text(lang)), _text(group),
-              marshal.dumps(cold, 0))  # version 0: no back-references, so equal values pack to equal bytes
+              _pack(cold))
 
     def _cold_fields(self) -> tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...] | None,
                                     tuple[tuple[str, str], ...]]:
-        return marshal.loads(self._cold)
+        return _unpack(self._cold)
 
     @property
     def title(self) -> str:
@@ -133,6 +134,24 @@ class KnowledgeEntry:
             lang=document_language(relative, fm.extra, text),
             group=translation_key(relative, fm.extra),
         )
+
+
+_COMPRESS_FROM = 128  # bytes: a blob of headings and prose this long compresses by about a third
+
+
+def _pack(cold: tuple[Any, ...]) -> bytes:
+    """`marshal` version 0 (no back-references: equal values pack to equal bytes), deflated when that is
+    smaller (a deflate stream starts with 0x78, a marshalled tuple with `(`: the first byte tells them apart)."""
+    data = marshal.dumps(cold, 0)
+    if len(data) >= _COMPRESS_FROM:
+        packed = zlib.compress(data, 6)
+        if len(packed) < len(data):
+            return packed
+    return data
+
+
+def _unpack(data: bytes) -> Any:
+    return marshal.loads(zlib.decompress(data) if data[0] == 0x78 else data)
 
 
 _init_field = object.__setattr__
