@@ -23,11 +23,13 @@ class KnowledgeEntry:
     """What L0 holds of one document: a frozen value (compared, hashed and pickled by its fields).
 
     Every process holds one per document (100,000 of them at scale), so it is kept small: the fields L0
-    matches and groups by are attributes (keywords, category and language shared between documents through
-    `sys.intern`), and the ones only answers and pages read (title, summary, ignored keywords, sections) are
-    one compact blob (`_pack`), decoded when read (one to two microseconds), equal bytes for equal values."""
+    matches, groups and scans by are attributes (keywords, category and language shared between documents
+    through `sys.intern`; ignored keywords, nearly always the shared empty tuple, which the keyword map and
+    keyword plans read for every entry), and the ones only answers and pages read of a few entries (title,
+    summary, sections) are one compact blob (`_pack`), decoded when read (one to two microseconds), equal
+    bytes for equal values."""
 
-    __slots__ = ("file_path", "keywords", "category", "lang", "group", "_cold")
+    __slots__ = ("file_path", "keywords", "category", "lang", "group", "ignored_keywords", "_cold")
     FIELDS = ("file_path", "title", "keywords", "summary", "category", "ignored_keywords", "sections",
               "section_names", "lang", "group")
 
@@ -36,6 +38,7 @@ class KnowledgeEntry:
     category: str | None
     lang: str  # `en`, `zh`, ... (see `language.document_language`)
     group: str  # the translation group it shares with its other language versions (`language.translation_key`)
+    ignored_keywords: tuple[tuple[str, str], ...]
 
     def __init__(self, file_path: str, title: str, keywords: Iterable[str], summary: str,
                  category: str | None = None, ignored_keywords: Iterable[tuple[str, str]] = (),
@@ -45,15 +48,13 @@ class KnowledgeEntry:
         `1`, and any beyond the 64th); `sections`: `availableSections`, computed when the entry is built (never
         at lookup time), None without headings; `section_names`: frontmatter `sections` found in the body
         (curator's name, heading path)."""
-        cold = (_text(title), _text(summary), tuple((_text(k), _text(r)) for k, r in ignored_keywords),
-                None if sections is None else tuple(map(_text, sections)),
+        cold = (_text(title), _text(summary), None if sections is None else tuple(map(_text, sections)),
                 tuple((_text(n), _text(h)) for n, h in section_names))
         _init(self, file_path, tuple(_intern(_text(k)) for k in keywords),
               None if category is None else _intern(_text(category)), _intern(_text(lang)), _text(group),
-              _pack(cold))
+              tuple((_text(k), _text(r)) for k, r in ignored_keywords), _pack(cold))
 
-    def _cold_fields(self) -> tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...] | None,
-                                    tuple[tuple[str, str], ...]]:
+    def _cold_fields(self) -> tuple[str, str, tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
         return _unpack(self._cold)
 
     @property
@@ -65,19 +66,15 @@ class KnowledgeEntry:
         return self._cold_fields()[1]
 
     @property
-    def ignored_keywords(self) -> tuple[tuple[str, str], ...]:
+    def sections(self) -> tuple[str, ...] | None:
         return self._cold_fields()[2]
 
     @property
-    def sections(self) -> tuple[str, ...] | None:
+    def section_names(self) -> tuple[tuple[str, str], ...]:
         return self._cold_fields()[3]
 
-    @property
-    def section_names(self) -> tuple[tuple[str, str], ...]:
-        return self._cold_fields()[4]
-
     def _key(self) -> tuple[Any, ...]:
-        return self.file_path, self.keywords, self.category, self.lang, self.group, self._cold
+        return self.file_path, self.keywords, self.category, self.lang, self.group, self.ignored_keywords, self._cold
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -96,7 +93,8 @@ class KnowledgeEntry:
         raise FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _restore, (self.file_path, self.keywords, self.category, self.lang, self.group, self._cold)
+        return _restore, (self.file_path, self.keywords, self.category, self.lang, self.group, self.ignored_keywords,
+                          self._cold)
 
     def __repr__(self) -> str:
         return f"KnowledgeEntry({', '.join(f'{name}={getattr(self, name)!r}' for name in self.FIELDS)})"
@@ -158,20 +156,21 @@ _init_field = object.__setattr__
 
 
 def _init(entry: KnowledgeEntry, file_path: str, keywords: tuple[str, ...], category: str | None, lang: str,
-          group: str, cold: bytes) -> None:
+          group: str, ignored: tuple[tuple[str, str], ...], cold: bytes) -> None:
     _init_field(entry, "file_path", file_path)
     _init_field(entry, "keywords", keywords)
     _init_field(entry, "category", category)
     _init_field(entry, "lang", lang)
     _init_field(entry, "group", group)
+    _init_field(entry, "ignored_keywords", ignored)
     _init_field(entry, "_cold", cold)
 
 
 def _restore(file_path: str, keywords: tuple[str, ...], category: str | None, lang: str, group: str,
-             cold: bytes) -> KnowledgeEntry:
+             ignored: tuple[tuple[str, str], ...], cold: bytes) -> KnowledgeEntry:
     """Unpickling: the fields as pickled (strings shared between entries stay shared: pickle keeps identity)."""
     entry = _new(KnowledgeEntry)
-    _init(entry, file_path, keywords, category, lang, group, cold)
+    _init(entry, file_path, keywords, category, lang, group, ignored, cold)
     return entry
 
 
@@ -190,7 +189,7 @@ def entries_of_columns(columns: Sequence[Sequence[Any]]) -> list[KnowledgeEntry]
     return list(map(_restore, *columns))
 
 
-_PICKLED = ("file_path", "keywords", "category", "lang", "group", "_cold")
+_PICKLED = ("file_path", "keywords", "category", "lang", "group", "ignored_keywords", "_cold")
 
 
 _intern = sys.intern
