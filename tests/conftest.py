@@ -331,6 +331,27 @@ def run_page(page: str, **session):
     return at
 
 
+# Sign-in configured (st.login's secrets, an OpenID provider nobody reaches: AppTest sets the user itself)
+SIGNIN_AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
+               "client_id": "kb-console", "client_secret": "s" * 16,
+               "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}
+
+
+def signed_in_page(page: str, monkeypatch, email: str, role: str):
+    """The app after one run as `email` signed in with `role` (`KB_ROLES`), switched to `page` (under pages/)."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("KB_ROLES", json.dumps({email: role}))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.secrets["auth"] = SIGNIN_AUTH
+    at.user = {"is_logged_in": True, "email": email}
+    at.run()
+    at.switch_page(f"../pages/{page}.py").run()
+    return at
+
+
 def wait_for_jobs(root: Path, timeout: float = 120) -> None:
     """Wait until no job of the knowledge base at `root` (its default SQLite file) is queued or running: the
     console's jobs run on their worker thread, after the script run that started them. Read from the database,

@@ -3,7 +3,7 @@ against real stores (SQLite, Milvus Lite)."""
 
 from __future__ import annotations
 
-from conftest import APP, finish_jobs, history_shown, look_up, run_page
+from conftest import APP, finish_jobs, history_shown, look_up, run_page, signed_in_page
 from streamlit.testing.v1 import AppTest
 
 
@@ -147,7 +147,6 @@ def test_a_query_needing_attention_offers_the_document_l1_finds_and_adds_itself_
 
 
 def test_the_fix_opens_the_inspector_and_a_viewer_cannot_add_keywords(synced_sample, monkeypatch):
-    import json
 
     at = _tool_calls_after(run_page("playground"), "如何优化缓存")
     at.selectbox(key="attention_query").set_value("如何优化缓存").run()
@@ -157,15 +156,7 @@ def test_the_fix_opens_the_inspector_and_a_viewer_cannot_add_keywords(synced_sam
     assert "缓存设计与优化指南" in [h.value for h in at.subheader]
 
     # sign-in with roles (as tests/test_signin.py): a viewer sees the fix, not the way to write it
-    auth = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
-            "client_id": "kb-console", "client_secret": "s" * 16,
-            "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}
-    monkeypatch.setenv("KB_ROLES", json.dumps({"vera@example.com": "viewer"}))
-    viewer = AppTest.from_file(APP, default_timeout=60)
-    viewer.secrets["auth"] = auth
-    viewer.user = {"is_logged_in": True, "email": "vera@example.com"}
-    viewer.run()
-    viewer.switch_page("../pages/tool_calls.py").run()
+    viewer = signed_in_page("tool_calls", monkeypatch, "vera@example.com", "viewer")
     viewer.selectbox(key="attention_query").set_value("如何优化缓存").run()
     assert not viewer.exception, viewer.exception
     assert "**L1 finds:**" in " ".join(m.value for m in viewer.markdown)

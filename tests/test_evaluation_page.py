@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import APP, finish_jobs, look_up, run_page
+from conftest import finish_jobs, look_up, run_page, signed_in_page
 from streamlit.testing.v1 import AppTest
 
 SET = [{"query": "ERR_TIMEOUT", "kind": "identifier", "expected": ["api/payment-errors.md"]},
@@ -70,15 +70,7 @@ def test_a_viewer_sees_runs_but_not_the_controls(synced_sample, monkeypatch):
     curator.button(key="eval-start").click().run()
     finish_jobs(curator)
 
-    auth = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
-            "client_id": "kb-console", "client_secret": "s" * 16,
-            "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}
-    monkeypatch.setenv("KB_ROLES", json.dumps({"vera@example.com": "viewer"}))
-    viewer = AppTest.from_file(APP, default_timeout=60)
-    viewer.secrets["auth"] = auth
-    viewer.user = {"is_logged_in": True, "email": "vera@example.com"}
-    viewer.run()
-    viewer.switch_page("../pages/evaluation.py").run()
+    viewer = signed_in_page("evaluation", monkeypatch, "vera@example.com", "viewer")
     assert not viewer.exception, viewer.exception
     assert _frames(viewer, "L0 rule")
     assert not [b for b in viewer.button if b.key in ("eval-import", "eval-start")]

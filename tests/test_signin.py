@@ -10,11 +10,9 @@ import secrets
 from pathlib import Path
 
 import pytest
-from conftest import APP, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, doc, free_port, server_env, streamlit_server
+from conftest import APP, CHROMIUM, CHROMIUM_ARGS, SIGNIN_AUTH, VIEWPORT, doc, free_port, server_env, streamlit_server
 
-AUTH = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
-        "client_id": "kb-console", "client_secret": "s" * 16,
-        "server_metadata_url": "http://localhost:1/.well-known/openid-configuration"}
+AUTH = SIGNIN_AUTH
 ROLES = {"vera@example.com": "viewer", "carl@example.com": "curator", "ada@example.com": "admin"}
 
 
