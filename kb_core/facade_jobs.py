@@ -85,4 +85,5 @@ class JobsFacade:
         days = self._settings.trash_days if older_than_days is None else older_than_days
         if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days < 100_000:
             raise InvalidInputError(f"older_than_days must be a number of days from 0, not {older_than_days!r}")
-        return {"older_than_days": days}, purge_trash_work(lambda: self.purge_trash(older_than_days=days), days)
+        return {"older_than_days": days}, purge_trash_work(
+            lambda progress: self.purge_trash(older_than_days=days, progress=progress), days)

@@ -491,8 +491,8 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         with self._writing(Role.CURATOR, "restore documents", "restore"):
             return self._documents.restore(self._trash_item(item), replace=replace, **_p(progress))
 
-    def purge_trash(self, older_than_days: float | None = None, *,
-                    items: Iterable[TrashItem | str] | None = None) -> list[TrashItem]:
+    def purge_trash(self, older_than_days: float | None = None, *, items: Iterable[TrashItem | str] | None = None,
+                    progress: Progress | None = None) -> list[TrashItem]:
         """Remove for good the items deleted at least `older_than_days` ago (default `KB_TRASH_DAYS`; opening the
         knowledge base does this once in the background), or exactly `items` (`TrashItem`s or item ids, any
         age). The items removed. Curators only."""
@@ -503,16 +503,18 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         chosen = None if items is None else [self._trash_item(item) for item in items]
         days = self._settings.trash_days if older_than_days is None else older_than_days
         with self._writing(Role.CURATOR, "purge the trash", "purge"):
-            return self._trash.purge(timedelta(days=days), items=chosen)
+            return self._trash.purge(timedelta(days=days), items=chosen, **_p(progress))
 
     def _trash_item(self, item: TrashItem | str) -> TrashItem:
         """The item as it is in the trash now, from an item, its id or a document path (its newest item)."""
         key = item.item_id if isinstance(item, TrashItem) else item
-        if not isinstance(key, str) or not key.strip():
+        if not isinstance(key, str):
             raise InvalidInputError(f"expected a trash item, its id or a document path, not {item!r}")
         found = self._trash.find(key) if "/" in key else self._trash.get(key)
         if found is None:
-            raise InvalidInputError(f"{key} is not in the trash (restored or purged already?); nothing was done")
+            shown = key if len(key) <= 120 else f"{key[:60]}…({len(key)} characters)"
+            raise InvalidInputError(f"{shown!r} is not in the trash: no item has that id or document path "
+                                    "(restored or purged already?); nothing was done")
         return found
 
     def reindex(self, doc_id: int, *, progress: Progress | None = None) -> DocumentRecord:

@@ -377,6 +377,23 @@ def test_jobs_of_processes_that_are_gone_are_marked_failed(kb, monkeypatch):
     assert runner.sweep() == [queued_elsewhere.id]
 
 
+def test_a_purge_whose_process_died_says_what_was_and_was_not_purged(kb):
+    """Not the upload's advice (Reconcile does nothing for a purge): how many went, that the rest stay (issue 30)."""
+    runner = internals(kb).jobs
+    me = ProcessIdentity.current()
+    dead = ProcessIdentity(me.host, me.pid, "earlier-boot:1")
+    running = runner.store.create("purge_trash", ADMIN, dead, {"older_than_days": 30})
+    runner.store.claim(running.id)
+    runner.store.progress(running.id, stage="purging", done=2, total=5, counts={}, errors=[],
+                          error_count=0)
+    queued = runner.store.create("purge_trash", ADMIN, dead, {"older_than_days": 30})
+    assert sorted(runner.sweep()) == sorted([running.id, queued.id])
+    summary = kb.job(running.id).summary
+    assert "after purging 2 of 5 item(s)" in summary and "still in the trash" in summary
+    assert "Reconcile" not in summary
+    assert "nothing was purged" in kb.job(queued.id).summary
+
+
 KILLED_JOB = textwrap.dedent("""
     import json, os, signal, sys
     from kb_core import JobFile, load_settings, open_knowledge_base

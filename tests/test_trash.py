@@ -110,7 +110,11 @@ def test_restoring_onto_a_path_that_exists_again_asks_for_replace(kb, tmp_path):
 
     outcome = kb.restore(item.item_id, replace=True)
     assert outcome.action == "replaced"
-    assert (tmp_path / PATH).read_bytes() == ORIGINAL and kb.trash() == []
+    assert (tmp_path / PATH).read_bytes() == ORIGINAL
+    # the version it replaced is not thrown away: it is in the trash now, the restored item is not (issue 30)
+    [kept] = kb.trash()
+    assert kept.item_id != item.item_id and kept.file_path == PATH and kept.sha256 == _sha(newer)
+    assert _file_of(kb, kept).read_bytes() == newer
     assert internals(kb).index.exact_match("LIMIT_REQ_TRASH") and not internals(kb).index.exact_match("LIMIT_REQ_V2")
     assert_consistent(kb)
 
@@ -136,7 +140,8 @@ def test_the_same_path_deleted_twice_keeps_both(kb, tmp_path):
     with pytest.raises(RestoreConflictError):
         kb.restore(first)
     kb.restore(first, replace=True)
-    assert (tmp_path / PATH).read_bytes() == ORIGINAL and kb.trash() == []
+    assert (tmp_path / PATH).read_bytes() == ORIGINAL
+    assert [i.sha256 for i in kb.trash()] == [_sha(second_bytes)]  # the replaced version went to the trash
     assert_consistent(kb)
 
 

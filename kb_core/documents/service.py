@@ -598,17 +598,53 @@ class DocumentService:
         """Bring a trashed document back byte for byte through the upload (validation, the path rule, every
         store, the change feed), then take it out of the trash. A file at its path again is a
         `RestoreConflictError` (nothing written, the item stays) unless `replace=True`; the very same bytes there
-        already (a restore cut short before the item was removed) count as restored."""
+        already (a restore cut short before the item was removed) count as restored.
+
+        `replace=True` never throws the current version away: a copy of it goes into the trash first (written
+        and synced), then the upload replaces exactly that version (`if_match`), then the restored item leaves
+        the trash. A kill at any point leaves every version somewhere: before the copy, both where they were;
+        after it, the current one twice (in place and in the trash); after the upload, the replaced one in the
+        trash and the restored one in place (its item too, until removed; restoring it again is a no-op)."""
         data = self._trash.read(item)
+        digest = sha256(data)
         try:
-            outcome = self.upload(item.file_name, data, item.category, create_only=not replace, progress=progress)
+            outcome = self.upload(item.file_name, data, item.category, create_only=True, progress=progress)
         except DocumentConflictError as exc:
-            if exc.current != sha256(data):
+            if exc.current == digest:
+                outcome = self.upload(item.file_name, data, item.category, if_match=digest, progress=progress)
+            elif not replace:
                 raise RestoreConflictError(item.file_path, exc.current) from exc
-            outcome = self.upload(item.file_name, data, item.category, if_match=exc.current, progress=progress)
+            else:
+                outcome = self._restore_over(item, data, exc.current, progress)
         self._trash.remove(item)  # after the upload: a kill in between leaves the item; restoring it again is a no-op
         log.info("restored %s from the trash (%s): %s", item.file_path, item.item_id, outcome.action)
         return outcome
+
+    def _restore_over(self, item: TrashItem, data: bytes, current: str | None,
+                      progress: Progress) -> UploadOutcome:
+        """`restore(replace=True)` over another version at the path: that version into the trash, then replaced."""
+        target = self._folder.lexical_path(item.file_path)
+        try:
+            existing = self._folder.current_bytes(target) if target is not None else None
+        except OSError as exc:
+            raise DocumentError("read the current version", f"{exc}; nothing was restored") from exc
+        if existing is None or sha256(existing) != current:  # changed again meanwhile: look before replacing
+            raise RestoreConflictError(item.file_path, None if existing is None else sha256(existing))
+        try:
+            kept = self._trash.keep_copy(item.relative_path, existing, deleted_by=acting_name(),
+                                         reason=f"replaced by restoring {item.item_id}")
+        except OSError as exc:
+            raise DocumentError("move to the trash", f"the version at {item.file_path} could not be kept in the "
+                                f"trash ({exc}); nothing was restored or replaced") from exc
+        try:
+            return self.upload(item.file_name, data, item.category, if_match=current, progress=progress)
+        except DocumentConflictError as exc:  # another writer replaced it between the copy and the upload
+            self._trash.remove(kept)  # the copy is of a version that writer replaced, not we
+            raise RestoreConflictError(item.file_path, exc.current) from exc
+        except BaseException:
+            log.warning("restore of %s over %s failed: the version that was there is in place and kept in the "
+                        "trash too (%s)", item.item_id, item.file_path, kept.item_id)
+            raise
 
     def _mark_incomplete(self, doc_id: int, message: str) -> None:
         try:

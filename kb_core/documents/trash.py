@@ -39,6 +39,7 @@ from pathlib import Path, PurePosixPath
 
 from kb_core.documents.folder import KnowledgeFolder, read_regular, write_atomic
 from kb_core.errors import DocumentError
+from kb_core.progress import Progress, no_progress
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,27 @@ class Trash:
         log.info("moved %s to the trash (%s)", item.file_path, slot.item_id)
         return item
 
+    def keep_copy(self, relative_path: str, data: bytes, *, deleted_by: str | None,
+                  document_id: int | None = None, reason: str | None = None) -> TrashItem:
+        """A new item holding a copy of `data` (the version a restore is about to replace): written in full
+        (fsync, rename) and its record completed before this returns, so the caller may overwrite the original.
+        `OSError` when the trash cannot be written (nothing is kept then, and nothing should be replaced)."""
+        slot = self.prepare(relative_path, deleted_by=deleted_by, document_id=document_id)
+        try:
+            write_atomic(slot.folder / slot.relative_path, data)
+            record = {**slot.record, "sha256": _sha256(data), "size_bytes": len(data)}
+            if reason:
+                record["reason"] = reason
+            self._write_record(slot.folder, record)
+        except BaseException:
+            shutil.rmtree(slot.folder, ignore_errors=True)
+            raise
+        item = self._item(slot.folder, slot.item_id)
+        if item is None:  # pragma: no cover - written just above
+            raise OSError(errno.ENOENT, f"{slot.folder} vanished from the trash")
+        log.info("kept the replaced version of %s in the trash (%s)", item.file_path, slot.item_id)
+        return item
+
     def abandon(self, slot: TrashSlot) -> None:
         """Remove a prepared item whose file was not moved in (the delete stopped before)."""
         if not (slot.folder / slot.relative_path).exists():
@@ -179,10 +201,23 @@ class Trash:
         return sorted(found, key=lambda i: (i.deleted_at, i.item_id), reverse=True)
 
     def get(self, item_id: str) -> TrashItem | None:
-        if not isinstance(item_id, str) or not _safe_relative(item_id) or "/" in item_id:
+        """The item of that id, or None. The id is looked up among the trash's item folders, never resolved as a
+        path: `"."`, `".."`, `""`, separators, an id too long for a file name or of a purged item are no item."""
+        folder = self._folder_of(item_id)
+        return None if folder is None else self._item(folder, item_id)
+
+    def _folder_of(self, item_id: object) -> Path | None:
+        """The folder of an existing item named exactly `item_id` (a listed, not hidden, real directory)."""
+        if not isinstance(item_id, str) or not item_id or item_id.startswith(".") or len(item_id) > 255:
             return None
-        folder = self._dir / item_id
-        return self._item(folder, item_id) if folder.is_dir() and not folder.is_symlink() else None
+        try:
+            with os.scandir(self._dir) as entries:
+                for entry in entries:
+                    if entry.name == item_id:
+                        return Path(entry.path) if entry.is_dir(follow_symlinks=False) else None
+        except OSError:  # no trash yet, or unreadable: no item
+            return None
+        return None
 
     def find(self, path: str) -> TrashItem | None:
         """The newest item of a document path: as a document's path reads (`knowledge_base/api/x.md`) or
@@ -195,9 +230,11 @@ class Trash:
     def read(self, item: TrashItem) -> bytes:
         """The trashed file's bytes (at most `KB_MAX_UPLOAD_BYTES`, never through a link). `DocumentError` when
         it is gone, unreadable, or no longer the file that was deleted (its sha256 differs from the record)."""
-        path = self._dir / item.item_id / item.relative_path
+        folder, relative = self._folder_of(item.item_id), _safe_relative(item.relative_path)
         try:
-            data = read_regular(path, max_bytes=self._folder.max_bytes)
+            if folder is None or relative is None:
+                raise FileNotFoundError(errno.ENOENT, f"no trash item {item.item_id!r}")
+            data = read_regular(folder / relative, max_bytes=self._folder.max_bytes)
         except FileNotFoundError as exc:
             raise DocumentError("read from the trash", f"{item.file_path} is no longer in the trash (restored or "
                                                       "purged meanwhile?); nothing was restored") from exc
@@ -297,8 +334,9 @@ class Trash:
 
     # -- taking items out ------------------------------------------------------------------------------
     def remove(self, item: TrashItem) -> bool:
-        """Remove an item (after a restore, or to purge it); False when it was gone already."""
-        return self._remove_folder(self._dir / item.item_id)
+        """Remove an item (after a restore, or to purge it); False when it was gone already (or is no item)."""
+        folder = self._folder_of(item.item_id)
+        return folder is not None and self._remove_folder(folder)
 
     def _remove_folder(self, folder: Path) -> bool:
         doomed = folder.with_name(f"{_PURGING}{folder.name}-{secrets.token_hex(4)}")
@@ -310,15 +348,21 @@ class Trash:
         return True
 
     def purge(self, older_than: timedelta | None = None, *, items: Iterable[TrashItem] | None = None,
-              now: datetime | None = None) -> list[TrashItem]:
+              now: datetime | None = None, progress: Progress = no_progress) -> list[TrashItem]:
         """Remove `items`, or every item deleted at least `older_than` ago (and the rests of interrupted deletes
-        and purges). The items removed."""
+        and purges). The items removed; `progress("purging", removed, due)` after each."""
         now = now or datetime.now(UTC)
         if items is not None:
-            return [item for item in items if self.remove(item)]
+            chosen = list(items)
+            removed = []
+            for item in chosen:
+                if self.remove(item):
+                    removed.append(item)
+                progress("purging", len(removed), len(chosen))
+            return removed
         if older_than is None:
             raise ValueError("purge needs items or an age")
-        removed = []
+        due = []
         for folder, item in self._scan():
             if item is None:
                 try:
@@ -328,8 +372,14 @@ class Trash:
                 if stale:
                     log.info("removing the trash folder %s: it holds no file (an interrupted delete)", folder.name)
                     self._remove_folder(folder)
-            elif now - item.deleted_at >= older_than and self.remove(item):
+            elif now - item.deleted_at >= older_than:
+                due.append(item)
+        removed = []
+        progress("purging", 0, len(due))
+        for item in due:
+            if self.remove(item):
                 removed.append(item)
+            progress("purging", len(removed), len(due))
         self._remove_rests()
         if removed:
             log.info("purged %d documents from the trash (deleted %s or longer ago)", len(removed), older_than)

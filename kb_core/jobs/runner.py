@@ -37,7 +37,7 @@ from typing import Any
 
 from kb_core.access import Actor
 from kb_core.errors import JobCancelledError, KnowledgeBaseError
-from kb_core.jobs.model import MAX_ERRORS, JobRecord, JobState
+from kb_core.jobs.model import MAX_ERRORS, JobKind, JobRecord, JobState
 from kb_core.jobs.process import ProcessIdentity
 from kb_core.jobs.staging import StagingArea
 from kb_core.jobs.store import JobStore
@@ -347,10 +347,7 @@ class JobRunner:
         for job in active:
             if self._alive(job):
                 continue
-            summary = (f"failed: the process that ran it ({job.owner}) ended before it finished"
-                       + (f", after {job.done} of {job.total}" if job.state == JobState.RUNNING and job.total else "")
-                       + ". A document it was writing is finished by recovery; run Reconcile to index what it "
-                         "did not reach")
+            summary = _ended_early(job)
             if self.store.fail(job.id, summary, error=summary):
                 log.warning("job %d (%s): %s", job.id, job.kind, summary)
                 failed.append(job.id)
@@ -432,3 +429,17 @@ def _lower_priority() -> None:
 
 def _tokens(jobs: Iterable[JobRecord]) -> list[str]:
     return [token for job in jobs if isinstance(token := job.params.get("staging"), str)]
+
+
+def _ended_early(job: JobRecord) -> str:
+    """What a job whose process died left behind, in the terms of its kind."""
+    ended = f"failed: the process that ran it ({job.owner}) ended before it finished"
+    running = job.state == JobState.RUNNING
+    if job.kind == JobKind.PURGE_TRASH:
+        if not running:
+            return f"{ended}, before it started: nothing was purged"
+        return (f"{ended}, after purging {job.done} of {job.total or job.done} item(s): those are gone for good, "
+                "every other item is still in the trash; purge again to remove the rest (a half-removed item is "
+                "cleaned away then)")
+    return (ended + (f", after {job.done} of {job.total}" if running and job.total else "")
+            + ". A document it was writing is finished by recovery; run Reconcile to index what it did not reach")

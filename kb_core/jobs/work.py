@@ -88,11 +88,12 @@ def keyword_plan_work(items: Sequence[Any], apply_one: Callable[[Any], tuple[str
     return work
 
 
-def purge_trash_work(purge: Callable[[], Sequence[Any]], days: float) -> Work:
-    """Remove the trashed documents deleted at least `days` days ago (`purge()` returns the items removed)."""
+def purge_trash_work(purge: Callable[..., Sequence[Any]], days: float) -> Work:
+    """Remove the trashed documents deleted at least `days` days ago (`purge(progress=)` returns the items
+    removed; its progress counts them, so a killed purge's row says how many went)."""
     def work(control: JobControl) -> str:
         control.progress("purging", 0, 0)
-        removed = purge()
+        removed = purge(progress=control.progress)
         control.count("purged", len(removed))
         control.result = {"purged": _listed(item.file_path for item in removed)}
         control.progress("done", len(removed), len(removed))
