@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, make_asgi_app, make_wsgi_app
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, make_asgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 log = logging.getLogger(__name__)
@@ -40,6 +38,7 @@ WRITE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 6
 JOB_BUCKETS = (0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+METRICS_CONNECTIONS = 32  # open connections the metrics port takes at most (a scraper needs one or two)
 
 
 def loopback_host(header: str | None) -> bool:
@@ -143,45 +142,28 @@ class KnowledgeBaseMetrics:
     # -- serving ---------------------------------------------------------------------------------------
     def serve(self, port: int, host: str = "127.0.0.1") -> bool:
         """Serve the registry over HTTP on `host:port` (any path answers with the metrics) until `close()`; on
-        loopback only to requests whose `Host` is loopback. A port already taken (another process on the same
+        loopback only to requests whose `Host` is loopback. Served by the guarded server (`kb_core.http_guard`:
+        deadlines for slow clients, a small cap on open connections), on a thread of its own: idle clients
+        cannot take the host process's file descriptors. A port already taken (another process on the same
         settings) is logged, not raised."""
-        from socketserver import ThreadingMixIn
-        from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+        from kb_core.http_guard import HttpLimits, start_in_thread
 
         if self._server is not None:
             return True
-
-        class Server(ThreadingMixIn, WSGIServer):
-            daemon_threads = True
-            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
-
-        class Quiet(WSGIRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-                pass
-
-        metrics = make_wsgi_app(self.registry)
-        on_loopback = host in LOOPBACK
-
-        def app(environ: dict, start_response: Any) -> Any:
-            if on_loopback and not loopback_host(environ.get("HTTP_HOST")):
-                start_response("403 Forbidden", [("Content-Type", "text/plain")])
-                return [b"metrics answer requests for a loopback host only"]
-            return metrics(environ, start_response)
-
+        app = MetricsRoute(None, self.registry, path=None, loopback_only=host in LOOPBACK)
         try:
-            self._server = make_server(host, port, app, Server, handler_class=Quiet)
+            self._server = start_in_thread(app, host=host, port=port, name="metrics",
+                                           limits=HttpLimits(max_connections=METRICS_CONNECTIONS))
         except OSError as exc:
             log.warning("metrics not served on %s:%d: %s (another process may be serving that port)", host, port,
                         exc)
             return False
-        threading.Thread(target=self._server.serve_forever, name="kb-metrics-http", daemon=True).start()
         log.info("metrics served on http://%s:%d/metrics", host, port)
         return True
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
 
 
@@ -233,10 +215,11 @@ class _StateCollector:
 
 
 class MetricsRoute:
-    """ASGI: `path` (GET /metrics) answers with the registry; every other request goes to `app`. With
-    `loopback_only` it answers only requests whose `Host` is loopback (as the MCP transport checks its own)."""
+    """ASGI: `path` (GET /metrics; None: every path) answers with the registry; every other request goes to
+    `app`. With `loopback_only` it answers only requests whose `Host` is loopback (as the MCP transport checks
+    its own)."""
 
-    def __init__(self, app: Any, registry: CollectorRegistry, path: str = "/metrics", *,
+    def __init__(self, app: Any, registry: CollectorRegistry, path: str | None = "/metrics", *,
                  loopback_only: bool = False) -> None:
         self._app = app
         self._metrics = make_asgi_app(registry=registry)
@@ -244,7 +227,7 @@ class MetricsRoute:
         self._loopback_only = loopback_only
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope.get("path") == self._path:
+        if scope["type"] == "http" and (self._path is None or scope.get("path") == self._path):
             host = dict(scope.get("headers") or ()).get(b"host")
             if self._loopback_only and not loopback_host(host.decode("latin-1") if host else None):
                 body = b"metrics answer requests for a loopback host only"

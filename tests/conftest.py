@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -14,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from kb_core import L1Hit
+# The L0 snapshot key (kb_core/retrieval/snapshot_key.py) of the test processes and their children: not the
+# user's own in ~/.config, and one for the whole run, so that a child process reads the parent's snapshots.
+os.environ.setdefault("KB_L0_SNAPSHOT_KEY_FILE", str(Path(__import__("tempfile").gettempdir())
+                                                     / f"kb-test-l0-snapshot-{os.getuid()}.key"))
+
+from kb_core import L1Hit  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_KB = REPO / "knowledge_base"

@@ -107,19 +107,44 @@ def test_beyond_loopback_without_a_token_refuses_to_start(sample_root):
 
 
 def test_idle_sessions_close_and_their_number_is_capped(sample_root):
+    """At the cap the oldest idle session makes room for a new client (issue 30: a hoarder no longer locks others
+    out with 503 for the idle timeout); idle sessions still close by themselves."""
     proc, port = _start(sample_root, "--max-sessions", "2", "--session-idle", "2")
+    ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
     try:
         sessions = [_post(port, INITIALIZE, token=None)[1]["mcp-session-id"] for _ in range(2)]
-        status, _, body = _post(port, INITIALIZE, token=None)
-        assert status == 503 and "Too many open sessions" in body
+        status, headers, _ = _post(port, INITIALIZE, token=None)
+        assert status == 200 and headers["mcp-session-id"] not in sessions
+        assert _post(port, ping, token=None, session=sessions[0])[0] == 404  # the oldest made room
         deadline = time.monotonic() + 60
-        # at the cap a new session is refused without touching the open ones; once the idle ones are closed
-        # (no request may reach them meanwhile: that would keep them alive) there is room again
-        while _post(port, INITIALIZE, token=None)[0] == 503:
+        log = sample_root / f"mcp-{port}.log"  # (a request would keep it alive: the server's log tells)
+        while f"Session {sessions[1]} idle timeout" not in log.read_text(errors="replace"):
             assert time.monotonic() < deadline, "idle sessions stayed open"
-            time.sleep(0.5)
-        ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
-        assert _post(port, ping, token=None, session=sessions[0])[0] == 404  # that session is gone
+            time.sleep(0.2)
+        assert _post(port, ping, token=None, session=sessions[1])[0] == 404
+    finally:
+        _stop(proc)
+
+
+def test_one_token_cannot_take_the_sessions_of_another(sample_root, tmp_path):
+    hoarder, other = "hoarder-token-0123456789abcdef", "another-token-0123456789abcdef"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{hoarder}\n{other}\n", encoding="utf-8")
+    proc, port = _start(sample_root, "--max-sessions", "4", KB_MCP_TOKENS_FILE=str(tokens))
+    ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}
+    try:
+        hoarded = [_post(port, INITIALIZE, token=hoarder)[1]["mcp-session-id"] for _ in range(10)]
+        # its share is half: each session beyond it took the place of its own oldest idle one
+        alive = [s for s in hoarded if _post(port, ping, token=hoarder, session=s)[0] == 200]
+        assert alive == hoarded[-2:]
+        mine = []
+        for _ in range(3):
+            status, headers, body = _post(port, INITIALIZE, token=other)
+            assert status == 200, body  # never 503 because of the hoarder
+            mine.append(headers["mcp-session-id"])
+        assert [_post(port, ping, token=other, session=s)[0] for s in mine] == [404, 200, 200]
+        assert [_post(port, ping, token=hoarder, session=s)[0] for s in alive] == [200, 200]
+        assert _post(port, ping, token=other, session=alive[0])[0] == 404  # a session is its token's only
     finally:
         _stop(proc)
 

@@ -21,6 +21,7 @@ document, however it hangs a reader, can take the server down.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import hmac
 import json
 import logging
@@ -31,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kb_core.agent.mcp_sessions import SessionShares
 from kb_core.agent.response import LookupResponse, ReadDocumentResponse
 from kb_core.agent.tool import (
     INPUT_SCHEMA,
@@ -41,6 +43,7 @@ from kb_core.agent.tool import (
     TOOL_NAME,
 )
 from kb_core.errors import SettingsError
+from kb_core.http_guard import HttpLimits
 from kb_core.knowledge_base import KnowledgeBase
 from kb_core.logs import log_to_stderr
 from kb_core.metrics import MetricsRoute
@@ -200,11 +203,21 @@ class BearerTokenGate:
     reaches the MCP app. Tokens are compared in constant time (`hmac.compare_digest`)."""
 
     def __init__(self, app: Any, tokens: Sequence[str]):
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
         self._app = app
         self._tokens = [t.encode() for t in tokens]
+        # who each token is to the session manager: a session is used with the token that opened it only, and
+        # the tokens' shares of sessions are counted apart (`mcp_sessions`); a label, never the token itself
+        self._users = [AuthenticatedUser(AccessToken(token="", client_id=token_label(t), scopes=[])) for t in tokens]
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and not self._allowed(dict(scope.get("headers") or ()).get(b"authorization")):
+        if scope["type"] == "http":
+            which = self._which(dict(scope.get("headers") or ()).get(b"authorization"))
+            if which is not None:
+                scope = {**scope, "user": self._users[which]}
+        if scope["type"] == "http" and scope.get("user") is None:
             body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
             await send({"type": "http.response.start", "status": 401,
                         "headers": [(b"content-type", b"application/json"),
@@ -215,25 +228,38 @@ class BearerTokenGate:
         await self._app(scope, receive, send)
 
     def _allowed(self, header: bytes | None) -> bool:
+        return self._which(header) is not None
+
+    def _which(self, header: bytes | None) -> int | None:
+        """The index of the token offered, or None."""
         if not header or not header[:7].lower() == b"bearer ":
-            return False
+            return None
         offered = header[7:].strip()
         # compare with every token, always: how long it takes says nothing about which one nearly matched
-        return any([hmac.compare_digest(offered, token) for token in self._tokens])
+        matches = [hmac.compare_digest(offered, token) for token in self._tokens]
+        return matches.index(True) if any(matches) else None
+
+
+def token_label(token: str) -> str:
+    """A token's name in logs and session ownership: a short digest, never the token."""
+    return "token-" + hashlib.sha256(token.encode()).hexdigest()[:8]
 
 
 def serve_http(server: Any, *, host: str, port: int, tokens: Sequence[str],
                session_idle: float = SESSION_IDLE_SECONDS, max_sessions: int = MAX_SESSIONS,
-               metrics: Any = None) -> None:
+               per_token_sessions: int | None = None, metrics: Any = None, limits: HttpLimits | None = None) -> None:
     """Streamable HTTP on `host:port`, behind the bearer-token gate when there are tokens. Beyond loopback
     without a token it refuses to start (`SettingsError`): anyone who reaches the port could call the tools.
     `metrics` (a Prometheus registry) is served at `/metrics`, behind the same gate."""
-    import uvicorn
+    from kb_core.http_guard import serve
 
     if host not in LOOPBACK and not tokens:
         raise SettingsError(f"refusing to listen on {host} without a token: set KB_MCP_TOKEN or "
                             "KB_MCP_TOKENS_FILE (or listen on 127.0.0.1)")
     app = server.streamable_http_app(session_idle_timeout=session_idle, max_sessions=max_sessions, host=host)
+    # one caller (no token, or one) may use every session; several tokens share them, half each at most
+    share = per_token_sessions or (max_sessions if len(tokens) < 2 else max(1, max_sessions // 2))
+    SessionShares(server.session_manager, per_token=share).install()
     if metrics is not None:
         app = MetricsRoute(app, metrics, loopback_only=host in LOOPBACK)  # inside the gate: a scrape sends the token
     if tokens:
@@ -241,7 +267,7 @@ def serve_http(server: Any, *, host: str, port: int, tokens: Sequence[str],
     log.info("serving %s, %s on http://%s:%d/mcp (%s; sessions idle for %.0f s are closed, at most %d open)",
              TOOL_NAME, READ_TOOL_NAME, host, port, "bearer token required" if tokens else "no token: loopback only",
              session_idle, max_sessions)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    serve(app, host=host, port=port, limits=limits or HttpLimits(), name="MCP server")
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") -> int:
@@ -255,6 +281,9 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
                         help=f"close an HTTP session idle this long (default {SESSION_IDLE_SECONDS})")
     parser.add_argument("--max-sessions", type=int, default=MAX_SESSIONS,
                         help=f"open HTTP sessions at most; more get 503 (default {MAX_SESSIONS})")
+    parser.add_argument("--max-sessions-per-token", type=int, default=None, metavar="N",
+                        help="open HTTP sessions of one token at most; its oldest idle one makes room for a new one "
+                             "(default: all of them with one token, half with several)")
     parser.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
                         help="a tool call that takes longer gets an error result (default KB_TOOL_TIMEOUT, 10)")
     parser.add_argument("--log-level", default="INFO", help="logging level on stderr (default INFO)")
@@ -283,7 +312,8 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
     try:
         if args.http:
             serve_http(server, host=args.host, port=args.port, tokens=tokens, session_idle=args.session_idle,
-                       max_sessions=args.max_sessions, metrics=kb.metrics_registry)
+                       max_sessions=args.max_sessions, per_token_sessions=args.max_sessions_per_token,
+                       metrics=kb.metrics_registry)
         else:
             server.run("stdio")
     finally:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import marshal
+import json
+import logging
 import sys
 import zlib
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import FrozenInstanceError
 from typing import Any, Protocol
+
+import numpy as np
 
 from kb_core.documents.folder import KnowledgeFolder, decode_head
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter
@@ -135,12 +139,14 @@ class KnowledgeEntry:
 
 
 _COMPRESS_FROM = 128  # bytes: a blob of headings and prose this long compresses by about a third
+_NO_COLD = ("", "", None, ())
 
 
 def _pack(cold: tuple[Any, ...]) -> bytes:
-    """`marshal` version 0 (no back-references: equal values pack to equal bytes), deflated when that is
-    smaller (a deflate stream starts with 0x78, a marshalled tuple with `(`: the first byte tells them apart)."""
-    data = marshal.dumps(cold, 0)
+    """Compact JSON (data only: the blob is saved in the L0 snapshot, and nothing read back from a file may be
+    able to hold code - marshal can), deflated when that is smaller (a deflate stream starts with 0x78, the JSON
+    array with `[`: the first byte tells them apart). Equal values pack to equal bytes."""
+    data = _dumps(cold).encode("utf-8")
     if len(data) >= _COMPRESS_FROM:
         packed = zlib.compress(data, 6)
         if len(packed) < len(data):
@@ -148,10 +154,25 @@ def _pack(cold: tuple[Any, ...]) -> bytes:
     return data
 
 
-def _unpack(data: bytes) -> Any:
-    return marshal.loads(zlib.decompress(data) if data[0] == 0x78 else data)
+def _unpack(data: bytes) -> tuple[str, str, tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
+    try:
+        title, summary, sections, names = _loads(zlib.decompress(data) if data[:1] == b"\x78" else data)
+        if type(title) is not str or type(summary) is not str:
+            raise ValueError("title and summary are text")
+        if sections is not None:
+            sections = tuple(sections)
+            if not all(type(s) is str for s in sections):
+                raise ValueError("sections are text")
+        names = tuple((n, h) for n, h in names if type(n) is str and type(h) is str)
+    except (ValueError, TypeError, zlib.error) as exc:  # only a forged snapshot can hold such a blob
+        _log.warning("an L0 entry's title, summary and sections are unreadable (%s): read as empty", exc)
+        return _NO_COLD
+    return title, summary, sections, names
 
 
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_loads = json.loads
+_log = logging.getLogger(__name__)
 _init_field = object.__setattr__
 
 
@@ -177,26 +198,116 @@ def _restore(file_path: str, keywords: tuple[str, ...], category: str | None, la
 _new = object.__new__
 
 
-def entry_columns(entries: Sequence[KnowledgeEntry]) -> tuple[list[Any], ...]:
-    """The entries' fields as they are pickled, one list per field (what `entries_of_columns` takes back): a
-    snapshot of 100,000 entries unpickles faster, and leaves fewer holes in memory, than one object each."""
-    return tuple([getattr(e, name) for e in entries] for name in _PICKLED)
+def entry_columns(entries: Sequence[KnowledgeEntry]) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """The entries as plain data, what the L0 snapshot saves and `entries_of_columns` takes back: named flat
+    arrays (the distinct strings once, as one text and where each ends; keywords, category, language and group
+    as ids into them; the packed title/summary/section blobs joined, with their ends) and, as JSON-able data,
+    the rare ignored keywords. The file path is not among them: it is the record's path."""
+    ids: dict[str, int] = {}
+    code = ids.setdefault
+    keywords: list[int] = []
+    counts: list[int] = []
+    for e in entries:
+        keywords += [code(k, len(ids)) for k in e.keywords]
+        counts.append(len(e.keywords))
+    categories = [-1 if e.category is None else code(e.category, len(ids)) for e in entries]
+    langs = [code(e.lang, len(ids)) for e in entries]
+    groups = [code(e.group, len(ids)) for e in entries]
+    strings = list(ids)
+    arrays = {
+        "strings": "".join(strings).encode("utf-8"),
+        "string_ends": _ends(len(s) for s in strings),
+        "keywords": _int32(keywords), "keyword_ends": _ends(counts),
+        "category": _int32(categories), "lang": _int32(langs), "group": _int32(groups),
+        "cold": b"".join(e._cold for e in entries), "cold_ends": _ends(len(e._cold) for e in entries),
+    }
+    ignored = [[n, [list(pair) for pair in e.ignored_keywords]] for n, e in enumerate(entries) if e.ignored_keywords]
+    return arrays, {"ignored_keywords": ignored}
 
 
-def entries_of_columns(columns: Sequence[Sequence[Any]]) -> list[KnowledgeEntry]:
-    if len(columns) != len(_PICKLED) or len({len(c) for c in columns}) > 1:
-        raise ValueError("entry columns of another layout")
-    return list(map(_restore, *columns))
+def entries_of_columns(paths: Sequence[str], arrays: Mapping[str, bytes | memoryview],
+                       extra: Any) -> list[KnowledgeEntry]:
+    """Entries from what `entry_columns` gave, read back from a file: every array is checked (lengths, order,
+    ids in range), so a value can only be one of the saved strings (a `ValueError` otherwise), and the strings
+    entries share are one object again."""
+    n = len(paths)
+    text = bytes(arrays["strings"]).decode("utf-8")
+    string_ends = _read_ends(arrays["string_ends"], len(text))
+    table = [_intern(text[a:b]) for a, b in zip([0, *string_ends[:-1]], string_ends, strict=True)]
+    keyword_ids = _read_ids(arrays["keywords"], len(table))
+    keyword_ends = _read_ends(arrays["keyword_ends"], len(keyword_ids))
+    cold_data = bytes(arrays["cold"])
+    cold_ends = _read_ends(arrays["cold_ends"], len(cold_data))
+    categories, langs, groups = (_read_ids(arrays[name], len(table), allow_none=name == "category")
+                                 for name in ("category", "lang", "group"))
+    if not (len(keyword_ends) == len(cold_ends) == len(categories) == len(langs) == len(groups) == n):
+        raise ValueError("entry columns of inconsistent lengths")
+    ignored: dict[int, tuple[tuple[str, str], ...]] = {}
+    listed = extra.get("ignored_keywords") if isinstance(extra, dict) else None
+    if type(listed) is not list:
+        raise ValueError("no ignored keywords column")
+    for item in listed:
+        row, pairs = item
+        if not (type(row) is int and 0 <= row < n and type(pairs) is list and pairs and all(
+                type(p) is list and len(p) == 2 and type(p[0]) is str and type(p[1]) is str for p in pairs)):
+            raise ValueError("ignored keywords of another shape")
+        ignored[row] = tuple((k, r) for k, r in pairs)
+    if n and not (np.diff(np.asarray(cold_ends, dtype=np.int64), prepend=0) > 0).all():
+        raise ValueError("an entry without its title and summary")
+    words = [table[i] for i in keyword_ids]
+    starts, cold_starts = [0, *keyword_ends[:-1]], [0, *cold_ends[:-1]]
+    return list(map(_restore, paths,
+                    [tuple(words[a:b]) for a, b in zip(starts, keyword_ends, strict=True)],
+                    [None if i < 0 else table[i] for i in categories],
+                    [table[i] for i in langs],
+                    [table[i] for i in groups],
+                    [ignored.get(row, ()) for row in range(n)] if ignored else [()] * n,
+                    [cold_data[a:b] for a, b in zip(cold_starts, cold_ends, strict=True)]))
 
 
-_PICKLED = ("file_path", "keywords", "category", "lang", "group", "ignored_keywords", "_cold")
+def _int32(values: Sequence[int]) -> bytes:
+    return array("i", values).tobytes()
+
+
+def _ends(lengths: Iterable[int]) -> bytes:
+    out, total = array("q"), 0
+    for length in lengths:
+        total += length
+        out.append(total)
+    return out.tobytes()
+
+
+def _read_ends(data: bytes | memoryview, length: int) -> list[int]:
+    """Ends of consecutive parts of something `length` long: ascending, the last one `length`."""
+    ends = _array("q", data)
+    if (len(ends) and (ends[-1] != length or ends[0] < 0)) or (not len(ends) and length) or (
+            len(ends) > 1 and not (np.diff(np.frombuffer(ends, dtype=np.int64)) >= 0).all()):
+        raise ValueError("part ends out of order")
+    return ends.tolist()
+
+
+def _read_ids(data: bytes | memoryview, bound: int, *, allow_none: bool = False) -> list[int]:
+    ids = _array("i", data)
+    if len(ids):
+        values = np.frombuffer(ids, dtype=np.int32)
+        if values.max() >= bound or values.min() < (-1 if allow_none else 0):
+            raise ValueError("string ids out of range")
+    return ids.tolist()
+
+
+def _array(typecode: str, data: bytes | memoryview) -> array:
+    out = array(typecode)
+    if len(data) % out.itemsize:
+        raise ValueError("an array of a partial item")
+    out.frombytes(data)
+    return out
 
 
 _intern = sys.intern
 
 
 def _text(value: object) -> str:
-    """A plain `str` (marshal and `sys.intern` take no subclass)."""
+    """A plain `str` (`sys.intern` takes no subclass)."""
     return value if type(value) is str else str(value)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 from array import array
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, overload
@@ -364,6 +364,15 @@ def _split(values: np.ndarray, sorted_keys: np.ndarray, n: int) -> tuple[np.ndar
     return tuple(np.split(values, np.searchsorted(sorted_keys, np.arange(1, n))))
 
 
+def build_automaton(terms: Iterable[str]) -> ahocorasick.Automaton:
+    """An Aho-Corasick automaton over the terms, each found with its index as the value."""
+    automaton = ahocorasick.Automaton()
+    for i, term in enumerate(terms):
+        automaton.add_word(term, i)
+    automaton.make_automaton()
+    return automaton
+
+
 class TermSearch:
     """The search structures over a tuple of terms (term id = index): an Aho-Corasick automaton for "the query
     contains a term" and, for "a term contains the query", the terms joined by NUL plus a dict of their word
@@ -371,13 +380,7 @@ class TermSearch:
 
     def __init__(self, terms: Sequence[str]):
         self.terms = terms
-        self.automaton = None
-        if terms:
-            automaton = ahocorasick.Automaton()
-            for i, term in enumerate(terms):
-                automaton.add_word(term, i)
-            automaton.make_automaton()
-            self.automaton = automaton
+        self.automaton = build_automaton(terms) if terms else None
         self.joined = _SEPARATOR.join(terms)
         self.offsets = _starts([len(term) + 1 for term in terms])  # where each term starts in `joined`
         self.longest = max((len(t) for t in terms), default=0)

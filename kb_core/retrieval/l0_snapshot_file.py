@@ -1,47 +1,73 @@
 """L0 opens from a saved snapshot: the entries of the last run, keyed by each file's size and modification
 time, so an open parses only the files that changed since (issue 25).
 
-The file (`KB_L0_SNAPSHOT`, default `kb_l0_snapshot.bin` in the application root) holds a header — a magic
-line, the SHA-256 of the payload — and a pickled payload: the knowledge base's directory and the prefix of its
-display paths, the entry schema (`KnowledgeEntry.FIELDS`) and, in columns (fast to unpickle), one record per
-document file: its display path, its version (size, modification and change times, inode: 32 packed bytes) and
-whether it is an L0 document (a file without valid frontmatter is not), and the entries' fields
-(`entry.entry_columns`). Anything unexpected — another directory or
-display prefix, another schema, a wrong digest, a truncated or foreign file — makes `load_with_index()` return
-nothing and the caller scans in full; a snapshot can never give a wrong answer, only a slower open.
+The file (`KB_L0_SNAPSHOT`, default `kb_l0_snapshot.bin` in the application root) lies where others may write
+(a shared /tmp, a cloned repository, inside the document tree with `KB_BASE_PATH=.`), so it is data only and
+keyed (issue 30): reading it can build strings, numbers, lists and flat arrays, nothing that runs.
+
+    magic line  "KB-L0-SNAPSHOT 4\\n"
+    tag         HMAC-SHA-256 of the rest, keyed by this user's snapshot key (`snapshot_key.py`)
+    length      8 bytes, little-endian: the manifest's length
+    manifest    JSON: the knowledge base's directory, display prefix and entry schema, the byte order, the
+                counts, the small parts of the saved index, and where each blob lies in the body
+    body        the blobs: display paths (NUL-joined UTF-8), file versions (32 packed bytes each: size,
+                modification and change times, inode), which files are L0 documents, the entries' matched
+                fields (JSON columns) and their title/summary/section blobs (concatenated, with their ends),
+                and the saved search structures as flat integer arrays (`l0_index_data.py`)
+
+Anything unexpected — another directory, display prefix or schema, a tag that does not verify (a forged file,
+or one written under another key), a truncated or foreign file, a blob of the wrong length or range — makes
+`load_with_index()` return nothing and the caller scans in full; a snapshot can never give a wrong answer or
+run anything, only make an open slower. It is opened as a regular file only: a FIFO, device or link at its path
+is skipped (logged) and replaced by a regular file at the next save.
 
 A record's stat is taken *before* its file was read: a file that changes while it is read keeps the old stat
 in the record and is parsed again at the next open (never the other way round). Entries added without reading
 their file here (a write of this process) have no record and are parsed again too.
 
-The file is written by the application's own processes only (atomically: temp file + rename); it lies beside
-the SQLite database and the Milvus Lite directory, which whoever can write there can change just as well.
+Writes are atomic (a temp file named with the writer's pid, fsync, rename); a temp file whose writer died (a
+kill during a save) is removed at the next open.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import io
+import hmac
+import json
 import logging
 import os
-import pickle
+import re
+import struct
+import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kb_core.documents.entry import KnowledgeEntry, entries_of_columns, entry_columns
+from kb_core.documents.folder import read_regular
+from kb_core.retrieval import l0_index_data
+from kb_core.retrieval.snapshot_key import snapshot_key
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"KB-L0-SNAPSHOT 3\n"
+MAGIC = b"KB-L0-SNAPSHOT 4\n"
 SCHEMA = KnowledgeEntry.FIELDS
 STAT_SIZE = 32  # `folder.file_version`: size, mtime ns, ctime ns, inode
+_TAG = 32
+_LENGTH = struct.Struct("<Q")
+_HEAD = len(MAGIC) + _TAG + _LENGTH.size
+_MAX_MANIFEST = 64 * 1024 * 1024
+STALE_TEMP_AFTER = 3600.0  # seconds: a temp file this old is no save in flight, whoever wrote it
 
 # a record: (the file's version, entry or None for a file that is not an L0 document)
 Record = tuple[bytes, KnowledgeEntry | None]
+
+
+class SnapshotInvalid(ValueError):
+    """The file is not a usable snapshot (the open scans in full)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +92,7 @@ class Saved:
 
 def load(path: Path, base_dir: Path, prefix: str | None = None) -> dict[str, Record] | None:
     """The records of a snapshot of `base_dir` by display path, or None when there is no usable one (missing,
-    corrupt, of another directory, display prefix or entry schema)."""
+    corrupt, forged, of another directory, display prefix or entry schema)."""
     saved = load_with_index(path, base_dir, prefix)[0]
     return None if saved is None else saved.records()
 
@@ -74,96 +100,172 @@ def load(path: Path, base_dir: Path, prefix: str | None = None) -> dict[str, Rec
 def load_with_index(path: Path, base_dir: Path, prefix: str | None = None
                     ) -> tuple[Saved | None, Callable[[], Any] | None]:
     """The records and, when the file holds one, a loader of the built L0 snapshot saved with them (its search
-    structures: building them is most of an open at 100,000 documents). The index is unpickled only when the
+    structures: building them is most of an open at 100,000 documents). The index is decoded only when the
     loader is called - when every record was reused - and refers to the records' own entries; the caller still
     checks it is exactly what it would build (see `KnowledgeIndex.scan`). `prefix`: the display prefix the
     entries' paths must have been saved with (None: any)."""
+    remove_stale_temp_files(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except FileNotFoundError:
         return None, None
-    except OSError as exc:
+    except OSError as exc:  # a FIFO, device, link or folder at the path: never waited on, replaced at the next save
         log.warning("cannot read the L0 snapshot %s, scanning in full: %s", path, exc)
         return None, None
-    header = len(MAGIC) + 32
-    if data.startswith(MAGIC[:15]) and not data.startswith(MAGIC):
-        log.info("the L0 snapshot %s is of an older format, scanning in full (it is written again)", path)
-        return None, None
-    if not data.startswith(MAGIC) or len(data) < header:
-        log.warning("the L0 snapshot %s is not one, scanning in full", path)
-        return None, None
-    payload = memoryview(data)[header:]
-    if hashlib.sha256(payload).digest() != data[len(MAGIC):header]:
-        log.warning("the L0 snapshot %s is damaged (digest mismatch), scanning in full", path)
-        return None, None
     try:
-        content: Any = pickle.loads(payload)
-        if content["base"] != str(base_dir) or tuple(content["schema"]) != SCHEMA or (
-                prefix is not None and content["prefix"] != prefix):
+        manifest, body = _verified(path, data)
+        if manifest.get("base") != str(base_dir) or manifest.get("schema") != list(SCHEMA) or (
+                prefix is not None and manifest.get("prefix") != prefix):
             log.info("the L0 snapshot %s is of another folder or version, scanning in full", path)
             return None, None
-        paths, stats, present = content["paths"], content["stats"], content["present"]
-        if not (isinstance(paths, list) and isinstance(stats, bytes) and isinstance(present, bytes)
-                and len(paths) == len(present) and len(stats) == STAT_SIZE * len(paths)):
-            return None, None
-        found = iter(entries_of_columns(content["entries"]))
-        entries = [next(found) if here else None for here in present]
-        saved = Saved(paths, stats, entries, {p: i for i, p in enumerate(paths)})
-        blob = content.get("index")
-        return saved, (lambda: _load_index(blob, saved)) if isinstance(blob, bytes) else None
-    except Exception as exc:  # noqa: BLE001 - a snapshot that does not unpickle is as good as none
-        log.warning("the L0 snapshot %s cannot be read (%s), scanning in full", path, exc)
+        saved = _records(manifest, body)
+    except (SnapshotInvalid, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
+        log.warning("the L0 snapshot %s is not usable (%s), scanning in full", path, exc)
         return None, None
+    index = manifest.get("index")
+    if not isinstance(index, dict):
+        return saved, None
+    return saved, lambda: _load_index(index, body, saved)
+
+
+def _verified(path: Path, data: bytes) -> tuple[dict[str, Any], memoryview]:
+    """The manifest and the body of a file whose tag verifies under this user's key."""
+    if data.startswith(MAGIC[:15]) and not data.startswith(MAGIC):
+        raise SnapshotInvalid("an older format (it is written again)")
+    if not data.startswith(MAGIC) or len(data) < _HEAD:
+        raise SnapshotInvalid("not an L0 snapshot")
+    view = memoryview(data)
+    tag = bytes(view[len(MAGIC):len(MAGIC) + _TAG])
+    if not hmac.compare_digest(tag, hmac.digest(snapshot_key(), view[len(MAGIC) + _TAG:], "sha256")):
+        raise SnapshotInvalid("its tag does not verify: damaged, forged, or written under another user's key")
+    (length,) = _LENGTH.unpack_from(data, len(MAGIC) + _TAG)
+    if length > min(_MAX_MANIFEST, len(data) - _HEAD):
+        raise SnapshotInvalid("truncated manifest")
+    manifest = json.loads(bytes(view[_HEAD:_HEAD + length]))
+    if not isinstance(manifest, dict) or manifest.get("byteorder") != sys.byteorder:
+        raise SnapshotInvalid("a manifest of another layout or machine")
+    return manifest, view[_HEAD + length:]
+
+
+def blob(manifest: dict[str, Any], body: memoryview, name: str) -> memoryview:
+    """A named blob of the body, checked to lie inside it."""
+    where = manifest["blobs"][name]
+    if not (isinstance(where, list) and len(where) == 2 and all(type(n) is int and n >= 0 for n in where)
+            and where[0] + where[1] <= len(body)):
+        raise SnapshotInvalid(f"blob {name} lies outside the file")
+    return body[where[0]:where[0] + where[1]]
+
+
+def _records(manifest: dict[str, Any], body: memoryview) -> Saved:
+    count = manifest["count"]
+    if type(count) is not int or count < 0:
+        raise SnapshotInvalid("no record count")
+    text = bytes(blob(manifest, body, "paths")).decode("utf-8")
+    paths = text.split("\x00") if count else []
+    stats = bytes(blob(manifest, body, "stats"))
+    present = bytes(blob(manifest, body, "present"))
+    if len(paths) != count or len(stats) != STAT_SIZE * count or len(present) != count \
+            or present.strip(b"\x00\x01") or len(set(paths)) != count:
+        raise SnapshotInvalid("records of inconsistent lengths")
+    own_paths = [path for path, here in zip(paths, present, strict=True) if here]
+    columns = {name: blob(manifest, body, f"entry.{name}") for name in manifest["entry_columns"]}
+    found = iter(entries_of_columns(own_paths, columns, manifest["entry_extra"]))
+    entries = [next(found) if here else None for here in present]
+    return Saved(paths, stats, entries, {p: i for i, p in enumerate(paths)})
+
+
+def _load_index(index: dict[str, Any], body: memoryview, saved: Saved) -> Any:
+    try:
+        return l0_index_data.snapshot_of_data(index, lambda name: blob(index, body, name),
+                                              tuple(e for e in saved.entries if e is not None))
+    except (SnapshotInvalid, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
+        log.warning("the L0 snapshot's saved index is not usable (%s); building it", exc)
+        return None
 
 
 def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = None, prefix: str = "") -> None:
     """Write the snapshot atomically (temp file in the same directory, fsync, rename); `records` by display
-    path; `index`, the built L0 snapshot of these records' entries, is saved with them as a pickle of its own
-    that names each entry by its path (so an open that parses files again never pays for unpickling it)."""
-    blob = _dump_index(index, records) if index is not None else None
+    path; `index`, the built L0 snapshot of these records' entries (in their order), is saved with them."""
     paths = list(records)
     entries = [records[p][1] for p in paths]
-    payload = pickle.dumps({"base": str(base_dir), "prefix": prefix, "schema": SCHEMA, "paths": paths,
-                            "stats": b"".join(records[p][0] for p in paths),
-                            "present": bytes(entry is not None for entry in entries),
-                            "entries": entry_columns([entry for entry in entries if entry is not None]),
-                            "index": blob}, protocol=pickle.HIGHEST_PROTOCOL)
+    own = [entry for entry in entries if entry is not None]
+    parts: list[bytes] = []
+    offset = 0
+
+    def add(blobs: dict[str, list[int]], name: str, data: bytes) -> None:
+        nonlocal offset
+        blobs[name] = [offset, len(data)]
+        parts.append(data)
+        offset += len(data)
+
+    blobs: dict[str, list[int]] = {}
+    add(blobs, "paths", "\x00".join(paths).encode("utf-8"))
+    add(blobs, "stats", b"".join(records[p][0] for p in paths))
+    add(blobs, "present", bytes(entry is not None for entry in entries))
+    columns, extra = entry_columns(own)
+    for name, data in columns.items():
+        add(blobs, f"entry.{name}", data)
+    manifest: dict[str, Any] = {"base": str(base_dir), "prefix": prefix, "schema": list(SCHEMA),
+                                "byteorder": sys.byteorder, "count": len(paths), "blobs": blobs,
+                                "entry_columns": list(columns), "entry_extra": extra}
+    if index is not None:
+        small, arrays = l0_index_data.data_of_snapshot(index, own)
+        index_blobs: dict[str, list[int]] = {}
+        for name, data in arrays.items():
+            add(index_blobs, name, data)
+        manifest["index"] = {**small, "blobs": index_blobs}
+    head = json.dumps(manifest, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    signed = [_LENGTH.pack(len(head)), head, *parts]
+    tag = hmac.new(snapshot_key(), digestmod="sha256")
+    for part in signed:
+        tag.update(part)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # the writer's pid in the name: a temp file of a save that was killed is removed by the next open
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(MAGIC + hashlib.sha256(payload).digest())
-            out.write(payload)
+            out.write(MAGIC + tag.digest())
+            for part in signed:
+                out.write(part)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # over a FIFO, device or link at the path too: the name gets a regular file
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 
 
-def _dump_index(index: Any, records: dict[str, Record]) -> bytes:
-    names = {id(record[1]): name for name, record in records.items() if record[1] is not None}
-
-    class _Pickler(pickle.Pickler):
-        def persistent_id(self, obj: Any) -> str | None:
-            return names.get(id(obj)) if type(obj) is KnowledgeEntry else None
-
-    out = io.BytesIO()
-    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(index)
-    return out.getvalue()
-
-
-def _load_index(blob: bytes, saved: Saved) -> Any:
-    row, entries = saved.row, saved.entries
-
-    class _Unpickler(pickle.Unpickler):
-        def persistent_load(self, name: str) -> KnowledgeEntry | None:
-            return entries[row[name]]
-
+def remove_stale_temp_files(path: Path) -> list[Path]:
+    """The temp files of saves whose writer is gone (a kill -9 during a save), or older than an hour: removed."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)\.[^.]+\.tmp$")
+    removed = []
     try:
-        return _Unpickler(io.BytesIO(blob)).load()
-    except Exception as exc:  # noqa: BLE001 - then the index is built from the entries, as without a snapshot
-        log.warning("the L0 snapshot's saved index cannot be read (%s); building it", exc)
-        return None
+        entries = list(os.scandir(path.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match is None:
+            continue
+        try:
+            age = time.time() - entry.stat(follow_symlinks=False).st_mtime
+            pid = int(match.group(1))
+            if (pid != os.getpid() and not _alive(pid)) or age > STALE_TEMP_AFTER:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    if removed:
+        log.info("removed %d temp file(s) of interrupted L0 snapshot saves beside %s", len(removed), path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
