@@ -17,7 +17,7 @@ Layout (each sub-package's docstring says what it owns and what it may import):
   the `kb` command (`cli`); `kb_core.testing` holds offline test helpers.
 """
 
-from kb_core.access import Actor, Role, RoleMap, service_actor
+from kb_core.access import Actor, Role, RoleMap, SignedIn, service_actor
 from kb_core.agent.call_stats import REPLAY_CALLER, confidence_of
 from kb_core.agent.tool import (
     READ_TOOL_DESCRIPTION,
@@ -117,6 +117,7 @@ __all__ = [
     "Actor",
     "Role",
     "RoleMap",
+    "SignedIn",
     "service_actor",
     "BatchAction",
     "BatchFile",

@@ -14,7 +14,7 @@ import contextvars
 import enum
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kb_core.errors import AccessDeniedError, SettingsError
 
@@ -58,14 +58,56 @@ def service_actor(name: str = "agent") -> Actor:
     return Actor(name, Role.ADMIN)
 
 
+def _true(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+@dataclass(frozen=True)
+class SignedIn:
+    """Who a sign-in says the visitor is, as far as it can be trusted (issue 30): `email` only when the
+    provider vouches for it (`email_verified` true), the issuer and subject (stable, never reassigned), the
+    groups of the token; `claimed_email`, what the token says either way (shown, never matched)."""
+
+    email: str | None
+    issuer: str | None
+    subject: str | None
+    groups: tuple[str, ...] = ()
+    claimed_email: str | None = None
+
+    @classmethod
+    def of_claims(cls, claims: Mapping[str, object]) -> SignedIn:
+        """From the ID token's claims (`st.user`): an e-mail address counts as verified only where the token
+        says `email_verified: true` - absent (Microsoft Entra ID sends none) or false, it is not."""
+        email = claims.get("email")
+        email = email.strip() if isinstance(email, str) and email.strip() else None
+        groups = claims.get("groups") or ()
+        groups = tuple(str(g) for g in (groups if isinstance(groups, (list, tuple)) else [groups]))
+        issuer, subject = claims.get("iss"), claims.get("sub")
+        return cls(email=email if email and _true(claims.get("email_verified")) else None,
+                   issuer=str(issuer).rstrip("/") if issuer else None, subject=str(subject) if subject else None,
+                   groups=groups, claimed_email=email)
+
+    @property
+    def name(self) -> str:
+        """What writes are recorded as: the verified address, else issuer and subject."""
+        if self.email:
+            return self.email
+        if self.subject:
+            return f"{self.subject} ({self.issuer})" if self.issuer else self.subject
+        return self.claimed_email or "unknown"
+
+
 @dataclass(frozen=True)
 class RoleMap:
-    """E-mail addresses, domains (`@example.com` or `example.com`) and groups (`group:ops`) -> roles. The most
-    specific entry wins (address, then group, then domain); several groups: the highest role."""
+    """E-mail addresses, domains (`@example.com` or `example.com`), groups (`group:ops`) and subjects
+    (`sub:<issuer>|<subject>`, the token's `iss` and `sub`) -> roles. The most specific entry wins (subject, then
+    address, then group, then domain); several groups: the highest role. Addresses and domains match a verified
+    e-mail address only (`SignedIn`)."""
 
     addresses: Mapping[str, Role]
     domains: Mapping[str, Role]
     groups: Mapping[str, Role]
+    subjects: Mapping[str, Role] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str] | str | None) -> RoleMap:
@@ -89,16 +131,32 @@ class RoleMap:
         addresses: dict[str, Role] = {}
         domains: dict[str, Role] = {}
         groups: dict[str, Role] = {}
+        subjects: dict[str, Role] = {}
         for who, role_name in raw.items():
             key = str(who).strip().casefold()
             role = Role.parse(role_name)
-            if key.startswith("group:"):
+            if key.startswith("sub:"):
+                issuer, bar, subject = str(who).strip()[len("sub:"):].rpartition("|")
+                if not bar or not issuer.strip() or not subject.strip():
+                    raise SettingsError(f"auth.roles: {who!r} must read sub:<issuer>|<subject> (the token's iss "
+                                        "and sub claims)")
+                subjects[f"{issuer.strip().rstrip('/')}|{subject.strip()}"] = role
+            elif key.startswith("group:"):
                 groups[key[len("group:"):].strip()] = role
             elif key.startswith("@") or "@" not in key:
                 domains[key.lstrip("@")] = role
             else:
                 addresses[key] = role
-        return cls(addresses, domains, groups)
+        return cls(addresses, domains, groups, subjects)
+
+    def role_of_sign_in(self, who: SignedIn) -> Role | None:
+        """The role of a signed-in visitor, or `None`: not allowed in at all. An unverified e-mail address
+        matches no address or domain entry."""
+        if who.issuer and who.subject:
+            role = self.subjects.get(f"{who.issuer}|{who.subject}")
+            if role is not None:
+                return role
+        return self.role_of(who.email, who.groups)
 
     def role_of(self, email: str | None, groups: Iterable[str] = ()) -> Role | None:
         """The role of a signed-in user, or `None`: not allowed in at all."""
@@ -116,7 +174,7 @@ class RoleMap:
         return None
 
     def __bool__(self) -> bool:
-        return bool(self.addresses or self.domains or self.groups)
+        return bool(self.addresses or self.domains or self.groups or self.subjects)
 
 
 _ACTING: contextvars.ContextVar[Actor | None] = contextvars.ContextVar("kb_acting", default=None)

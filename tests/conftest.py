@@ -352,7 +352,7 @@ def signed_in_page(page: str, monkeypatch, email: str, role: str):
     monkeypatch.setenv("KB_ROLES", json.dumps({email: role}))
     at = AppTest.from_file(APP, default_timeout=60)
     at.secrets["auth"] = SIGNIN_AUTH
-    at.user = {"is_logged_in": True, "email": email}
+    at.user = {"is_logged_in": True, "email": email, "email_verified": True}
     at.run()
     at.switch_page(f"../pages/{page}.py").run()
     return at

@@ -125,3 +125,26 @@ def test_the_settings_and_versions_are_for_admins(kb):
 def test_a_database_password_is_masked_in_the_settings(kb):
     masked = kb.settings.model_copy(update={"database_url": "mysql+pymysql://kb:s3cret@db.example:3306/kb"})
     assert dict(masked.described())["KB_DATABASE_URL"] == "mysql+pymysql://kb:***@db.example:3306/kb"
+
+
+def test_only_a_verified_email_matches_an_address_or_a_domain():
+    from kb_core.access import RoleMap, SignedIn
+
+    roles = RoleMap.parse({"ada@example.com": "admin", "@example.com": "viewer", "group:ops": "curator",
+                           "sub:https://idp.example/|42": "curator"})
+    verified = SignedIn.of_claims({"email": "Ada@example.com", "email_verified": True})
+    assert roles.role_of_sign_in(verified) == Role.ADMIN and verified.name == "Ada@example.com"
+    for flag in (False, "false", "no", None, 1):
+        claims = {"email": "ada@example.com", "iss": "https://other.example", "sub": "7"}
+        if flag is not None:
+            claims["email_verified"] = flag
+        who = SignedIn.of_claims(claims)
+        assert who.email is None and who.claimed_email == "ada@example.com"
+        assert roles.role_of_sign_in(who) is None, flag  # neither the address nor the domain
+    assert SignedIn.of_claims({"email_verified": "TRUE", "email": "x@example.com"}).email == "x@example.com"
+    # the subject of its issuer (a trailing slash either way), and groups, need no e-mail address
+    assert roles.role_of_sign_in(SignedIn.of_claims({"iss": "https://idp.example", "sub": "42"})) == Role.CURATOR
+    assert roles.role_of_sign_in(SignedIn.of_claims({"iss": "https://evil.example", "sub": "42"})) is None
+    assert roles.role_of_sign_in(SignedIn.of_claims({"sub": "9", "groups": ["ops"]})) == Role.CURATOR
+    with pytest.raises(SettingsError, match="sub:<issuer>"):
+        RoleMap.parse({"sub:no-bar": "admin"})

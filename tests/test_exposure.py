@@ -112,7 +112,7 @@ def test_sign_in_configured_lifts_the_refusal(app_root, server_address, monkeypa
     at.run()
     assert not at.exception, at.exception
     assert [b.label for b in at.button] == ["Sign in"]  # no refusal: sign in instead (tests/test_signin.py)
-    at.user = {"is_logged_in": True, "email": "ada@example.com"}
+    at.user = {"is_logged_in": True, "email": "ada@example.com", "email_verified": True}
     at.run()
     assert not at.exception, at.exception
     assert [t.value for t in at.title] == ["🔎 Lookup playground"]

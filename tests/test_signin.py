@@ -28,7 +28,7 @@ def _app(user: dict | None, *, signin: bool = True):
 
 
 def _user(email: str) -> dict:
-    return {"is_logged_in": True, "email": email}
+    return {"is_logged_in": True, "email": email, "email_verified": True}
 
 
 def _maintenance(at):
@@ -63,6 +63,34 @@ def test_a_signed_in_user_without_a_role_has_no_access(roles):
     at = _app(_user("mallory@elsewhere.net"))
     at.run()
     assert "has no role here" in _texts(at) and [b.label for b in at.button] == ["Sign out"]
+
+
+@pytest.mark.parametrize("verified", [False, "false", None])
+def test_an_unverified_email_of_an_admin_gets_no_role(roles, verified):
+    """Issue 30: a token with `email_verified: false` (or none: Microsoft Entra ID sends none) for an admin's
+    address must not reach Settings."""
+    claims = {"is_logged_in": True, "email": "ada@example.com", "iss": "https://idp.example", "sub": "x-1"}
+    if verified is not None:
+        claims["email_verified"] = verified
+    at = _app(claims)
+    at.run()
+    assert not at.exception
+    text = _texts(at)
+    assert "does not say `ada@example.com` is verified" in text and "sub:https://idp.example|x-1" in text
+    assert [b.label for b in at.button] == ["Sign out"] and "Signed in as" not in text
+    at.switch_page("../pages/settings.py").run()
+    assert "Signed in as" not in _texts(at) and not at.text_input
+
+
+def test_an_account_without_a_verified_email_gets_its_role_by_issuer_and_subject(synced_sample, monkeypatch):
+    import json
+
+    monkeypatch.setenv("KB_ROLES", json.dumps({"sub:https://login.example/tenant/v2.0/|a1b2": "curator"}))
+    at = _app({"is_logged_in": True, "email": "someone@example.com", "iss": "https://login.example/tenant/v2.0",
+               "sub": "a1b2"})
+    at.run()
+    assert not at.exception
+    assert "Signed in as a1b2 (https://login.example/tenant/v2.0) · curator" in _texts(at)
 
 
 def test_a_viewer_looks_things_up_but_has_no_upload_page_and_no_write_buttons(roles):

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import Actor, Role, RoleMap, load_settings
+from kb_core import Actor, Role, RoleMap, SignedIn, load_settings
 from pages.shell.exposure import sign_in_configured
 from pages.shell.safe import escape_markdown, inline_code
 
@@ -29,12 +29,14 @@ def console_access() -> tuple[Actor | None, Callable[[], None] | None]:
         return CONSOLE, None
     if not st.user.is_logged_in:
         return None, _sign_in_page
-    email = st.user.get("email")
-    groups = st.user.get("groups") or []
-    role = _role_map().role_of(str(email) if email else None, groups if isinstance(groups, list) else [groups])
-    if not email or role is None:
-        return None, lambda: _no_access_page(str(email) if email else None)
-    return Actor(str(email), role), None
+    who = SignedIn.of_claims({name: st.user.get(name) for name in _CLAIMS})
+    role = _role_map().role_of_sign_in(who)
+    if role is None:
+        return None, lambda: _no_access_page(who)
+    return Actor(who.name, role), None
+
+
+_CLAIMS = ("email", "email_verified", "iss", "sub", "groups")
 
 
 def _sign_in_page() -> None:
@@ -45,10 +47,18 @@ def _sign_in_page() -> None:
     st.stop()
 
 
-def _no_access_page(email: str | None) -> None:
+def _no_access_page(who: SignedIn) -> None:
     st.title("Knowledge base console")
-    who = inline_code(email) if email else "This account (the provider gave no e-mail address)"
-    st.error(f"{who} has no role here. Ask an administrator to add you to `auth.roles` (or `KB_ROLES`).")
+    if who.email:
+        st.error(f"{inline_code(who.email)} has no role here. Ask an administrator to add you to `auth.roles` "
+                 "(or `KB_ROLES`).")
+    elif who.claimed_email:
+        st.error(f"The provider does not say {inline_code(who.claimed_email)} is verified (`email_verified`), so "
+                 "it grants no role. Verify the address with the provider, or ask an administrator to add this "
+                 f"account by its subject: {inline_code(f'sub:{who.issuer}|{who.subject}')}.")
+    else:
+        st.error("This account has no role here (the provider gave no e-mail address). Ask an administrator to "
+                 f"add it by its subject: {inline_code(f'sub:{who.issuer}|{who.subject}')}.")
     st.button("Sign out", on_click=st.logout)
     st.stop()
 
