@@ -17,8 +17,9 @@ import pytest
 
 # The L0 snapshot key (kb_core/retrieval/snapshot_key.py) of the test processes and their children: not the
 # user's own in ~/.config, and one for the whole run, so that a child process reads the parent's snapshots.
-os.environ.setdefault("KB_L0_SNAPSHOT_KEY_FILE", str(Path(__import__("tempfile").gettempdir())
-                                                     / f"kb-test-l0-snapshot-{os.getuid()}.key"))
+if not os.environ.get("KB_L0_SNAPSHOT_KEY_FILE", "").strip():
+    os.environ["KB_L0_SNAPSHOT_KEY_FILE"] = str(Path(__import__("tempfile").gettempdir())
+                                                / f"kb-test-l0-snapshot-{os.getuid()}.key")
 
 from kb_core import L1Hit  # noqa: E402
 
