@@ -21,7 +21,7 @@ from kb_core import Role  # noqa: E402
 from pages.shell.auth import console_access, render_user  # noqa: E402
 from pages.shell.exposure import current_exposure, render_refusal  # noqa: E402
 from pages.shell.sidebar import render_status  # noqa: E402
-from pages.shell.wiring import knowledge_base, run_by_app_py  # noqa: E402
+from pages.shell.wiring import PageEnded, knowledge_base, run_by_app_py  # noqa: E402
 
 st.set_page_config(page_title="Knowledge base console", page_icon="📚", layout="wide")
 # Served beyond loopback without sign-in: every URL shows why instead of the console (pages/shell/exposure.py).
@@ -52,6 +52,9 @@ if gate:
     gate()  # ends the run: the sign-in (or no-access) page only
 with run_by_app_py():
     kb = knowledge_base()
-    navigation.run()
+    try:
+        navigation.run()
+    except PageEnded:  # the page ended early (`end_page`): the sidebar is still drawn below
+        pass
 render_user(kb.actor)
 render_status(kb)  # after the page, so the sidebar shows what the page's action just changed

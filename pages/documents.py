@@ -13,7 +13,7 @@ from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.trash_view import render_trash
 from pages.shell.views import ROW_OR_CELL, clicked_row, flash, save_and_flash, show_flash, table_key
-from pages.shell.wiring import knowledge_base
+from pages.shell.wiring import end_page, knowledge_base
 
 kb = knowledge_base()
 may_edit, may_administer = kb.actor.may(Role.CURATOR), kb.actor.may(Role.ADMIN)
@@ -74,7 +74,7 @@ try:
     missing = kb.missing_files()
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
-    st.stop()
+    end_page()
 
 if missing:
     st.warning(f"{len(missing)} document(s) are indexed but their file has gone from disk (deleted or moved by "

@@ -11,7 +11,7 @@ from kb_core import HEADLINE, KnowledgeBaseError, Role
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
 from pages.shell.views import save_and_flash, show_flash
-from pages.shell.wiring import knowledge_base
+from pages.shell.wiring import end_page, knowledge_base
 
 kb = knowledge_base()
 st.title("📏 Evaluation")
@@ -38,7 +38,7 @@ try:
     runs = kb.evaluation_runs(200)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
-    st.stop()
+    end_page()
 
 # -- labelled query sets -------------------------------------------------------------------------------------------
 st.subheader("Labelled query sets")
@@ -70,7 +70,7 @@ if may_write and sets:
 render_jobs_panel(kb, ["evaluate"], key="evaluate", recent=3)
 if not runs:
     st.info("No evaluation run yet.")
-    st.stop()
+    end_page()
 
 
 def _headline(run) -> dict:
@@ -97,7 +97,7 @@ if picked:
 st.subheader("Compare two runs")
 if len(runs) < 2:
     st.caption("A second run makes a comparison.")
-    st.stop()
+    end_page()
 labels = {r.id: f"run {r.id} · {r.set_name} · {r.created_at:%Y-%m-%d %H:%M}" for r in runs}
 col_a, col_b = st.columns(2)
 before = col_a.selectbox("Before", list(labels), index=1, format_func=labels.get, key="eval-before")
@@ -106,7 +106,7 @@ try:
     comparison = kb.compare_evaluation_runs(before, after)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
-    st.stop()
+    end_page()
 settings_rows = [{"setting": name, f"run {before}": comparison.before.settings.get(key),
                   f"run {after}": comparison.after.settings.get(key)}
                  for key, name in (("l0_matching", "L0 rule"), ("l1_mode", "L1"), ("model", "model"))]

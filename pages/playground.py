@@ -25,7 +25,7 @@ from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.label_view import render_label_control, served_parts
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.views import flash, show_flash
-from pages.shell.wiring import knowledge_base
+from pages.shell.wiring import end_page, knowledge_base
 
 kb = knowledge_base()
 st.title("🔎 Lookup playground")
@@ -59,7 +59,7 @@ try:
     status = kb.status()
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
-    st.stop()
+    end_page()
 counts = status.counts
 # L1 (and the database) knows no document yet: answers can only come from L0, and "nothing found" would
 # blame the query for what is an empty index.

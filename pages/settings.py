@@ -7,7 +7,7 @@ import streamlit as st
 
 from kb_core import KnowledgeBaseError
 from pages.shell.safe import escape_markdown
-from pages.shell.wiring import knowledge_base
+from pages.shell.wiring import end_page, knowledge_base
 
 kb = knowledge_base()
 st.title("⚙️ Settings")
@@ -15,7 +15,7 @@ try:
     about = kb.about()
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
-    st.stop()
+    end_page()
 
 status = kb.status()
 model = status.model

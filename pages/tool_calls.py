@@ -14,7 +14,7 @@ from kb_core import KnowledgeBase, KnowledgeBaseError, Role, confidence_of, perc
 from pages.shell.label_view import render_label_control
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import render_preview, save_and_flash, show_flash, table_key
-from pages.shell.wiring import knowledge_base
+from pages.shell.wiring import end_page, knowledge_base
 
 PLAYGROUND = Path(__file__).resolve().parent / "playground.py"
 DOCUMENTS = Path(__file__).resolve().parent / "documents.py"
@@ -101,7 +101,7 @@ try:
     not_logged = kb.tool_calls_not_logged(span)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
-    st.stop()
+    end_page()
 if not_logged:  # counted by the call log's writer instead of being dropped silently
     st.warning(f"{not_logged:,} tool calls of the last {period} are not in the log (the log's queue was full, or "
                "the database refused them): the counts on this page are short by that many.")
@@ -167,7 +167,7 @@ try:
     calls = kb.tool_calls(limit)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
-    st.stop()
+    end_page()
 
 f0, f1, f2, f3, f4, f5 = st.columns([1, 1, 1, 1, 1, 2])
 tools = f0.multiselect("Tool", sorted({c.tool_name for c in calls}), key="f_tool")

@@ -11,13 +11,13 @@ from kb_core import BatchAction, BatchFile, JobFile, KnowledgeBaseError, Role
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
 from pages.shell.views import render_frontmatter
-from pages.shell.wiring import knowledge_base
+from pages.shell.wiring import end_page, knowledge_base
 
 kb = knowledge_base()
 st.title("⬆️ Upload documents")
 if not kb.actor.may(Role.CURATOR):  # not offered in the navigation either; kb_core refuses the upload anyway
     st.info(f"Uploading needs the curator role; you are signed in as a {kb.actor.role.label}.")
-    st.stop()
+    end_page()
 state = st.session_state
 # What the curator saw on the previous run: a click reruns the script, and the upload must use the versions
 # the preview showed then (`if_match`; for a file shown as new, `create_only`), not whatever is on disk by now.

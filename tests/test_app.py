@@ -13,11 +13,28 @@ REPO = Path(__file__).resolve().parent.parent
 PAYMENT = "knowledge_base/api/payment-errors.md"
 
 
-@pytest.mark.parametrize("page", ["playground", "documents", "upload", "tool_calls", "settings"])
+@pytest.mark.parametrize("page", ["playground", "documents", "upload", "tool_calls", "settings", "evaluation"])
 def test_every_page_renders_without_exception_and_with_the_sidebar(app_root, page):
     at = run_page(page)
     assert not at.exception, at.exception
     assert at.title[0].value
+    assert [m.label for m in at.sidebar.metric] == ["L0", "Database", "Milvus"]
+
+
+@pytest.mark.parametrize(("page", "method"), [("documents", "documents"), ("settings", "about"),
+                                            ("evaluation", "query_sets")])
+def test_a_page_that_ends_early_still_has_the_sidebar_status(app_root, monkeypatch, page, method):
+    """A page that stops on an error (or, like Evaluation, with fewer than two runs) ends with `end_page()`,
+    not `st.stop()`: app.py still draws the status after it."""
+    from kb_core import KnowledgeBase, KnowledgeBaseError
+
+    def broken(*args, **kwargs):
+        raise KnowledgeBaseError("the database is away")
+
+    monkeypatch.setattr(KnowledgeBase, method, broken, raising=False)
+    at = run_page(page)
+    assert not at.exception, at.exception
+    assert any("database is away" in e.value for e in at.error), "the page did not take its early end"
     assert [m.label for m in at.sidebar.metric] == ["L0", "Database", "Milvus"]
 
 

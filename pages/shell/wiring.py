@@ -8,6 +8,7 @@ import runpy
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import streamlit as st
 
@@ -42,6 +43,16 @@ def run_by_app_py() -> Iterator[None]:
         yield
     finally:
         _app_py_runs_this.reset(token)
+
+
+class PageEnded(Exception):  # noqa: N818 - a signal, not an error
+    """A page has drawn all it has to say on this run (`end_page`); app.py goes on to draw the sidebar."""
+
+
+def end_page() -> NoReturn:
+    """End the page here, as `st.stop()` would, but let app.py draw the sidebar (status, jobs, who is signed in)
+    after it: `st.stop()` inside a page would end the whole run and the status would vanish on that page."""
+    raise PageEnded
 
 
 def hand_over_to_app_py() -> None:
