@@ -223,10 +223,6 @@ class BackgroundServer:
     def __init__(self, server: Any, thread: threading.Thread):
         self._server, self._thread = server, thread
 
-    @property
-    def started(self) -> bool:
-        return bool(self._server.started)
-
     def stop(self, timeout: float = 5.0) -> None:
         self._server.should_exit = True
         self._thread.join(timeout)

@@ -20,6 +20,7 @@ import pytest
 from conftest import doc, write_doc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_l0_snapshot import _open, _parses, _view
 
 from kb_core.retrieval import l0_snapshot_file
 from kb_core.retrieval.keyword_index import KnowledgeIndex
@@ -35,32 +36,8 @@ def _tree(root: Path) -> None:
                                   body=f"# Page {i}\n\n## Attributes\n\nText {i}.\n"))
 
 
-def _open(root: Path, snapshot: bool = True) -> KnowledgeIndex:
-    index = KnowledgeIndex("knowledge_base", app_root=root, snapshot_path=root / "l0.snap" if snapshot else None)
-    index.load()
-    return index
-
-
-def _view(index: KnowledgeIndex) -> list:
-    return sorted(index.entries(), key=lambda e: e.file_path)
-
-
 def _answers(index: KnowledgeIndex) -> list:
     return [[m.entry.file_path for m in index.match(q)] for q in ("ERR_CODE_1", "plugin", "限流4", "nothing")]
-
-
-def _parses(monkeypatch) -> list[str]:
-    import kb_core.retrieval.keyword_index as module
-
-    parsed: list[str] = []
-    real = module.entry_of_file
-
-    def counting(folder, relative):
-        parsed.append(relative)
-        return real(folder, relative)
-
-    monkeypatch.setattr(module, "entry_of_file", counting)
-    return parsed
 
 
 def test_the_snapshot_modules_cannot_unpickle_or_unmarshal():

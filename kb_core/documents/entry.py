@@ -30,8 +30,8 @@ class KnowledgeEntry:
     matches, groups and scans by are attributes (keywords, category and language shared between documents
     through `sys.intern`; ignored keywords, nearly always the shared empty tuple, which the keyword map and
     keyword plans read for every entry), and the ones only answers and pages read of a few entries (title,
-    summary, sections) are one compact blob (`_pack`), decoded when read (one to two microseconds), equal
-    bytes for equal values."""
+    summary, sections) are one compact blob (`_pack`: JSON, data only), decoded when read (about five
+    microseconds), equal bytes for equal values."""
 
     __slots__ = ("file_path", "keywords", "category", "lang", "group", "ignored_keywords", "_cold")
     FIELDS = ("file_path", "title", "keywords", "summary", "category", "ignored_keywords", "sections",
@@ -279,7 +279,7 @@ def _ends(lengths: Iterable[int]) -> bytes:
 
 def _read_ends(data: bytes | memoryview, length: int) -> list[int]:
     """Ends of consecutive parts of something `length` long: ascending, the last one `length`."""
-    ends = _array("q", data)
+    ends = int_array(data, "q")
     if (len(ends) and (ends[-1] != length or ends[0] < 0)) or (not len(ends) and length) or (
             len(ends) > 1 and not (np.diff(np.frombuffer(ends, dtype=np.int64)) >= 0).all()):
         raise ValueError("part ends out of order")
@@ -287,7 +287,7 @@ def _read_ends(data: bytes | memoryview, length: int) -> list[int]:
 
 
 def _read_ids(data: bytes | memoryview, bound: int, *, allow_none: bool = False) -> list[int]:
-    ids = _array("i", data)
+    ids = int_array(data, "i")
     if len(ids):
         values = np.frombuffer(ids, dtype=np.int32)
         if values.max() >= bound or values.min() < (-1 if allow_none else 0):
@@ -295,7 +295,8 @@ def _read_ids(data: bytes | memoryview, bound: int, *, allow_none: bool = False)
     return ids.tolist()
 
 
-def _array(typecode: str, data: bytes | memoryview) -> array:
+def int_array(data: bytes | memoryview, typecode: str) -> array:
+    """Machine integers of one type read back from bytes (`ValueError` for a partial item)."""
     out = array(typecode)
     if len(data) % out.itemsize:
         raise ValueError("an array of a partial item")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kb_core.documents.entry import KnowledgeEntry
+from kb_core.documents.entry import KnowledgeEntry, int_array
 from kb_core.retrieval.keyword_matching import (
     _SEPARATOR,
     JoinedTerms,
@@ -30,17 +30,9 @@ from kb_core.retrieval.keyword_matching import (
     synonym_tables,
 )
 
-__all__ = ["data_of_snapshot", "int_array", "snapshot_of_data"]
+__all__ = ["data_of_snapshot", "snapshot_of_data"]
 
 _FORMAT = 1
-
-
-def int_array(data: memoryview, typecode: str) -> array:
-    if len(data) % array(typecode).itemsize:
-        raise ValueError("an integer array of a partial item")
-    out = array(typecode)
-    out.frombytes(data)
-    return out
 
 
 def data_of_snapshot(view: Snapshot, entries: Sequence[KnowledgeEntry]) -> tuple[dict[str, Any], dict[str, bytes]]:
