@@ -22,8 +22,9 @@ The queries are derived from the pages alone, with a fixed seed, so a rebuild gi
   a body identifier as above, bare or inside a question; the edited word occurs nowhere in the tree;
 - `off-topic question` and `unknown code`: questions of ours no documentation tree answers and code-shaped
   words that occur nowhere in the tree (`expected` empty: the answer must be `found: false`).
-A query expects the page it was derived from in all its language versions (the answer's language is scored
-apart, as "in the query's language"). Each kind is sampled down to `--per-kind` queries (default 80) so a tree asks about 600.
+A query expects the page it was derived from in all its language versions (the answer's language is
+scored apart, as "in the query's language"). Each kind is sampled down to `--per-kind` queries (default 80),
+so a tree asks about 600.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from kb_core.documents.folder import category_problem, validate_file_name
 from kb_core.documents.frontmatter import parse_frontmatter
+from kb_core.errors import KnowledgeBaseError
 
 
 @dataclass(frozen=True)
@@ -123,12 +126,24 @@ def export(tree: str, mirror: Path, out: Path) -> list[Page]:
             if not name.endswith((".md", ".mdx")):
                 continue
             rel = name[len(folder) + 1:]
+            if _refused(f"{tree}/{lang}/{rel}"):
+                continue
             text = _git(mirror, "show", f"{source.commit}:{name}")
             target = out / "knowledge_base" / tree / lang / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
             pages.append(_page(f"{tree}/{lang}/{rel}", lang, rel, text))
     return pages
+
+
+def _refused(path: str) -> bool:
+    """Pages the knowledge base's path rule refuses (`usage-&-billing/`) are left out: nothing could answer."""
+    category, _, name = path.rpartition("/")
+    try:
+        validate_file_name(name)
+    except KnowledgeBaseError:
+        return True
+    return category_problem(category) is not None
 
 
 def _git(mirror: Path, *args: str) -> str:
@@ -304,6 +319,24 @@ def _unknown_codes(ident_pages: dict[str, set[str]], vocabulary: set[str], rng: 
             yield new.upper() if rng.random() < 0.3 else new
 
 
+def _record(tree: str, report_path: Path, label: str, l1: str, results: Path) -> int:
+    """The figures only: the failed queries quote the tree's text, which stays out of the repository."""
+    import datetime as dt
+
+    from benchmarks.common import machine
+
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    data = json.loads(results.read_text(encoding="utf-8")) if results.exists() else {"trees": {}}
+    source = SOURCES[tree]
+    entry = data["trees"].setdefault(tree, {"source": f"github.com/{source.repo}", "commit": source.commit,
+                                            "licence": source.licence, "runs": {}})
+    entry["runs"][label] = {"date": dt.date.today().isoformat(), "l1": l1, "machine": machine(),
+                            "kinds": report["kinds"], "overall": report["overall"]}
+    results.write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    print(f"recorded {tree} / {label} in {results}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.devset", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -315,7 +348,17 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--per-kind", type=int, default=80)
     build.add_argument("--seed", type=int, default=31)
     sub.add_parser("sources", help="print the trees, commits and licences")
+    record = sub.add_parser("record", help="keep a `kb evaluate --json` report's figures (no query text) in "
+                                           "docs/devset-results.json under a label, e.g. before / after")
+    record.add_argument("tree", choices=sorted(SOURCES))
+    record.add_argument("report", type=Path)
+    record.add_argument("--label", required=True)
+    record.add_argument("--l1", default="BM25 only", help="what L1 ran on, for the table's heading")
+    record.add_argument("--results", type=Path, default=Path(__file__).resolve().parents[1] / "docs" /
+                        "devset-results.json")
     args = parser.parse_args(argv)
+    if args.command == "record":
+        return _record(args.tree, args.report, args.label, args.l1, args.results)
     if args.command == "sources":
         for name, source in SOURCES.items():
             folders = ", ".join(f"{lang}: {folder}" for lang, folder in source.folders)

@@ -627,6 +627,7 @@ def render_quality(docs: Path = DOCS) -> str:
                 f"{_pct(o['high_but_wrong_pct'])} high but wrong"
                 + (f", {_pct(unknown['not_found_pct'])} not found on unknown codes" if unknown else "")
                 + " (see [matching.md](matching.md)).", "", *_quality_table(literal), ""]
+    out += _devset(_load(docs, "devset-results.json"))
     failures = words.get("failures", [])
     out += [f"## Failed queries under `words` ({len(failures)})", ""]
     for f in failures:
@@ -639,6 +640,28 @@ def render_quality(docs: Path = DOCS) -> str:
     if not failures:
         out.append("None.")
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _devset(data: dict[str, Any] | None) -> list[str]:
+    """The dev set of real documentation trees (benchmarks/devset.py): each recorded run's table."""
+    if not data:
+        return []
+    out = ["## Dev set: real documentation trees", ""]
+    out += _para(
+        "Two public documentation trees with `keywords` in their frontmatter, English and Chinese, and about 600 "
+        "queries derived from every page of each by `benchmarks/devset.py` (its docstring says how: title, "
+        "summary, a body sentence, an identifier of the body, a keyword inside a question, a typo of an "
+        "identifier, off-topic questions, unknown codes). The pages and the queries stay outside the repository; "
+        "`python -m benchmarks.devset build TREE --mirror GIT_DIR --out DIR` rebuilds them from the pinned commit, "
+        "`cd DIR/TREE && kb evaluate queries.jsonl --sync` measures, and `python -m benchmarks.devset record` "
+        "keeps the figures here. apache/apisix, nacos-group's site and pingcap/docs-cn are held out for "
+        "acceptance and never used.")
+    for tree, entry in data["trees"].items():
+        out += [f"### {tree}: {entry['source']} @ {entry['commit'][:12]} ({entry['licence']})", ""]
+        for label, run in entry["runs"].items():
+            out += [f"**{label}** — {run['date']}; L1: {run['l1']}; {_machine(run.get('machine'))}", "",
+                    *_quality_table(run), ""]
+    return out
 
 
 # -- running the evaluation -------------------------------------------------------------------------------

@@ -56,6 +56,16 @@ FILLER_WORDS = frozenset(
     such same own just still even ever every all
     """.split()
 )
+# What a question asks of its subject ("configure X", "X 怎么配置"): not what the question is about, so it does
+# not dilute a keyword's share of the query (it stays a content term for L1).
+_ASKING_WORDS = frozenset("configure config configuring set setup enable disable install use example examples "
+                          "配置 设置 开启 关闭 安装 示例".split())
+
+
+# Chinese filler and stop words, longest first ("为什么" before "什么"); of single characters only the
+# particles, since "请" and "个" are also parts of words ("请求", "每个").
+_CJK_FILLER = tuple(sorted((w for w in FILLER_WORDS | STOP_WORDS | _ASKING_WORDS if not w.isascii() and len(w) > 1),
+                           key=len, reverse=True)) + tuple("的了吗呢吧啊")
 
 # A Latin letter, a digit or the underscore: where one of these sits at the edge of a keyword, the
 # neighbouring character must not be one too ("AI" is not in "explain"; "支付" is in "支付网关").
@@ -71,6 +81,24 @@ _IDENTIFIER = re.compile(
     r"|_*[A-Za-z0-9]+_[_A-Za-z0-9]*"
     r")(?![0-9A-Za-z_])"
 )
+
+
+_LATIN_WORD = re.compile(f"[{WORD_CHARS}]+")
+
+
+def content_mask(term: str) -> list[bool]:
+    """Which characters of a normalised query say what it is about: letters and digits, less the filler, stop
+    and asking words ("how do I", "configure", "如何", "的"). A keyword's share of the query counts these."""
+    mask = [ch.isalnum() for ch in term]
+    for match in _LATIN_WORD.finditer(term):
+        if match.group() in FILLER_WORDS or match.group() in STOP_WORDS or match.group() in _ASKING_WORDS:
+            mask[match.start():match.end()] = [False] * (match.end() - match.start())
+    for word in _CJK_FILLER:
+        start = term.find(word)
+        while start != -1:
+            mask[start:start + len(word)] = [False] * len(word)
+            start = term.find(word, start + len(word))
+    return mask
 
 
 MAX_KEYWORDS = 64  # per document in L0; more is a list of everything, not keywords

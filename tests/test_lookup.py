@@ -103,15 +103,16 @@ def test_req_5_2_several_matches_return_first_l0_and_l1_supplement(sample_root):
 
 
 def test_req_5_2_ranked_first_l0_match_is_the_primary(index):
-    """The default rule ranks the hits: `接口超时` (contains the query, claimed by 1 document) beats `超时`
-    (claimed by 2), so the troubleshooting page is the primary, and the supplement comes from another one."""
+    """The default rule ranks the hits: `超时`, equal to the query, outranks `接口超时` (which only contains it),
+    so the two pages claiming `超时` tie and L1's order makes the troubleshooting page the primary; the
+    supplement comes from another one."""
     l1 = RecordingL1([hit(TIMEOUT, "same doc chunk", 0.95), hit(PAYMENT, "payment chunk", 0.9)])
     result = HybridLookup(index, l1).lookup("超时")
     data = result.to_dict()
     assert data["primary"]["source"] == TIMEOUT and data["primary"]["confidence"] == "low"
     assert data["supplement"] == {"content": "payment chunk", "source": PAYMENT, "matchType": "semantic_L1",
                                   "retrievers": ["bm25"]}
-    assert result.trace.primary_reason == "“接口超时” is claimed by 1 document; “超时” by 2"
+    assert result.trace.primary_reason == "tied with 1 other document(s) on “超时” (claimed by 2); L1 ranks it highest"
 
 
 def test_when_l1_finds_only_the_primary_page_the_supplement_is_a_passage_the_primary_does_not_show(
@@ -156,7 +157,8 @@ def test_l1_failure_returns_what_l0_found_and_logs_error_with_request_id(index, 
     with caplog.at_level(logging.ERROR):
         result = HybridLookup(index, l1).lookup("超时")
     assert result.found is True
-    assert result.primary.source == TIMEOUT and result.supplement is None
+    # without L1 the tie on `超时` goes to index order: the spec's own example (Requirement 5.2)
+    assert result.primary.source == PAYMENT and result.supplement is None
     assert "milvus down" in result.trace.l1_error
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any(result.trace.request_id in m and "milvus down" in m for m in errors)

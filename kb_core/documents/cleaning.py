@@ -24,6 +24,7 @@ _MDX_LINE = re.compile(r"^(?:import\s+[\w*{}\s,]+\s+from\s+['\"][^'\"]+['\"]|imp
 _HEAD_OPEN = re.compile(r"^\s*<head(\s[^>]*)?>", re.IGNORECASE)
 _HEAD_CLOSE = re.compile(r"</head\s*>", re.IGNORECASE)
 _BLANK_RUN = re.compile(r"\n{3,}")
+_LINK_TEXT = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 
 # One attribute of a heading's attribute list: `#id`, `.class`, `key=value` (quoted or not), Pandoc's `-`.
 _ATTRIBUTE = r"""(?:#[^\s{}\\]+|\.[^\s{}\\]+|[A-Za-z_][\w:.-]*=(?:"[^"]*"|'[^']*'|[^\s{}\\"']+)|-)"""
@@ -62,6 +63,27 @@ def clean_heading(text: str) -> str:
     if "<" in text:
         text = _EMPTY_ANCHOR.sub("", text).strip()
     return text
+
+
+def first_heading(content: str) -> str:
+    """The text of a document's first level-1 heading (`# Title`), outside code fences and after the
+    frontmatter; "" without one. Docusaurus and MkDocs pages often carry their title only there."""
+    fence = ""
+    lines = content.splitlines()
+    start = 0
+    if lines and lines[0].strip() == "---":  # skip the frontmatter block
+        start = next((i + 1 for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), 0)
+    for line in lines[start:]:
+        stripped = line.strip()
+        if fence:
+            if stripped.startswith(fence):
+                fence = ""
+            continue
+        if stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+        elif line.startswith("# "):
+            return clean_heading(_LINK_TEXT.sub(r"\1", line[2:].strip().rstrip("#").strip()))
+    return ""
 
 
 def needs_cleaning(body: str) -> bool:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from kb_core.documents.cleaning import first_heading
 from kb_core.documents.folder import KnowledgeFolder, decode_head
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter
 from kb_core.documents.language import document_language, translation_key
@@ -126,7 +127,7 @@ class KnowledgeEntry:
         text = content if content is not None else f"{fm.title}\n{fm.summary}"
         return cls(
             file_path=file_path,
-            title=fm.title,
+            title=fm.title or (first_heading(content) if content is not None else ""),
             keywords=kept,
             summary=fm.summary,
             category=category or fm.category,

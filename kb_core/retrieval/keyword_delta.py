@@ -425,6 +425,9 @@ class DeltaSnapshot(L0View):
     def suggester(self) -> Suggester:
         return self.consolidated().suggester()
 
+    def titled(self, query: str) -> tuple[str, ...]:
+        return self.consolidated().titled(query)
+
     @property
     def has_suggester(self) -> bool:
         return self._consolidated is not None and self._consolidated.has_suggester

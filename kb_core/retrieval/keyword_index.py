@@ -35,6 +35,7 @@ from kb_core.errors import InvalidInputError
 from kb_core.retrieval import l0_snapshot_file
 from kb_core.retrieval.keyword_delta import DeltaSnapshot
 from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, L0View, RankedMatches, Snapshot
+from kb_core.terms import normalize_term
 
 if TYPE_CHECKING:
     from kb_core.retrieval.suggestions import Suggestion
@@ -571,6 +572,13 @@ class KnowledgeIndex:
         (`kb_core.retrieval.suggestions`). The suggester is built on first use (or by `warm_suggester`); from then
         on a background thread builds each new snapshot's."""
         return self._snapshot.suggester().suggest(query, limit, lang)
+
+    def titled(self, query: str) -> list[KnowledgeEntry]:
+        """The documents whose title equals the query (normalised): a curated name, weighed like a keyword by
+        lookups that only mention keywords or match none."""
+        view = self._snapshot
+        term = normalize_term(query) if isinstance(query, str) else ""
+        return [view.entries[view.position[p]] for p in view.titled(term) if p in view.position] if term else []
 
     def get(self, file_path: str) -> KnowledgeEntry | None:
         view = self._snapshot

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, overload
 import ahocorasick
 import numpy as np
 
-from kb_core.terms import WORD_CHARS, aligned, contains_aligned, normalize_term
+from kb_core.terms import WORD_CHARS, aligned, contains_aligned, content_mask, normalize_term
 
 if TYPE_CHECKING:
     from kb_core.documents.entry import KnowledgeEntry
@@ -68,6 +68,10 @@ class L0Match:
     claimed_by: int = 0
     # (keyword, the synonym the query used instead): keywords matched only through a curator's synonym group
     via_synonym: tuple[tuple[str, str], ...] = ()
+    # the share of the query's content (letters and digits, less filler words) that these keywords cover; 1.0
+    # when a keyword contains the whole query. Low: the query only mentions the keyword (a sentence).
+    coverage: float = 1.0
+    exact: bool = False  # one of the keywords equals the whole query
 
     def explain(self) -> list[str]:
         via = dict(self.via_synonym)
@@ -180,6 +184,7 @@ class Snapshot(L0View):
         self.synonyms = synonyms
         self.aliases, self.alias_terms, self.synonym_automaton = synonym_tables(synonyms, self.term_id)
         self._suggester: Suggester | None = None
+        self._titles: dict[str, list[str]] | None = None
 
     # -- what a delta over this snapshot shares with it (`keyword_delta.DeltaSnapshot`) ---------------------
     @property
@@ -205,6 +210,19 @@ class Snapshot(L0View):
     def terms_containing(self, query: str, words: bool) -> set[int]:
         return self.search.containing(query, words)
 
+    def titled(self, query: str) -> tuple[str, ...]:
+        """Paths of the documents whose title equals the normalised `query` ("" finds none), in index order.
+        The table is built on first use, like the suggester."""
+        titles = self._titles
+        if titles is None:
+            titles = {}
+            for entry in self.entries:
+                title = normalize_term(entry.title)
+                if title:
+                    titles.setdefault(title, []).append(entry.file_path)
+            self._titles = titles
+        return tuple(titles.get(query, ()))
+
     def suggester(self) -> Suggester:
         """"Did you mean" over this snapshot's identifier keywords (`kb_core.retrieval.suggestions`), built on
         first use: most snapshots never need it. Two threads racing here build it twice, harmlessly."""
@@ -221,7 +239,7 @@ class Snapshot(L0View):
 
     # What the saved L0 snapshot holds (l0_snapshot_file): not what is derived from the entries in a few ms
     # (the dicts by path, group key and term: pickled, their keys would be copies of the entries' strings).
-    _DERIVED = ("position", "group_ids", "term_id", "terms", "_suggester")
+    _DERIVED = ("position", "group_ids", "term_id", "terms", "_suggester", "_titles")
 
     def _spell_terms(self) -> None:
         search = self.search
@@ -242,6 +260,7 @@ class Snapshot(L0View):
                 group_ids.setdefault(entry.group, gid)
         self.group_ids = group_ids
         self._suggester = None
+        self._titles = None
 
 
 class JoinedTerms(Sequence[str]):
@@ -503,6 +522,10 @@ def match_query(view: L0View, query: str) -> RankedMatches:
                 if term_id not in direct:
                     via.setdefault(term_id, view.aliases[-span_id - 1])
     inside = frozenset(direct | set(via))
+    spans_of: dict[int, list[tuple[int, int]]] = {}
+    for start, stop, span_id in spans:
+        for term_id in (span_id,) if span_id >= 0 else view.alias_terms[-span_id - 1]:
+            spans_of.setdefault(term_id, []).append((start, stop))
     containing = view.terms_containing(term, words)
     for i, alias in enumerate(view.aliases):  # the query inside a synonym (the spec's other direction)
         if len(term) < len(alias) and term in alias and (not words or contains_aligned(alias, term)):
@@ -510,7 +533,28 @@ def match_query(view: L0View, query: str) -> RankedMatches:
                 if term_id not in inside and term_id not in containing:
                     via.setdefault(term_id, alias)
                     containing.add(term_id)
-    return RankedMatches(view, frozenset(inside | containing), inside, via)
+    exact = view.term_id.get(term) if words else None
+    return RankedMatches(view, frozenset(inside | containing), inside, via,
+                         coverage=_Coverage(content_mask(term), spans_of) if words else None,
+                         exact=exact if exact is not None and exact >= 0 else None)
+
+
+@dataclass(frozen=True)
+class _Coverage:
+    """The query's content characters and where each keyword sits in it, for `L0Match.coverage`."""
+
+    mask: list[bool]
+    spans_of: dict[int, list[tuple[int, int]]]
+
+    def share(self, term_ids: Iterable[int]) -> float:
+        total = sum(self.mask)
+        if not total:
+            return 1.0
+        covered = [False] * len(self.mask)
+        for term_id in term_ids:
+            for start, stop in self.spans_of.get(term_id, ()):
+                covered[start:stop] = [True] * (stop - start)
+        return sum(1 for c, m in zip(covered, self.mask, strict=True) if c and m) / total
 
 
 def _longest_spans(spans: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
@@ -533,8 +577,11 @@ class RankedMatches(Sequence[L0Match]):
     """
 
     def __init__(self, snapshot: Any, counting: frozenset[int], inside: frozenset[int],
-                 via: dict[int, str] | None = None):
+                 via: dict[int, str] | None = None, *, coverage: _Coverage | None = None,
+                 exact: int | None = None):
         self._snapshot = snapshot
+        self._coverage = coverage
+        self._exact = exact if exact in counting else None
         self._counting = counting
         self._inside = inside
         self._via = via or {}  # term id -> the synonym the query used for it
@@ -559,11 +606,24 @@ class RankedMatches(Sequence[L0Match]):
         if snapshot.matching == "substring":  # the spec as written: index order
             yield self._index_order()
             return
-        # Rarest first (fewest documents, a page's translations counting once), then the longer keyword; one
-        # group per (df, length).
-        ordered = sorted(self._counting, key=lambda t: (snapshot.df[t], -len(snapshot.terms[t]), t))
+        # A keyword equal to the whole query first ("limit-count" before "graphql-limit-count", which contains
+        # it); then rarest first (fewest documents, a page's translations counting once), then the longer
+        # keyword; one group per (df, length).
         seen: np.ndarray | None = None
-        for _key, group in groupby(ordered, key=lambda t: (snapshot.df[t], len(snapshot.terms[t]))):
+        if self._exact is not None:
+            seen = np.zeros(snapshot.size, dtype=bool)
+            positions = snapshot.postings[self._exact]
+            seen[positions] = True
+            if len(positions):
+                yield positions
+        # A keyword the query contains outranks one that contains the query (the query is only part of it), and
+        # among those the shorter is the closer.
+        def rank(t: int) -> tuple[int, int, int]:
+            inside = t in self._inside
+            return snapshot.df[t], 0 if inside else 1, -len(snapshot.terms[t]) if inside else len(snapshot.terms[t])
+
+        ordered = sorted(self._counting - {self._exact}, key=lambda t: (*rank(t), t))
+        for _key, group in groupby(ordered, key=rank):
             term_ids = list(group)
             positions = snapshot.postings[term_ids[0]] if len(term_ids) == 1 else \
                 np.unique(np.concatenate([snapshot.postings[t] for t in term_ids]))
@@ -704,8 +764,16 @@ class RankedMatches(Sequence[L0Match]):
             if term_id in self._inside:
                 inside.append(keyword)
             df = snapshot.df[term_id]
-            if not rarest or (df, -len(term)) < (rarest_df, -len(normalize_term(rarest))):
+            if term_id == self._exact:  # the keyword the query equals is what ranked this hit
+                rarest, rarest_df = keyword, -df
+            elif rarest_df >= 0 and (not rarest or (df, -len(term)) < (rarest_df, -len(normalize_term(rarest)))):
                 rarest, rarest_df = keyword, df
+        rarest_df = abs(rarest_df)
         via = tuple((keyword, self._via[snapshot.term_id[normalize_term(keyword)]]) for keyword in keywords
                     if snapshot.term_id.get(normalize_term(keyword)) in self._via)
-        return L0Match(entry, tuple(keywords), tuple(inside), rarest, rarest_df, via)
+        matched = [snapshot.term_id[term] for term in normalized if snapshot.term_id[term] in self._counting]
+        coverage = 1.0
+        if self._coverage is not None and all(t in self._inside for t in matched):
+            coverage = round(self._coverage.share(matched), 3)
+        return L0Match(entry, tuple(keywords), tuple(inside), rarest, rarest_df, via, coverage=coverage,
+                       exact=self._exact is not None and self._exact in matched)

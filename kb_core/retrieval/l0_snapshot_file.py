@@ -5,7 +5,7 @@ The file (`KB_L0_SNAPSHOT`, default `kb_l0_snapshot.bin` in the application root
 (a shared /tmp, a cloned repository, inside the document tree with `KB_BASE_PATH=.`), so it is data only and
 keyed (issue 30): reading it can build strings, numbers, lists and flat arrays, nothing that runs.
 
-    magic line  "KB-L0-SNAPSHOT 4\\n"
+    magic line  "KB-L0-SNAPSHOT 5\\n"
     tag         HMAC-SHA-256 of the rest, keyed by this user's snapshot key (`snapshot_key.py`)
     length      8 bytes, little-endian: the manifest's length
     manifest    JSON: the knowledge base's directory, display prefix and entry schema, the byte order, the
@@ -53,7 +53,7 @@ from kb_core.retrieval.snapshot_key import snapshot_key
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"KB-L0-SNAPSHOT 4\n"
+MAGIC = b"KB-L0-SNAPSHOT 5\n"
 SCHEMA = KnowledgeEntry.FIELDS
 STAT_SIZE = 32  # `folder.file_version`: size, mtime ns, ctime ns, inode
 _TAG = 32

@@ -24,6 +24,7 @@ from kb_core.documents.language import DEFAULT_LANGUAGE, query_language
 from kb_core.logs import current_request_id, log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
 from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
+from kb_core.terms import identifiers
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ L1_SKIPPED_BLANK = "blank query: nothing to search"
 L1_CALLED_SEVERAL = "several L0 hits: L1 called to supplement"
 L1_CALLED_NONE = "no L0 hit: L1 called"
 L1_CALLED_GENERIC = "only generic keywords matched: L1 called to decide"
+L1_CALLED_MENTION = "the query only mentions keywords: L1 called to weigh the evidence"
+L1_CALLED_TITLE = "the query is a page's title: L1 called to weigh the evidence"
 
 # Which rule decided the answer, in one line (the "why" panel's first line).
 DECIDED_UNIQUE = "one page matched a specific keyword: answered from L0 with confidence high (L1 not called)"
@@ -107,6 +110,26 @@ DECIDED_GENERIC_MISS = ("only generic keywords matched and L1 ranks none of thos
 DECIDED_MISS = "no keyword matched: L1 answers"
 DECIDED_NOTHING = "no keyword matched and L1 found nothing relevant: not found"
 DECIDED_SUBSTRING = "KB_L0_MATCHING=substring: the first hit in index order (decision I3 as written)"
+DECIDED_MENTION_AGREE = ("the query only mentions keywords; the one page they name is also L1's best: both tiers "
+                         "agree (confidence high)")
+DECIDED_MENTION_L0 = "the query only mentions keywords: weighed with L1's ranks, a keyword page ranks first (low)"
+DECIDED_MENTION_L1 = ("the query only mentions keywords: weighed with them, L1's best page ranks first (L1 leads; "
+                      "the keyword pages are alternatives)")
+
+DECIDED_TITLE = "the query is this page's title; weighed with L1's ranks and the keywords, it ranks first (low)"
+DECIDED_TITLE_L1 = ("the query is a page's title, but weighed with the keywords and L1's ranks, L1's best page ranks "
+                    "first (L1 leads)")
+
+# A query whose matched keywords cover less than this share of its content (letters and digits, less filler
+# words) only *mentions* them: a sentence or a question. Its L0 hits are evidence weighed with L1's ranks, not
+# the answer (docs/matching.md). Keyword queries ("ERR_TIMEOUT", "超时", "支付网关超时问题") keep Spec 4.
+KEYWORD_QUERY_SHARE = 0.5
+# Evidence weights: L1's rank r (0-based) of a page gives 1 / (r + 1); an L0 hit gives this much times the
+# share of the query its keywords cover beyond the floor, divided by how many pages claim its rarest keyword.
+L0_EVIDENCE_WEIGHT = 4.0
+L0_EVIDENCE_FLOOR = 0.2  # a keyword covering a fifth of a sentence or less is a word in passing: no evidence
+TITLE_EVIDENCE_WEIGHT = 1.5  # a page whose title is the query, divided by how many pages have that title
+L1_EVIDENCE_TOP_K = 10  # L1's hits asked for when evidence is weighed (the answer still shows its best)
 
 
 @dataclass(frozen=True)
@@ -233,18 +256,27 @@ class HybridLookup:
         generic = words and first is not None and matches.is_generic(matches[first].claimed_by)
         timings["read"] = _ms(t)
 
+        # A sentence that merely mentions keywords: every hit's keywords cover a small part of it. A query that
+        # is a page's title (and no keyword as a whole) is weighed too: titles are curated names.
+        mention = words and first is not None and not generic and isinstance(query, str) and max(
+            m.coverage for m in matches[:TRACE_MATCHES]) < KEYWORD_QUERY_SHARE
+        titled = [e for e in self._index.titled(query) if e.file_path not in stale] if words else []
+        weigh = mention or bool(titled) and not (first is not None and matches[first].exact)
         l1_hits: list[L1Hit] = []
         l1_error: str | None = None
-        if remaining == 1 and not generic:
+        if remaining == 1 and not generic and not weigh:
             l1_called, reason = False, L1_SKIPPED_UNIQUE
         elif not (isinstance(query, str) and query.strip()):
             l1_called, reason = False, L1_SKIPPED_BLANK
         else:
             l1_called = True
-            reason = L1_CALLED_GENERIC if generic else L1_CALLED_SEVERAL if remaining else L1_CALLED_NONE
+            reason = L1_CALLED_MENTION if mention else L1_CALLED_TITLE if weigh else \
+                L1_CALLED_GENERIC if generic else L1_CALLED_SEVERAL if remaining else L1_CALLED_NONE
             t = time.perf_counter()
             try:
-                l1_hits = list(self._l1.search(query, top_k=L1_TOP_K, category=None))
+                # weighing evidence needs L1's view of more pages than the three the answer shows
+                l1_hits = list(self._l1.search(query, top_k=L1_EVIDENCE_TOP_K if weigh else L1_TOP_K,
+                                               category=None))
             except Exception as exc:  # noqa: BLE001 - L1 failing must still return what L0 found
                 l1_error = f"{type(exc).__name__}: {exc}"
                 log.error("[%s] L1 search failed, answering with L0 only: %s", request_id, l1_error)
@@ -253,7 +285,15 @@ class HybridLookup:
 
         chosen: L0Match | None = None
         primary_reason = ""
-        if first is not None:
+        agree = False
+        if weigh and (l1_hits or titled):
+            chosen, primary_content, primary_reason, agree = self._weigh(
+                matches, l1_hits, stale, remaining == 1 and not generic, titled)
+            decision = DECIDED_MENTION_L1 if chosen is None else DECIDED_MENTION_AGREE if agree else \
+                DECIDED_TITLE if not chosen.keywords else DECIDED_MENTION_L0
+            if not mention and chosen is None:
+                decision = DECIDED_TITLE_L1
+        elif first is not None:
             chosen = matches[first]
             if generic and l1_error is None:
                 chosen, primary_content = self._l1_pick(matches, l1_hits, stale)
@@ -282,7 +322,7 @@ class HybridLookup:
             primary = Primary(
                 content=primary_content or "",
                 source=entry.file_path,
-                confidence="high" if remaining == 1 and not generic else "low",
+                confidence="high" if (agree or remaining == 1 and not generic and not mention) else "low",
                 available_sections=entry.sections,
                 translations=tuple((v.file_path, v.lang) for v in versions if v.file_path != entry.file_path),
             )
@@ -305,8 +345,8 @@ class HybridLookup:
             alternatives = self._alternatives(matches, l1_hits, primary, supplement, stale, language)
 
         suggestions: tuple[Suggestion, ...] = ()
-        if primary is None and isinstance(query, str) and query.strip():
-            # no keyword named a page: an identifier a typing slip away from one may have meant it
+        if (primary is None or primary.confidence == "low") and isinstance(query, str) and query.strip():
+            # no keyword named one page for sure: an identifier a typing slip away from one may have meant it
             t = time.perf_counter()
             suggestions = tuple(self._index.suggest(query, limit=MAX_SUGGESTIONS, lang=language))
             timings["suggest"] = _ms(t)
@@ -359,6 +399,73 @@ class HybridLookup:
             in_language = {v.file_path for v in self._index.versions(best.source) if v.lang == language}
             best = next((h for h in others if h.source in in_language), best)
         return best
+
+    def _weigh(self, matches: RankedMatches, l1_hits: list[L1Hit], stale: list[str],
+               unique: bool, titled: list[KnowledgeEntry]) -> tuple[L0Match | None, str | None, str, bool]:
+        """A query that only mentions keywords: each candidate page scores L1's rank of it plus its L0 evidence
+        (how much of the query its keywords cover, how few pages claim them). Returns the winning L0 hit with
+        its content, or `None` when an L1-only page wins (L1 leads), the reason, and whether both tiers agree
+        (the one page L0 names is L1's best)."""
+        scores: dict[str, float] = {}  # page (its first version seen) -> score
+        page_of: dict[str, str] = {}
+        l1_rank: dict[str, int] = {}
+
+        def page(path: str) -> str:
+            if path not in page_of:
+                versions = self._index.versions(path) or ()
+                key = next((p for v in versions if (p := v.file_path) in scores), path)
+                for v in versions:
+                    page_of.setdefault(v.file_path, key)
+                page_of.setdefault(path, key)
+            return page_of[path]
+
+        for rank, hit in enumerate(l1_hits):
+            key = page(hit.source)
+            if key not in l1_rank:
+                l1_rank[key] = rank
+                scores[key] = 1.0 / (rank + 1)
+        candidates: dict[str, L0Match] = {}
+        for match in matches[:TRACE_MATCHES]:
+            path = match.entry.file_path
+            if path in stale:
+                continue
+            key = page(path)
+            if key in candidates:
+                continue
+            candidates[key] = match
+            share = match.coverage
+            if match.via_synonym or any(_is_identifier(k) for k in match.contained_in_query):
+                # a code-like name (`key-auth`) or a curator's synonym is rarely said in passing
+                share = min(1.0, 3 * share)
+            evidence = L0_EVIDENCE_WEIGHT * max(0.0, share - L0_EVIDENCE_FLOOR) / max(1, match.claimed_by)
+            if matches.is_generic(match.claimed_by):
+                evidence = 0.0
+            scores[key] = scores.get(key, 0.0) + evidence
+        title_pages = {page(e.file_path): e for e in titled}
+        for key, entry in title_pages.items():
+            scores[key] = scores.get(key, 0.0) + TITLE_EVIDENCE_WEIGHT / len(title_pages)
+            if key not in candidates:  # a page named by its title alone: a match without keywords
+                candidates[key] = L0Match(entry, ())
+        # best score first; a tie goes to L1's order, then to L0's
+        order = sorted(scores, key=lambda k: (-scores[k], l1_rank.get(k, len(l1_hits)),
+                                              list(candidates).index(k) if k in candidates else 0))
+        for key in order:
+            match = candidates.get(key)
+            if match is None:
+                return None, None, (f"L1 ranks {key} first (score {scores[key]:.2f}); the keywords the query "
+                                    "mentions weigh less"), False
+            text = self._index.read_document(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
+            if text is None:
+                stale.append(match.entry.file_path)
+                continue
+            agree = unique and bool(match.keywords) and l1_rank.get(key) == 0
+            where = f"L1 rank {l1_rank[key] + 1}" if key in l1_rank else "not among L1's hits"
+            why = [f"“{match.rarest_keyword}” covers {match.coverage:.0%} of the query (claimed by "
+                   f"{_documents(match.claimed_by)})"] if match.keywords else []
+            if key in title_pages:
+                why.append("its title is the query")
+            return match, text, f"{'; '.join(why)}; {where}: score {scores[key]:.2f}", agree
+        return None, None, "", False
 
     def _l1_pick(self, matches: RankedMatches, l1_hits: list[L1Hit],
                  stale: list[str]) -> tuple[L0Match | None, str | None]:
@@ -475,6 +582,10 @@ class HybridLookup:
                                      f"“{runner_up.rarest_keyword}” by {runner_up.claimed_by}")
         return chosen, content, (f"“{won.rarest_keyword}” is longer than “{runner_up.rarest_keyword}” "
                                  f"(each claimed by {_documents(won.claimed_by)})")
+
+
+def _is_identifier(keyword: str) -> bool:
+    return identifiers(keyword) == [keyword.casefold()]
 
 
 def _collapsed(text: str) -> str:
