@@ -86,6 +86,7 @@ def test_invalid_settings_show_an_error_instead_of_a_traceback(app_root, monkeyp
     at = AppTest.from_file(APP, default_timeout=60).run()
     assert not at.exception
     assert "KB_MAX_UPLOAD_BYTES" in at.error[0].value
+    assert any("did not open" in e.value for e in at.sidebar.error)  # the sidebar does not go blank
 
 
 # -- upload -> documents -> delete -----------------------------------------------------------------------------

@@ -84,6 +84,8 @@ def knowledge_base() -> KnowledgeBase:
         base = _open_knowledge_base()
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(f"The knowledge base could not be opened: {exc}"))
+        # no knowledge base, no status to draw: the sidebar says so instead of going blank
+        st.sidebar.error("No status: the knowledge base did not open (the page says why).")
         st.stop()
         raise  # unreachable: st.stop() ends the script run
     finally:
