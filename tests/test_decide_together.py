@@ -123,3 +123,17 @@ def test_a_query_equal_to_a_pages_title_names_that_page(index):
 ])
 def test_first_heading(content, title):
     assert first_heading(content) == title
+
+
+def test_a_title_changed_since_the_last_full_build_is_found_without_a_rebuild(index):
+    from kb_core.documents.entry import KnowledgeEntry
+    from kb_core.retrieval.keyword_delta import DeltaSnapshot
+
+    renamed = index.get(TRACES).replace(title="Spans and traces")
+    index.add(renamed)  # a delta over the last full snapshot: the title table must not wait for a rebuild
+    index.add(KnowledgeEntry("knowledge_base/guide/new.md", "Traces", ("fresh",), "", "guide"))
+    view = index.view
+    assert isinstance(view, DeltaSnapshot)
+    assert [e.file_path for e in index.titled("TRACES")] == ["knowledge_base/guide/new.md"]
+    assert [e.file_path for e in index.titled("spans and traces")] == [TRACES]
+    assert view._consolidated is None  # answered from the base's table and the delta's own

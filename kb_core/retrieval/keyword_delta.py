@@ -46,6 +46,7 @@ from kb_core.retrieval.keyword_matching import (
     synonym_spellings,
     synonym_tables,
 )
+from kb_core.terms import normalize_term
 
 if TYPE_CHECKING:
     from kb_core.documents.entry import KnowledgeEntry
@@ -195,6 +196,7 @@ class DeltaSnapshot(L0View):
         self._multi = len(base.group_members)  # groups of several documents
         self._lock = threading.Lock()
         self._consolidated: Snapshot | None = None
+        self._titles: dict[str, list[str]] | None = None  # the delta's entries by normalised title, on first use
         self.build_seconds = 0.0  # how long `consolidated()` took
         self._bind()
 
@@ -225,7 +227,7 @@ class DeltaSnapshot(L0View):
         """This view with each change applied in turn (the containers copied once, the terms recounted once)."""
         new: DeltaSnapshot = object.__new__(DeltaSnapshot)
         new.__dict__.update(self.__dict__)
-        new._lock, new._consolidated, new.build_seconds = threading.Lock(), None, 0.0
+        new._lock, new._consolidated, new.build_seconds, new._titles = threading.Lock(), None, 0.0, None
         new._entries, new._terms_at, new._moved = dict(self._entries), dict(self._terms_at), dict(self._moved)
         new._claims, new._members, new._group_ids = dict(self._claims), dict(self._members), dict(self._group_ids)
         new._bind()  # the views now read the copies, which the changes below update in place
@@ -426,7 +428,18 @@ class DeltaSnapshot(L0View):
         return self.consolidated().suggester()
 
     def titled(self, query: str) -> tuple[str, ...]:
-        return self.consolidated().titled(query)
+        """The base's titled documents still in place, then the delta's own (a lookup never waits for
+        `consolidated()`)."""
+        base = self.base
+        kept = [p for p in base.titled(query) if not self._masked[base.position[p]]]
+        if self._titles is None:
+            titles: dict[str, list[str]] = {}
+            for entry in self._entries.values():
+                title = normalize_term(entry.title)
+                if title:
+                    titles.setdefault(title, []).append(entry.file_path)
+            self._titles = titles
+        return (*kept, *self._titles.get(query, ()))
 
     @property
     def has_suggester(self) -> bool:

@@ -753,6 +753,7 @@ class RankedMatches(Sequence[L0Match]):
         keywords: list[str] = []
         inside: list[str] = []
         rarest, rarest_df = "", 0
+        exact_keyword, exact_df = "", 0
         normalized = snapshot.normalized_keywords[pos]
         spelled = {normalize_term(k): k for k in reversed(entry.keywords)}  # first spelling wins
         for term in normalized:
@@ -764,11 +765,12 @@ class RankedMatches(Sequence[L0Match]):
             if term_id in self._inside:
                 inside.append(keyword)
             df = snapshot.df[term_id]
-            if term_id == self._exact:  # the keyword the query equals is what ranked this hit
-                rarest, rarest_df = keyword, -df
-            elif rarest_df >= 0 and (not rarest or (df, -len(term)) < (rarest_df, -len(normalize_term(rarest)))):
+            if not rarest or (df, -len(term)) < (rarest_df, -len(normalize_term(rarest))):
                 rarest, rarest_df = keyword, df
-        rarest_df = abs(rarest_df)
+            if term_id == self._exact:  # the keyword the query equals is what ranked this hit: it is shown
+                exact_keyword, exact_df = keyword, df
+        if exact_keyword:
+            rarest, rarest_df = exact_keyword, exact_df
         via = tuple((keyword, self._via[snapshot.term_id[normalize_term(keyword)]]) for keyword in keywords
                     if snapshot.term_id.get(normalize_term(keyword)) in self._via)
         matched = [snapshot.term_id[term] for term in normalized if snapshot.term_id[term] in self._counting]

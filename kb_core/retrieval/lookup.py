@@ -406,18 +406,13 @@ class HybridLookup:
         (how much of the query its keywords cover, how few pages claim them). Returns the winning L0 hit with
         its content, or `None` when an L1-only page wins (L1 leads), the reason, and whether both tiers agree
         (the one page L0 names is L1's best)."""
-        scores: dict[str, float] = {}  # page (its first version seen) -> score
-        page_of: dict[str, str] = {}
+        scores: dict[str, float] = {}  # page -> score
         l1_rank: dict[str, int] = {}
 
         def page(path: str) -> str:
-            if path not in page_of:
-                versions = self._index.versions(path) or ()
-                key = next((p for v in versions if (p := v.file_path) in scores), path)
-                for v in versions:
-                    page_of.setdefault(v.file_path, key)
-                page_of.setdefault(path, key)
-            return page_of[path]
+            """A page's language versions share a translation group; a file L0 does not know is its own page."""
+            entry = self._index.get(path)
+            return (entry.group or path) if entry is not None else path
 
         for rank, hit in enumerate(l1_hits):
             key = page(hit.source)
@@ -447,13 +442,13 @@ class HybridLookup:
             if key not in candidates:  # a page named by its title alone: a match without keywords
                 candidates[key] = L0Match(entry, ())
         # best score first; a tie goes to L1's order, then to L0's
-        order = sorted(scores, key=lambda k: (-scores[k], l1_rank.get(k, len(l1_hits)),
-                                              list(candidates).index(k) if k in candidates else 0))
+        l0_rank = {key: i for i, key in enumerate(candidates)}
+        order = sorted(scores, key=lambda k: (-scores[k], l1_rank.get(k, len(l1_hits)), l0_rank.get(k, 0)))
         for key in order:
             match = candidates.get(key)
             if match is None:
-                return None, None, (f"L1 ranks {key} first (score {scores[key]:.2f}); the keywords the query "
-                                    "mentions weigh less"), False
+                return None, None, (f"L1 ranks that page first (score {scores[key]:.2f}); the keywords the "
+                                    "query mentions weigh less"), False
             text = self._index.read_document(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
             if text is None:
                 stale.append(match.entry.file_path)
