@@ -212,6 +212,19 @@ def _opening_lock(directory: str, deadline: float) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def writing(directory: str | Path, timeout: float) -> Iterator[None]:
+    """Cross-process mutex for writes to one Lite directory. Its server runs requests on several threads and
+    a flush freezes the memtable before it takes Lite's own lock, so two processes writing at once can commit
+    their flushes out of order ("current_seq is monotonic; tried to set 4 < 6", seen in CI with three
+    processes uploading at once). One writer at a time costs nothing next to the flush itself."""
+    path = Path(f"{Path(directory).resolve()}.writes")
+    with open(path, "a") as handle, flock_waiting(handle, time.monotonic() + timeout, lambda: VectorStoreError(
+            f"another process has been writing to the Milvus Lite directory {directory} for more than "
+            f"{timeout:g} s (it holds {path})")):
+        yield
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -27,6 +27,7 @@ from kb_core.storage.lite_sharing import (
     pid_alive,
     quiet_pymilvus_connection_logs,
     release_lite,
+    writing,
 )
 from kb_core.storage.ports import ChunkRow, ScoredChunk
 from kb_core.terms import STOP_WORDS
@@ -340,7 +341,7 @@ class MilvusVectorStore:
         """Run one write. A follower whose owner closed the Lite directory while the call was in flight (the
         owner's last store released it) opens the directory again - maybe as its new owner - and writes once
         more: every write here is idempotent (upsert by key, delete by filter)."""
-        with self._milvus(what):
+        with self._milvus(what), self._writing():
             session = self._session
             try:
                 call(self.client())
@@ -351,6 +352,9 @@ class MilvusVectorStore:
                 log.warning("the Milvus Lite owner %s closed %s during a write; opening it again and retrying once",
                             session.owner.describe() if session.owner else "?", self._uri)
             call(self.client())
+
+    def _writing(self) -> contextlib.AbstractContextManager[None]:
+        return writing(self._uri, self._timeout) if is_local_uri(self._uri) else contextlib.nullcontext()
 
     # -- reads ---------------------------------------------------------------------------------------
     def chunks_of(self, doc_id: int, *, with_vectors: bool = False) -> list[ChunkRow]:
