@@ -26,10 +26,15 @@ from kb_core.logs import configure_log_file, log_file_path
 from kb_core.metrics import KnowledgeBaseMetrics
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
-from kb_core.retrieval.l1_search import VectorSearcher
+from kb_core.retrieval.l1_search import VectorSearcher, tuning_for
 from kb_core.retrieval.lookup import HybridLookup
 from kb_core.settings import Settings, load_settings
 from kb_core.storage.embedding import FlagEmbedder
+from kb_core.storage.embedding_builtin import (
+    BUILTIN_MODEL,
+    BuiltinEmbedder,
+    builtin_available,
+)
 from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex, fts5_available
 from kb_core.storage.metadata_store import MetadataStore
 from kb_core.storage.ports import Embedder
@@ -39,6 +44,18 @@ log = logging.getLogger(__name__)
 
 RECOVER_EVERY = 10.0  # seconds between checks for rows left PENDING by writers that died
 SYNONYMS_EVERY = 2.0  # seconds between checks of the knowledge base's _synonyms.yaml (a stat call)
+
+
+def _configured_embedder(settings: Settings) -> Embedder:
+    """KB_EMBEDDING_MODEL where it is on this machine; else the built-in model (KB_EMBEDDING_FALLBACK), so that
+    a fresh offline install searches by meaning too. Deciding costs a stat and a cache lookup: nothing loads."""
+    configured = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
+                              precision=settings.embedding_precision)
+    if configured.available or settings.embedding_fallback == "none" or not builtin_available():
+        return configured
+    log.info("embedding model %s is not on this machine; the built-in %s embeds until it is (kb model pull)",
+             settings.embedding_model, BUILTIN_MODEL)
+    return BuiltinEmbedder()
 
 
 def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = True,
@@ -67,10 +84,9 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     index.load()
     threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
     if embedder is None:
-        embedder = FlagEmbedder(settings.embedding_model, device=settings.embedding_device,
-                                precision=settings.embedding_precision)
+        embedder = _configured_embedder(settings)
     dimension = embedder.dimension if embedder.available else None
-    collection = collection_name(settings.embedding_model if dimension else None, dimension)
+    collection = collection_name(embedder.model_id if dimension else None, dimension)
     vectors = MilvusVectorStore(
         settings.resolved_milvus_uri,
         token=settings.milvus_token,
@@ -87,7 +103,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     if load_model and embedder.available:
         embedder.start_loading()
     dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
-    searcher = VectorSearcher(vectors, dense_embedder, min_dense_score=settings.min_dense_score)
+    searcher = VectorSearcher(vectors, dense_embedder, tuning=tuning_for(embedder.model_id, settings.min_dense_score),
+                              dense_complete=_every_document_embedded(metadata, embedder.model_id))
     trash = Trash(settings.trash_dir, folder)
     documents = DocumentService(folder, index, metadata, vectors, dense_embedder, trash=trash,
                                 max_upload_bytes=settings.max_upload_bytes, backend_timeout=settings.backend_timeout)
@@ -129,6 +146,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     # in the jobs panel) when the trash holds something to purge; the look at the trash runs in the background
     threading.Thread(target=_purge_old_trash, args=(kb, trash, settings.trash_days), name="kb-trash-purge",
                      daemon=True).start()
+    threading.Thread(target=_re_embed_after_a_model_change, name="kb-model-change", daemon=True,
+                     args=(kb, metadata, dense_embedder is not None, documents.profile)).start()
     try:
         jobs.sweep()  # after recovery: a dead job's interrupted write is settled; the job is shown failed
     except KnowledgeBaseError as exc:
@@ -151,6 +170,44 @@ def _purge_old_trash(kb: KnowledgeBase, trash: Trash, days: int) -> None:
         log.info("the trash purge job was not started: %s", exc)
     except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again
         log.error("could not purge the trash %s: %s", trash.directory, exc)
+
+
+def _every_document_embedded(metadata: MetadataStore, model: str, max_age: float = 5.0) -> Callable[[], bool]:
+    """Whether every document has `model`'s vectors, read at most every `max_age` seconds (one COUNT) and only
+    when a question looks off-topic; a database outage answers "not sure" (False): no question is refused then."""
+    last: list[float | bool] = [-max_age, False]
+    lock = threading.Lock()
+
+    def complete() -> bool:
+        with lock:
+            if time.monotonic() - float(last[0]) >= max_age:
+                try:
+                    last[1] = metadata.count_embedded_otherwise(model) == 0
+                except KnowledgeBaseError:
+                    last[1] = False
+                last[0] = time.monotonic()
+            return bool(last[1])
+    return complete
+
+
+def _re_embed_after_a_model_change(kb: KnowledgeBase, metadata: MetadataStore, dense: bool, profile: str) -> None:
+    """Documents indexed by another model (or whose dense vectors were left for later) have no chunks - or only
+    placeholders - in this model's collection: a reconcile job re-indexes them, full text first for all, then
+    the dense vectors (`Reconciler._check_vectors`), while lookups go on. Once the model has loaded: the job
+    needs it, and the opening does not wait for it."""
+    try:
+        stale = sum(1 for row in metadata.list_documents()
+                    if row.embedding_model != profile and row.pending_operation is None)
+        if not stale:
+            return
+        if dense and not kb.wait_for_model().ready:
+            return  # a model that failed to load: its state says so; a reconcile could not embed either
+        log.warning("%d documents were indexed by another model than %s: re-indexing them as a job", stale, profile)
+        kb.start_job("reconcile")
+    except KnowledgeBaseError as exc:  # closed at once (a short command), or the database is away: next time
+        log.info("the re-embedding job was not started: %s", exc)
+    except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again
+        log.error("could not start re-embedding after a model change: %s", exc)
 
 
 def _fulltext_index(settings: Settings, collection: str) -> SqliteFullTextIndex | None:

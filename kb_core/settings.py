@@ -32,6 +32,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("embedding", "model"): "embedding_model",
     ("embedding", "device"): "embedding_device",
     ("embedding", "precision"): "embedding_precision",
+    ("embedding", "fallback"): "embedding_fallback",
     ("upload", "max-bytes"): "max_upload_bytes",
     ("l1", "min-dense-score"): "min_dense_score",
     ("l0", "matching"): "l0_matching",
@@ -109,6 +110,10 @@ class Settings(BaseSettings):
     embedding_device: str | None = Field(default=None, description="KB_EMBEDDING_DEVICE: cpu, cuda, ...")
     embedding_precision: Literal["auto", "fp32", "bf16", "fp16", "int8"] = Field(
         default="auto", description="KB_EMBEDDING_PRECISION: auto = fp16 on GPU, bf16 on CPUs with bf16, else fp32")
+    embedding_fallback: Literal["use-multilingual-v3", "none"] = Field(
+        default="use-multilingual-v3",
+        description="KB_EMBEDDING_FALLBACK: the dense model used while KB_EMBEDDING_MODEL is not on this machine "
+                    "(use-multilingual-v3: built in, 512-d, English and Chinese; none: BM25 only until it is)")
     max_upload_bytes: int = Field(default=5 * 1024 * 1024, description="KB_MAX_UPLOAD_BYTES")
     l0_matching: Literal["words", "substring"] = Field(
         default="words",
@@ -159,8 +164,9 @@ class Settings(BaseSettings):
         description="KB_JOB_SHARE: while agents look things up (any lookup in the last 10 s, from the call log), a "
                     "job (reconcile, re-index all, an upload) works at most this share of its time, resting after "
                     "each document; 1 = never rests")
-    min_dense_score: float = Field(default=0.4, ge=-1.0, le=1.0,
-                                   description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs")
+    min_dense_score: float | None = Field(
+        default=None, ge=-1.0, le=1.0,
+        description="KB_MIN_DENSE_SCORE: cosine a dense-only L1 hit needs (default: the model's own, 0.4 for BGE-M3)")
     trash_days: int = Field(
         default=30, ge=0, le=36500,
         description="KB_TRASH_DAYS: days a deleted document is kept in the trash (kb_trash/ at the app root, outside "

@@ -227,7 +227,10 @@ class DocumentService:
         return self._embedder.model_id if self._embedder is not None else FULLTEXT_PROFILE
 
     # -- preparing -----------------------------------------------------------------------------------
-    def prepare(self, text: str, *, source: str, progress: Progress = no_progress) -> PreparedDocument:
+    def prepare(self, text: str, *, source: str, progress: Progress = no_progress,
+                dense: bool = True) -> PreparedDocument:
+        """Parse, chunk and embed. `dense=False` leaves the dense vectors for later (marked missing, as when
+        the model is still loading): the full text is searchable at once."""
         progress("parsing", 0, 1)
         warnings: list[str] = []
         problem = None
@@ -257,7 +260,9 @@ class DocumentService:
         dense_missing = False
         if self._embedder is not None:
             state = self._embedder.state
-            if not state.ready:
+            if not dense:
+                dense_missing = True
+            elif not state.ready:
                 # The model never blocks a write: still loading, or failed to load, the document goes in for
                 # full-text search now and `reindex` / `reconcile` add its dense vectors once the model is ready.
                 dense_missing = True
@@ -674,8 +679,9 @@ class DocumentService:
         progress("done", len(rows), len(rows))
         return ReindexReport(tuple(done), tuple(failed))
 
-    def index_file(self, file_path: str, progress: Progress = no_progress) -> DocumentRecord:
-        """Index a document from its file on disk (the file wins over what the stores hold)."""
+    def index_file(self, file_path: str, progress: Progress = no_progress, *, dense: bool = True) -> DocumentRecord:
+        """Index a document from its file on disk (the file wins over what the stores hold); `dense=False`:
+        full text now, dense vectors later (`prepare`)."""
         category, name = self._folder.document_place(file_path)
         try:
             data = self._folder.read_bytes(file_path)
@@ -684,7 +690,7 @@ class DocumentService:
         except OSError as exc:
             raise DocumentError("read file", f"{file_path}: {exc}") from exc
         text = decode_markdown(data, max_bytes=max(self._max_upload_bytes, len(data)), file_name=file_path)
-        prepared = self.prepare(text, source=file_path, progress=progress)  # outside the lock
+        prepared = self.prepare(text, source=file_path, progress=progress, dense=dense)  # outside the lock
         with self.locked(file_path):
             existing = self._metadata.get_by_path(file_path)  # the row as it is now, under the lock
             return self._store(file_path, name, category, data, sha256(data), prepared, existing,

@@ -7,7 +7,9 @@ so every hit knows which retrievers found it — the console's "why" panel shows
   filler such as "如何", "有关", "what", "explain" do not count), and at least `min_weighted_coverage` of
   them weighted by rarity (BM25's idf over the chunks, when the full-text engine knows it), so that words
   found on every page ("做", "plugin") cannot carry an off-topic question; or, for a dense-only hit, a
-  cosine of at least `min_dense_score`. An identifier in the query (`key_claim_name`, `E73011`, `proxy-rewrite`) counts
+  cosine of at least the model's `min_dense_score` (`DenseTuning`). With a dense model, a question whose
+  best cosine over the scope is below the model's `min_topic_score` is about nothing here: word overlap
+  alone does not answer it. An identifier in the query (`key_claim_name`, `E73011`, `proxy-rewrite`) counts
   only where it occurs whole, and a hit must contain at least one of the query's identifiers: a code that
   occurs nowhere finds nothing (Spec 5.4's "完全不存在的内容XYZ" → found: false).
 - Titles: a query equal to a document's title, or containing all of its content words, ranks that
@@ -18,6 +20,7 @@ so every hit knows which retrievers found it — the console's "why" panel shows
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Collection
@@ -27,6 +30,7 @@ from kb_core import terms as text_analysis
 from kb_core.documents.chunking import FRONTMATTER_HEADING
 from kb_core.errors import KnowledgeBaseError
 from kb_core.retrieval.lookup import L1Hit
+from kb_core.storage.embedding_builtin import BUILTIN_MODEL
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder
 from kb_core.terms import normalize_term
 
@@ -34,6 +38,34 @@ log = logging.getLogger(__name__)
 
 RRF_K = 60
 RETRIEVERS = ("bm25", "dense")  # L1's retrievers, fused
+
+
+@dataclass(frozen=True)
+class DenseTuning:
+    """How one model's cosines enter L1 (cosines are not comparable across models).
+
+    `dense_weight`: its share in the fusion (RRF) next to BM25's 1. `min_dense_score`: the cosine a hit that
+    BM25 did not find needs. `min_topic_score`: below this best cosine over the whole scope a question is
+    about nothing here, and BM25's word overlap alone does not answer it (a code or one name still does);
+    None: no such check."""
+
+    dense_weight: float = 1.0
+    min_dense_score: float = 0.4
+    min_topic_score: float | None = None
+
+
+# Measured on the dev set (docs/quality.md, `python -m benchmarks.devset`). The built-in encoder reorders
+# derived questions for the worse at any weight from 0.02 up (body sentences -1 to -7 points), so BM25 keeps
+# the order; its cosine answers "is this about anything here?" (off-topic 85 -> 97.5 % not found, nothing
+# lowered) and finds what shares no word with the question (another language, other words). BGE-M3 keeps
+# the weights it was designed with: it was never measured here.
+TUNINGS = {BUILTIN_MODEL: DenseTuning(dense_weight=0.0, min_dense_score=0.6, min_topic_score=0.25)}
+
+
+def tuning_for(model_id: str, min_dense_score: float | None = None) -> DenseTuning:
+    """The model's tuning; `min_dense_score` (KB_MIN_DENSE_SCORE) overrides its own."""
+    tuning = TUNINGS.get(model_id, DenseTuning())
+    return tuning if min_dense_score is None else dataclasses.replace(tuning, min_dense_score=min_dense_score)
 
 
 @dataclass
@@ -54,14 +86,18 @@ class VectorSearcher:
         *,
         min_coverage: float = 0.5,
         min_weighted_coverage: float = 0.4,
-        min_dense_score: float = 0.4,
+        tuning: DenseTuning | None = None,
+        dense_complete: Callable[[], bool] | None = None,
         candidates: int = 20,
     ):
         self._store = store
         self._embedder = embedder
         self._min_coverage = min_coverage
         self._min_weighted = min_weighted_coverage
-        self._min_dense_score = min_dense_score
+        self.tuning = tuning or DenseTuning()
+        # Whether every document has this model's vectors: while some wait for theirs (placeholders during a
+        # re-embedding), a low best cosine says nothing. None: assume they all have.
+        self._dense_complete = dense_complete
         self._candidates = candidates
 
     def dense_active(self) -> bool:
@@ -92,19 +128,31 @@ class VectorSearcher:
             cand = fused.setdefault(hit.row.chunk_id, _Candidate(hit.row))
             cand.bm25 = hit.score
             cand.rrf += 1.0 / (RRF_K + rank + 1)
+        off_topic = False
         if "dense" in retrievers and self.dense_active():
             vector = self._embedder.encode_queries([query])[0]  # type: ignore[union-attr]
-            for rank, hit in enumerate(self._store.search_dense(vector, limit=limit, category=category, **scope)):
+            dense_hits = self._store.search_dense(vector, limit=limit, category=category, **scope)
+            for rank, hit in enumerate(dense_hits):
                 cand = fused.setdefault(hit.row.chunk_id, _Candidate(hit.row))
                 cand.dense = hit.score
-                cand.rrf += 1.0 / (RRF_K + rank + 1)
+                cand.rrf += self.tuning.dense_weight / (RRF_K + rank + 1)
+            # Nothing in scope is near the question in meaning: words it shares with a page ("capital" in a
+            # JSON example, "rings") are coincidence, not an answer.
+            best = max((h.score for h in dense_hits), default=-1.0)
+            off_topic = self.tuning.min_topic_score is not None and best < self.tuning.min_topic_score
+            off_topic = off_topic and (self._dense_complete is None or self._dense_complete())
 
         analysed = text_analysis.analyse_query(query)
         query_terms, whole, required = list(analysed.terms), analysed.whole, analysed.required
+        # a code, an API name or one hyphenated term is evidence of its own: meaning says little about a name
+        off_topic = off_topic and not required and not _one_name(query)
         weights = self._weights(query_terms, whole)
         total_weight = sum(weights.values())
         title_rank = _TitleMatcher(query, query_terms)
-        ranked = sorted(fused.values(), key=lambda c: (title_rank(c.row), c.rrf), reverse=True)
+        # a title ranks up the page BM25 found, not one that is merely near in meaning (its title's words may be
+        # the question's without the page being about it)
+        ranked = sorted(fused.values(), key=lambda c: (title_rank(c.row) if c.bm25 is not None else 0, c.rrf),
+                        reverse=True)
         hits: list[L1Hit] = []
         used: set[str] = set()
         for cand in ranked:
@@ -117,9 +165,9 @@ class VectorSearcher:
             # every identifier of the query, found whole, is evidence enough ("admin_key_required 设置成 false")
             weighted = sum(weights[t] for t in _matched) / total_weight if total_weight else share
             lexical = cand.bm25 is not None and (
-                (share >= self._min_coverage and weighted >= self._min_weighted)
+                (share >= self._min_coverage and weighted >= self._min_weighted and not off_topic)
                 or (required and identifier_share == 1))
-            semantic = cand.dense is not None and cand.dense >= self._min_dense_score
+            semantic = cand.dense is not None and cand.dense >= self.tuning.min_dense_score
             if not (title_match or (has_identifier and (lexical or semantic))):
                 continue
             row = self._body_of(cand.row, ranked, used) if _is_frontmatter(cand.row) else cand.row
@@ -162,6 +210,11 @@ class VectorSearcher:
             log.warning("cannot read the body of document %d, answering with its metadata: %s", meta.doc_id, exc)
             return meta
         return body[0] if body else meta
+
+
+def _one_name(query: str) -> bool:
+    stripped = query.strip()
+    return stripped.isascii() and not any(c.isspace() for c in stripped)
 
 
 def _idf(df: int, total: int) -> float:

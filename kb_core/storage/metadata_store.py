@@ -432,6 +432,12 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
         with self._read() as session:
             return int(session.scalar(select(func.count()).select_from(ApiDocument)) or 0)
 
+    def count_embedded_otherwise(self, model: str) -> int:
+        """Documents whose vectors another model made, or none yet (dense vectors left for later)."""
+        with self._read() as session:
+            return int(session.scalar(select(func.count()).select_from(ApiDocument).where(
+                (ApiDocument.embedding_model != model) | ApiDocument.embedding_model.is_(None))) or 0)
+
     def count_chunks(self) -> int:
         with self._read() as session:
             return int(session.scalar(select(func.coalesce(func.sum(ApiDocument.chunk_count), 0))) or 0)
