@@ -88,6 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "Documents -> Maintenance -> Re-index all; kb.reindex_all() in Python), e.g. after a model "
                     "change. Waits for the embedding model first. Exit status 1 when a document failed.")
 
+    model = commands.add_parser(
+        "model", help="pull the configured embedding model",
+        description="`kb model pull` downloads KB_EMBEDDING_MODEL (default BAAI/bge-m3) into the local Hugging Face "
+                    "cache where a network exists, file by file with progress, as a job (the console's Settings "
+                    "page has the same button). The next opening uses it and re-embeds the documents as a job "
+                    "while lookups go on; until then the built-in model embeds (docs/model.md). Exit status 1 "
+                    "when the download failed (no network: copy the model's folder and set KB_EMBEDDING_MODEL).")
+    model.add_argument("action", choices=["pull"], help="pull: download the configured model")
+
     jobs = commands.add_parser(
         "jobs", help="list the jobs of every process",
         description="Lists the newest jobs (reconcile, re-index all, batch uploads, folder imports) of every process "
@@ -129,6 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _jobs(options.limit, as_json=options.json)
         if options.command == "reindex":
             return _maintain("reindex_all")
+        if options.command == "model":
+            return _pull_model()
         return _maintain("reconcile", options.paths, delete_missing=options.delete_missing)
     except SystemExit as exc:  # argparse (--help, a bad option) and the delegated commands
         return _exit_status(exc.code)
@@ -161,6 +172,29 @@ def _lookup(query: str, section_title: str | None) -> int:
         kb.close()  # also flushes the call log
     print(json.dumps(answer, ensure_ascii=False, indent=2))
     return 2 if answer.get("error") else 0
+
+
+def _pull_model() -> int:
+    """`kb model pull`: the model_pull job, run in this process and recorded like any other."""
+    log_to_stderr(logging.INFO)
+    from kb_core.access import service_actor
+    from kb_core.bootstrap import open_knowledge_base
+    from kb_core.errors import KnowledgeBaseError
+
+    try:
+        kb = open_knowledge_base(load_model=False)
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        job = kb.as_user(service_actor("cli")).run_job("model_pull", progress=_progress_printer())
+        print(f"job {job.id} ({job.label}) {job.state.value}: {job.summary}")
+        return 0 if job.state.value == "succeeded" else 1
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        kb.close()
 
 
 def _maintain(kind: str, paths: Sequence[str] = (), *, delete_missing: bool = False) -> int:

@@ -45,7 +45,7 @@ from kb_core.facade_evaluation import EvaluationMixin
 from kb_core.facade_jobs import JobsFacade
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
 from kb_core.jobs.runner import JobRunner, Work
-from kb_core.jobs.work import file_params, reconcile_work, reindex_work, upload_work
+from kb_core.jobs.work import file_params, model_pull_work, reconcile_work, reindex_work, upload_work
 from kb_core.logs import log_context, new_request_id
 from kb_core.metrics import KnowledgeBaseMetrics
 from kb_core.progress import Progress
@@ -628,6 +628,9 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
             return (job_kind, *self._purge_trash_job(older_than_days), 0, None)
         if job_kind == JobKind.REINDEX_ALL:
             return job_kind, {}, reindex_work(self), 0, None
+        if job_kind == JobKind.MODEL_PULL:
+            model = self._settings.embedding_model
+            return job_kind, {"model": model}, model_pull_work(model), 0, None
         listed = None if paths is None else [os.fspath(p) for p in paths]
         return (job_kind, {"delete_missing": delete_missing, "paths": listed},
                 reconcile_work(self, listed, delete_missing), 0, None)

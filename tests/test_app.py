@@ -320,3 +320,26 @@ def test_the_settings_page_shows_settings_model_and_versions(app_root):
     settings, versions = (frame.value for frame in at.main.dataframe)
     assert "KB_DATABASE_URL" in set(settings["setting"])
     assert {"python", "streamlit", "database", "milvus"} <= set(versions["part"])
+
+
+def test_settings_offers_to_pull_the_configured_model_as_a_job(app_root, monkeypatch):
+    """Issue 31: the configured model is not here, the built-in one stands in; the page says so and pulls the
+    configured one as a job. Offline (HF_HUB_OFFLINE, as in these tests) the job fails saying what to do."""
+    from conftest import NO_MODEL
+
+    monkeypatch.setenv("KB_EMBEDDING_FALLBACK", "use-multilingual-v3")
+    at = run_page("settings")
+    assert not at.exception, at.exception
+    assert any(f"The configured model {NO_MODEL} is not on this machine" in shown(i.value) for i in at.info)
+    button = next(b for b in at.button if b.label == f"Pull {NO_MODEL}")
+    button.click().run()
+    at = finish_jobs(at, app_root)
+    text = " ".join(shown(e.value) for e in (*at.markdown, *at.error, *at.caption, *at.warning))
+    assert "HF_HUB_OFFLINE is set in this process" in text, text
+    # the pull has ended: the button is offered again
+    assert any(b.label == f"Pull {NO_MODEL}" for b in at.button)
+
+
+def test_settings_without_a_fallback_model_says_l1_is_full_text_only(app_root):
+    at = run_page("settings")  # KB_EMBEDDING_FALLBACK=none in the tests' environment
+    assert any("L1 runs on full text only" in shown(i.value) for i in at.info)

@@ -24,6 +24,7 @@ class JobKind(enum.StrEnum):
     KEYWORD_PLAN = "keyword_plan"  # rename or remove a keyword across documents (the keyword map's plan)
     PURGE_TRASH = "purge_trash"  # remove trashed documents older than KB_TRASH_DAYS (at every opening)
     EVALUATE = "evaluate"  # a labelled query set scored (kb_core/facade_evaluation.py)
+    MODEL_PULL = "model_pull"  # download KB_EMBEDDING_MODEL into the Hugging Face cache (kb model pull)
 
     @property
     def label(self) -> str:
@@ -31,14 +32,14 @@ class JobKind(enum.StrEnum):
 
     @property
     def role(self) -> Role:
-        """Who may start it: reconcile and re-index all are an admin's; uploads, imports, keyword plans, the
-        trash purge and evaluation runs a curator's."""
-        return Role.ADMIN if self in (JobKind.RECONCILE, JobKind.REINDEX_ALL) else Role.CURATOR
+        """Who may start it: reconcile, re-index all and a model pull are an admin's; uploads, imports, keyword
+        plans, the trash purge and evaluation runs a curator's."""
+        return Role.ADMIN if self in (JobKind.RECONCILE, JobKind.REINDEX_ALL, JobKind.MODEL_PULL) else Role.CURATOR
 
 
 _LABELS = {JobKind.RECONCILE: "Reconcile", JobKind.REINDEX_ALL: "Re-index all", JobKind.UPLOAD: "Batch upload",
            JobKind.IMPORT: "Folder import", JobKind.KEYWORD_PLAN: "Keyword plan", JobKind.PURGE_TRASH: "Trash purge",
-           JobKind.EVALUATE: "Evaluation"}
+           JobKind.EVALUATE: "Evaluation", JobKind.MODEL_PULL: "Model pull"}
 
 
 class JobState(enum.StrEnum):

@@ -62,6 +62,18 @@ def reindex_work(kb: Writer) -> Work:
     return work
 
 
+def model_pull_work(model_id: str) -> Work:
+    """Download the configured model, file by file (a cancel takes effect between two files)."""
+    def work(control: JobControl) -> str:
+        from kb_core.storage.model_pull import pull_model
+
+        folder = pull_model(model_id, progress=control.between_documents("downloading"))
+        control.result = {"model": model_id, "folder": str(folder)}
+        return (f"{model_id} is in {folder}: open the knowledge base again (restart the console) to use it; its "
+                "documents are then re-embedded as a job while lookups go on")
+    return work
+
+
 def keyword_plan_work(items: Sequence[Any], apply_one: Callable[[Any], tuple[str, str]], describe: str,
                       what: str) -> Work:
     """Apply a keyword plan's items one by one (`apply_one(item)` -> (outcome, detail): saved, skipped or
