@@ -260,6 +260,14 @@ def _answer(payload: dict, trace) -> None:
     # Always one container, filled or not: a block that comes and goes would shift every element after it, and
     # the browser would briefly show the previous answer's "Why" beside the new one while it reruns.
     with st.container(key="alternatives"):
+        if payload.get("suggestions"):
+            # "did you mean": each asks again with the keyword the query probably meant, as an agent would
+            st.markdown("**Did you mean** — a keyword a few typing slips away; click to ask it")
+            with st.container(key="suggestion-chips", horizontal=True):
+                for i, suggestion in enumerate(payload["suggestions"]):
+                    st.button(f"{suggestion['keyword']} → {suggestion['title'] or suggestion['source']}",
+                              key=f"suggestion-{i}", help=suggestion["source"], on_click=_rerun,
+                              args=(suggestion["keyword"], None))
         if payload.get("alternatives"):
             st.markdown("**Alternatives** — the answer is unsure; other pages worth reading, best first")
             st.dataframe(payload["alternatives"], hide_index=True)

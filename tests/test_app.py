@@ -343,3 +343,16 @@ def test_settings_offers_to_pull_the_configured_model_as_a_job(app_root, monkeyp
 def test_settings_without_a_fallback_model_says_l1_is_full_text_only(app_root):
     at = run_page("settings")  # KB_EMBEDDING_FALLBACK=none in the tests' environment
     assert any("L1 runs on full text only" in shown(i.value) for i in at.info)
+
+
+def test_did_you_mean_suggestions_are_buttons_that_ask_again(synced_sample):
+    """Issue 31: a typo of an identifier keyword shows "did you mean" as buttons, not only in the raw JSON; one
+    click asks the keyword it names."""
+    at = run_page("playground")
+    look_up(at, "ERR_TIMOUT 是什么意思")
+    chips = [b for b in at.button if b.key and b.key.startswith("suggestion-")]
+    assert chips and chips[0].label.startswith("ERR_TIMEOUT → "), [b.label for b in at.button]
+    chips[0].click().run()
+    assert not at.exception, at.exception
+    assert at.text_input(key="query").value == "ERR_TIMEOUT"
+    assert any('"confidence": "high"' in c.value for c in at.code)
