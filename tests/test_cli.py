@@ -127,7 +127,8 @@ def test_a_bad_setting_is_an_error_message_not_a_traceback(kb_env, monkeypatch, 
 def test_every_command_is_listed_in_the_top_level_help(capsys):
     status, out, _ = _run(capsys, "--help")
     assert status == 0
-    assert set(command_names()) == {"lookup", "reconcile", "reindex", "jobs", "evaluate", "mcp", "migrate", "bench"}
+    assert set(command_names()) == {"lookup", "reconcile", "reindex", "model", "jobs", "evaluate", "mcp", "migrate",
+                                   "bench"}
     for name in command_names():
         assert f"\n    {name}" in out
 
