@@ -24,6 +24,7 @@ from kb_core.jobs.store import JobStore
 from kb_core.knowledge_base import KnowledgeBase
 from kb_core.logs import configure_log_file, log_file_path
 from kb_core.metrics import KnowledgeBaseMetrics
+from kb_core.retrieval.body_identifiers import BodyIdentifierSuggester
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher, tuning_for
@@ -93,7 +94,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         collection=collection,
         dense_dim=dimension,
         timeout=settings.backend_timeout,
-        fulltext=_fulltext_index(settings, collection),
+        fulltext=(fulltext := _fulltext_index(settings, collection)),
     )
     text_analysis.warm_up()
     try:
@@ -105,6 +106,10 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
     searcher = VectorSearcher(vectors, dense_embedder, tuning=tuning_for(embedder.model_id, settings.min_dense_score),
                               dense_complete=_every_document_embedded(metadata, embedder.model_id))
+    body_identifiers = None
+    if fulltext is not None:  # "did you mean" over the pages' text: needs every chunk's text at hand
+        body_identifiers = BodyIdentifierSuggester(fulltext.texts, fulltext.version, _page_description(index))
+        body_identifiers.refresh_in_background()
     trash = Trash(settings.trash_dir, folder)
     documents = DocumentService(folder, index, metadata, vectors, dense_embedder, trash=trash,
                                 max_upload_bytes=settings.max_upload_bytes, backend_timeout=settings.backend_timeout)
@@ -131,7 +136,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
                                 catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
     kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
                        documents=documents, reconciler=reconciler, trash=trash,
-                       lookup=HybridLookup(index, searcher, default_language=settings.default_language),
+                       lookup=HybridLookup(index, searcher, default_language=settings.default_language,
+                                           body_suggester=body_identifiers),
                        searcher=searcher, follower=follower, watcher=watcher, metrics=metrics, jobs=jobs)
     if settings.metrics_port:
         if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
@@ -170,6 +176,13 @@ def _purge_old_trash(kb: KnowledgeBase, trash: Trash, days: int) -> None:
         log.info("the trash purge job was not started: %s", exc)
     except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again
         log.error("could not purge the trash %s: %s", trash.directory, exc)
+
+
+def _page_description(index: KnowledgeIndex) -> Callable[[str], tuple[str, str, str] | None]:
+    def describe(source: str) -> tuple[str, str, str] | None:
+        entry = index.get(source)
+        return None if entry is None else (entry.title, entry.lang, entry.group or source)
+    return describe
 
 
 def _every_document_embedded(metadata: MetadataStore, model: str, max_age: float = 5.0) -> Callable[[], bool]:

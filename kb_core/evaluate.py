@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.evalua
         kb.wait_for_model(600)  # a model that is still loading would make L1 BM25-only
         if args.sync:
             kb.reconcile()
+        kb.prepare_suggestions()
         report = evaluate(kb, queries, progress=_progress_printer())
         ran_with = run_settings(kb)
     finally:

@@ -442,6 +442,11 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         """`api/x.md` for `knowledge_base/api/x.md`; `None` outside the knowledge base."""
         return self._folder.relative_path(file_path)
 
+    def prepare_suggestions(self) -> None:
+        """Build "did you mean" now, keywords and the identifiers of the pages' text (normally built in the
+        background after an opening or a change): an evaluation run measures what a warm process answers."""
+        self._lookup.prepare_suggestions()
+
     def wait_for_model(self, timeout: float | None = None) -> ModelState:
         """Wait until the embedding model has loaded or failed (a no-op without a model); its state."""
         if self._embedder.available:

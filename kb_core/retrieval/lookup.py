@@ -219,12 +219,30 @@ def _ms(since: float) -> float:
     return round((time.perf_counter() - since) * 1000, 3)
 
 
+class Suggesting(Protocol):
+    def suggest(self, query: str, limit: int, lang: str | None = None) -> list[Suggestion]: ...
+
+
+def page_key(index: KnowledgeIndex, path: str) -> str:
+    """A page's language versions share a translation group; a file L0 does not know is its own page."""
+    entry = index.get(path)
+    return (entry.group or path) if entry is not None else path
+
+
 class HybridLookup:
-    def __init__(self, index: KnowledgeIndex, l1: L1Searcher, *, default_language: str = DEFAULT_LANGUAGE):
+    def __init__(self, index: KnowledgeIndex, l1: L1Searcher, *, default_language: str = DEFAULT_LANGUAGE,
+                 body_suggester: Suggesting | None = None):
         self._index = index
         self._l1 = l1
+        self._body_suggester = body_suggester  # identifiers in the pages' text, after the keywords
         self._default_language = default_language
         self._reader = DocumentReader(index)
+
+    def prepare_suggestions(self) -> None:
+        """Build both "did you mean" vocabularies now (they build in the background otherwise)."""
+        self._index.warm_suggester()
+        if self._body_suggester is not None:
+            self._body_suggester.refresh(wait=True)
 
     def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
         """The answer to `query`; its request id is the call's (`log_context`) or a new one, and every record
@@ -349,6 +367,12 @@ class HybridLookup:
             # no keyword named one page for sure: an identifier a typing slip away from one may have meant it
             t = time.perf_counter()
             suggestions = tuple(self._index.suggest(query, limit=MAX_SUGGESTIONS, lang=language))
+            if len(suggestions) < MAX_SUGGESTIONS and self._body_suggester is not None:
+                named = {page_key(self._index, s.source) for s in suggestions}
+                for more in self._body_suggester.suggest(query, MAX_SUGGESTIONS, language):
+                    if len(suggestions) < MAX_SUGGESTIONS and page_key(self._index, more.source) not in named:
+                        named.add(page_key(self._index, more.source))
+                        suggestions += (more,)
             timings["suggest"] = _ms(t)
 
         head = [m for m in matches[:TRACE_MATCHES] if m.entry.file_path not in stale]
@@ -410,9 +434,7 @@ class HybridLookup:
         l1_rank: dict[str, int] = {}
 
         def page(path: str) -> str:
-            """A page's language versions share a translation group; a file L0 does not know is its own page."""
-            entry = self._index.get(path)
-            return (entry.group or path) if entry is not None else path
+            return page_key(self._index, path)
 
         for rank, hit in enumerate(l1_hits):
             key = page(hit.source)
