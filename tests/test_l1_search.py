@@ -60,3 +60,20 @@ def test_a_summary_is_not_taken_for_the_title_of_a_document_without_one(open_kb)
     hits = kb.lookup(sentence).trace.l1_hits
     assert hits and hits[0].source.endswith("ops/titled.md")
     assert any(h.source.endswith("ops/untitled.md") for h in hits)  # found on its words, as any other chunk
+
+
+def test_an_identifier_made_of_common_words_is_found_below_bm25s_first_candidates(open_kb):
+    """`is_default` is the words "is" and "default" for BM25: thirty pages that say "default" over and over
+    rank above the one chunk that holds `is_default` whole. L1 looks deeper once for such a query."""
+    kb = open_kb()
+    for i in range(30):
+        kb.upload(f"defaults-{i}.md", doc(f"Defaults {i}", [], "Default values",
+                                          "# Defaults\n\n" + "The default is the default value by default. " * 12
+                                          ).encode(), "ref")
+    kb.upload("collations.md", doc("COLLATIONS", [], "The collations table",
+                                   "# Columns\n\n* `is_default`: whether the collation is the charset's default.\n"
+                                   ).encode(), "sql")
+    first = kb._searcher.search_with("is_default", top_k=3, retrievers=("bm25",))  # noqa: SLF001
+    assert first and first[0].source.endswith("sql/collations.md"), [h.source for h in first]
+    assert kb.lookup("is_default").supplement.source.endswith("sql/collations.md")
+    assert kb.lookup("is_defualt_x").found is False  # still: a code that occurs nowhere finds nothing

@@ -37,6 +37,7 @@ from kb_core.terms import normalize_term
 log = logging.getLogger(__name__)
 
 RRF_K = 60
+IDENTIFIER_POOL = 300  # BM25 candidates of the second look for a query's identifiers (see `_search`)
 RETRIEVERS = ("bm25", "dense")  # L1's retrievers, fused
 
 
@@ -116,10 +117,11 @@ class VectorSearcher:
         return self._search(query, top_k, None, retrievers=retrievers, doc_ids=doc_ids, keep=keep)
 
     def _search(self, query: str, top_k: int, category: str | None, *, retrievers: Collection[str] = RETRIEVERS,
-                doc_ids: Collection[int] | None = None, keep: Callable[[L1Hit], bool] | None = None) -> list[L1Hit]:
+                doc_ids: Collection[int] | None = None, keep: Callable[[L1Hit], bool] | None = None,
+                pool: int | None = None) -> list[L1Hit]:
         if not query or not query.strip():
             return []
-        limit = max(self._candidates, top_k)
+        limit = max(pool or self._candidates, top_k)
         scope = {} if doc_ids is None else {"doc_ids": doc_ids}  # stores without the filter keep working
         fused: dict[str, _Candidate] = {}
         bm25_hits = self._store.search_bm25(query, limit=limit, category=category, **scope) \
@@ -184,6 +186,11 @@ class VectorSearcher:
             if len(hits) >= top_k:
                 break
         log.debug("L1 %r: %d candidates, %d relevant (terms %s)", query, len(fused), len(hits), query_terms)
+        if not hits and required and pool is None and "bm25" in retrievers:
+            # An identifier's parts are common words ("is_default": is, default): the chunks that hold it whole
+            # can rank 40th-140th by BM25 (measured on the dev set). Look deeper once, only for such a query.
+            return self._search(query, top_k, category, retrievers=retrievers, doc_ids=doc_ids, keep=keep,
+                                pool=IDENTIFIER_POOL)
         return hits
 
     def _weights(self, query_terms: list[str], whole: frozenset[str]) -> dict[str, float]:
