@@ -102,7 +102,8 @@ _WORDS = re.compile(r"[A-Za-z0-9_.-]+")
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _HAN = re.compile(r"[\u4e00-\u9fff]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])|(?<=[。！？])")
-_MARKUP = re.compile(r"[*_`]{1,3}")
+# emphasis and code marks; an underscore only at a word's edge (`BUILD_INFO`, `max_execution_time` keep theirs)
+_MARKUP = re.compile(r"`+|\*{1,3}|(?<![0-9A-Za-z])_{1,3}|_{1,3}(?![0-9A-Za-z])")
 
 
 @dataclass
