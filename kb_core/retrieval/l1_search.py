@@ -189,7 +189,8 @@ class VectorSearcher:
         if not hits and required and pool is None and "bm25" in retrievers:
             # An identifier's parts are common words ("is_default": is, default): the chunks that hold it whole
             # can rank 40th-140th by BM25 (measured on the dev set). Look deeper once, only for such a query.
-            return self._search(query, top_k, category, retrievers=retrievers, doc_ids=doc_ids, keep=keep,
+            # BM25 alone: meaning says little about a name, and 300 dense neighbours cost a round trip each
+            return self._search(query, top_k, category, retrievers=("bm25",), doc_ids=doc_ids, keep=keep,
                                 pool=IDENTIFIER_POOL)
         return hits
 
