@@ -279,7 +279,11 @@ class HybridLookup:
         mention = words and first is not None and not generic and isinstance(query, str) and max(
             m.coverage for m in matches[:TRACE_MATCHES]) < KEYWORD_QUERY_SHARE
         titled = [e for e in self._index.titled(query) if e.file_path not in stale] if words else []
-        weigh = mention or bool(titled) and not (first is not None and matches[first].exact)
+        # an exact keyword answers as the spec says, unless another page is titled exactly so: then the two
+        # curated names disagree, and the evidence decides (confidence low unless L1 agrees)
+        weigh = mention or bool(titled) and not (first is not None and matches[first].exact and all(
+            page_key(self._index, e.file_path) == page_key(self._index, matches[first].entry.file_path)
+            for e in titled))
         l1_hits: list[L1Hit] = []
         l1_error: str | None = None
         if remaining == 1 and not generic and not weigh:
@@ -340,7 +344,7 @@ class HybridLookup:
             primary = Primary(
                 content=primary_content or "",
                 source=entry.file_path,
-                confidence="high" if (agree or remaining == 1 and not generic and not mention) else "low",
+                confidence="high" if (agree or remaining == 1 and not generic and not weigh) else "low",
                 available_sections=entry.sections,
                 translations=tuple((v.file_path, v.lang) for v in versions if v.file_path != entry.file_path),
             )
