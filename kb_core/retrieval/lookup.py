@@ -16,6 +16,7 @@ that names one of its sections, that section instead (the L0 -> L1 decision does
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -276,8 +277,11 @@ class HybridLookup:
 
         # A sentence that merely mentions keywords: every hit's keywords cover a small part of it. A query that
         # is a page's title (and no keyword as a whole) is weighed too: titles are curated names.
-        mention = words and first is not None and not generic and isinstance(query, str) and max(
+        mention = words and first is not None and not generic and isinstance(query, str) and (max(
             m.coverage for m in matches[:TRACE_MATCHES]) < KEYWORD_QUERY_SHARE
+            # one joined name (`tidb-server`, `User-Agent`) that a keyword is only a part of (`server`): the
+            # name is another thing than the keyword, however much of it the keyword covers
+            or (_joined_name(query) and not any(m.exact for m in matches[:TRACE_MATCHES])))
         titled = [e for e in self._index.titled(query) if e.file_path not in stale] if words else []
         # an exact keyword answers as the spec says, unless another page is titled exactly so: then the two
         # curated names disagree, and the evidence decides (confidence low unless L1 agrees)
@@ -603,6 +607,13 @@ class HybridLookup:
                                      f"“{runner_up.rarest_keyword}” by {runner_up.claimed_by}")
         return chosen, content, (f"“{won.rarest_keyword}” is longer than “{runner_up.rarest_keyword}” "
                                  f"(each claimed by {_documents(won.claimed_by)})")
+
+
+_JOINED_NAME = re.compile(r"[0-9A-Za-z]+(?:[-_.][0-9A-Za-z]+)+")
+
+
+def _joined_name(query: str) -> bool:
+    return bool(_JOINED_NAME.fullmatch(query.strip()))
 
 
 def _is_identifier(keyword: str) -> bool:
