@@ -69,3 +69,21 @@ def test_the_vocabulary_follows_the_chunks(open_kb):
     kb.delete(doc.id)
     kb.prepare_suggestions()
     assert not _named(kb.lookup_knowledge("max_concurent_flushes"))
+
+
+def test_background_refreshes_leave_no_connection_behind(open_kb):
+    """Each refresh runs on a thread of its own; the full-text index keeps a connection per thread that uses
+    its shared connections, so the refresh reads through connections it closes."""
+    import threading
+
+    kb = _kb(open_kb)
+    fulltext = internals(kb).vectors._fulltext  # noqa: SLF001
+    suggester = kb._lookup._body_suggester  # noqa: SLF001
+    before = len(fulltext._connections)  # noqa: SLF001
+    for _ in range(5):
+        suggester._built_version = None  # noqa: SLF001 - force a rebuild each time
+        worker = threading.Thread(target=suggester.refresh)
+        worker.start()
+        worker.join()
+    assert len(fulltext._connections) == before  # noqa: SLF001
+    assert _named(kb.lookup_knowledge("othre_anges"))

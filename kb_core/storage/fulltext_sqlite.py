@@ -400,15 +400,19 @@ class SqliteFullTextIndex:
     def count_chunks(self) -> int:
         return int(self._connection().execute("SELECT count(*) FROM chunks").fetchone()[0])
 
+    # These two run on short-lived background threads: a connection of their own, closed at once, so that no
+    # per-thread connection is left behind by each (`_connection` keeps one per thread until close()).
     def version(self) -> tuple[int, int]:
         """(chunks, highest row id): changes when chunks are added, replaced (a new row) or deleted, by any
         process; comparable across threads (PRAGMA data_version is per connection)."""
-        count, top = self._connection().execute("SELECT count(*), coalesce(max(id), 0) FROM chunks").fetchone()
+        with contextlib.closing(sqlite3.connect(self._path, timeout=30)) as con:
+            count, top = con.execute("SELECT count(*), coalesce(max(id), 0) FROM chunks").fetchone()
         return int(count), int(top)
 
     def texts(self) -> Iterator[tuple[str, str]]:
         """(source, text) of every chunk, in storage order (for what is built over all of them)."""
-        yield from self._connection().execute("SELECT source, text FROM chunks ORDER BY id")
+        with contextlib.closing(sqlite3.connect(self._path, timeout=30)) as con:
+            yield from con.execute("SELECT source, text FROM chunks ORDER BY id")
 
     def document_frequencies(self, tokens: Sequence[str]) -> tuple[dict[str, int], int]:
         """The chunks holding each token (tokens in none are left out) and the chunk count: the rarity of a
