@@ -80,7 +80,7 @@ class Agent:
     def __init__(self, root: Path, name: str, **env: str):
         self.log = open(root / f"{name}.log", "w")  # noqa: SIM115 - closed in stop()
         environment = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-        environment.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, **env)
+        environment.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, KB_EMBEDDING_FALLBACK="none", **env)
         self.process = subprocess.Popen([sys.executable, "-c", AGENT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=self.log, text=True, env=environment)
         self.pid = self.process.pid

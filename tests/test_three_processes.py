@@ -243,8 +243,8 @@ def _poll(lookup, query: str, done, since: float, within: float) -> float:
 
 def _env(root: Path, milvus_uri: str | None, database_url: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, KB_REFRESH_INTERVAL="0.5",
-               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(REPO))
+    env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, KB_EMBEDDING_FALLBACK="none",
+               KB_REFRESH_INTERVAL="0.5", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(REPO))
     if milvus_uri:
         env["KB_MILVUS_URI"] = milvus_uri
     if database_url:
