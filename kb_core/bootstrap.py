@@ -209,8 +209,7 @@ def _re_embed_after_a_model_change(kb: KnowledgeBase, metadata: MetadataStore, d
     the dense vectors (`Reconciler._check_vectors`), while lookups go on. Once the model has loaded: the job
     needs it, and the opening does not wait for it."""
     try:
-        stale = sum(1 for row in metadata.list_documents()
-                    if row.embedding_model != profile and row.pending_operation is None)
+        stale = metadata.count_embedded_otherwise(profile)  # one COUNT, not every row read at each opening
         if not stale:
             return
         if dense and not kb.wait_for_model().ready:

@@ -139,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options.command == "reindex":
             return _maintain("reindex_all")
         if options.command == "model":
-            return _pull_model()
+            return _maintain("model_pull")
         return _maintain("reconcile", options.paths, delete_missing=options.delete_missing)
     except SystemExit as exc:  # argparse (--help, a bad option) and the delegated commands
         return _exit_status(exc.code)
@@ -174,46 +174,28 @@ def _lookup(query: str, section_title: str | None) -> int:
     return 2 if answer.get("error") else 0
 
 
-def _pull_model() -> int:
-    """`kb model pull`: the model_pull job, run in this process and recorded like any other."""
-    log_to_stderr(logging.INFO)
-    from kb_core.access import service_actor
-    from kb_core.bootstrap import open_knowledge_base
-    from kb_core.errors import KnowledgeBaseError
-
-    try:
-        kb = open_knowledge_base(load_model=False)
-    except KnowledgeBaseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    try:
-        job = kb.as_user(service_actor("cli")).run_job("model_pull", progress=_progress_printer())
-        print(f"job {job.id} ({job.label}) {job.state.value}: {job.summary}")
-        return 0 if job.state.value == "succeeded" else 1
-    except KnowledgeBaseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        kb.close()
-
-
 def _maintain(kind: str, paths: Sequence[str] = (), *, delete_missing: bool = False) -> int:
-    """`kb reconcile` and `kb reindex`: run in this process (in the heavy job's turn), recorded as a job."""
+    """`kb reconcile`, `kb reindex` and `kb model pull`: run in this process (in the heavy job's turn), recorded
+    as a job."""
     log_to_stderr(logging.INFO)  # KB_LOG_FILE, if set, gets INFO and above whatever this shows
     from kb_core.access import service_actor
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.errors import KnowledgeBaseError
 
+    pulling = kind == "model_pull"  # needs no model loaded, and changes no document
     try:
-        kb = open_knowledge_base(load_model=True)
+        kb = open_knowledge_base(load_model=not pulling)
     except KnowledgeBaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        kb.wait_for_model()
+        if not pulling:
+            kb.wait_for_model()
         job = kb.as_user(service_actor("cli")).run_job(kind, paths=_paths(paths) or None,
                                                        delete_missing=delete_missing, progress=_progress_printer())
         print(f"job {job.id} ({job.label}) {job.state.value}: {job.summary}")
+        if pulling:
+            return 0 if job.state.value == "succeeded" else 1
         result = job.result or {}
         for path in result.get("missing_files", ()):  # rows kept because their file has gone
             print(f"  file missing: {path} (run with --delete-missing to remove its row and vectors)")
