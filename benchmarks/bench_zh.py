@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_zh [--docs 1238] [--queries 150] [--json bench-zh.json]   (about 10 minutes)
     python -m benchmarks.bench_zh --cache ~/.cache/kb-console/bench-zh      # keep the built knowledge base
+    python -m benchmarks.bench_zh --dense      # with the built-in dense model: every chunk embedded (~15 min)
     kb bench --skip l0 lookups l1 ingest pages trees --no-bge               # the same, as the `zh` section
 
 The corpus: generated Chinese product documentation in our own words, shaped like a cloud vendor's manual
@@ -14,7 +15,7 @@ steps, parameter tables and code blocks, with English identifiers (`max_connecti
 through the project's chunker (556 characters on average).
 
 The knowledge base is the real one: the files are written under `knowledge_base/`, a knowledge base without
-an embedding model (L1 on BM25 only, SQLite FTS5) is opened on them and `kb.reconcile()` indexes them, so
+an embedding model (L1 on BM25 only, SQLite FTS5; with `--dense`, the built-in model) is opened on them and `kb.reconcile()` indexes them, so
 the chunks and their tokens are the ones production makes. Then `kb.lookup()` is timed for queries that call
 L1 (checked on the trace; L0 finds nothing or several documents):
 
@@ -316,11 +317,17 @@ def zh_queries(pages: list[dict[str, Any]], per_kind: int, *, seed: int = 5) -> 
 
 
 # -- building the knowledge base ---------------------------------------------------------------------------
-def build(root: Path, docs: int, *, cache: Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Write the pages and index them through `kb.reconcile()` (BM25 only). With `cache`, a knowledge base
-    built before for the same corpus is reused (its whole application root copied back), and a new one is
-    kept there."""
-    key = hashlib.sha256(f"{CORPUS_VERSION}|{docs}".encode()).hexdigest()[:12]
+def _settings(root: Path, dense: bool) -> Any:
+    """BM25 only, or with the built-in dense model (what a fresh offline install embeds with)."""
+    return bench_settings(root, embedding_fallback="use-multilingual-v3" if dense else "none")
+
+
+def build(root: Path, docs: int, *, cache: Path | None = None,
+          dense: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Write the pages and index them through `kb.reconcile()` (with `dense`, the built-in model embeds every
+    chunk). With `cache`, a knowledge base built before for the same corpus is reused (its whole application
+    root copied back), and a new one is kept there."""
+    key = hashlib.sha256(f"{CORPUS_VERSION}|{docs}|{'dense' if dense else 'bm25'}".encode()).hexdigest()[:12]
     kept = cache / key if cache is not None else None
     info: dict[str, Any] = {"documents": docs, "cached": False}
     if kept is not None and (kept / "done.json").is_file():
@@ -330,8 +337,10 @@ def build(root: Path, docs: int, *, cache: Path | None = None) -> tuple[list[dic
         info.update(json.loads((kept / "done.json").read_text()), cached=True)
         return pages, info
     pages = write_corpus(root, docs)
-    kb = open_knowledge_base(bench_settings(root), load_model=False)
+    kb = open_knowledge_base(_settings(root, dense), load_model=dense)
     try:
+        if dense and not kb.wait_for_model().ready:
+            raise RuntimeError("the built-in dense model did not load")
         started = time.perf_counter()
         report = kb.reconcile()
         info["reconcile_s"] = round(time.perf_counter() - started, 1)
@@ -459,7 +468,7 @@ def _profile(kb: Any, queries: list[str], top: int = 14) -> list[dict[str, Any]]
 
 
 def bench_zh(workdir: Path, *, docs: int = 1238, per_kind: int = 150, repeat: int = 2,
-             cache: Path | None = None) -> dict[str, Any]:
+             cache: Path | None = None, dense: bool = False) -> dict[str, Any]:
     """Build (or reuse) the knowledge base, keep the queries that call L1, then time `kb.lookup()` per kind in
     both variants, query by query alternating which runs first: wall time and this thread's CPU time (the
     machines are shared; CPU time is what another worker's load does not inflate)."""
@@ -469,9 +478,11 @@ def bench_zh(workdir: Path, *, docs: int = 1238, per_kind: int = 150, repeat: in
     load = [round(os.getloadavg()[0], 2)]
     terms.warm_up()
     root = workdir / "zh"
-    pages, built = build(root, docs, cache=cache)
-    kb = open_knowledge_base(bench_settings(root), load_model=False)
+    pages, built = build(root, docs, cache=cache, dense=dense)
+    kb = open_knowledge_base(_settings(root, dense), load_model=dense)
     try:
+        if dense and not kb.wait_for_model().ready:
+            raise RuntimeError("the built-in dense model did not load")
         status = kb.status()
         candidates = zh_queries(pages, per_kind * 3)
         queries: dict[str, list[str]] = {}
@@ -601,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="passes over the queries")
     parser.add_argument("--cache", type=Path, default=None,
                         help="keep the built knowledge base here and reuse it (same corpus version and size)")
+    parser.add_argument("--dense", action="store_true",
+                        help="embed with the built-in dense model too (query embedding timed in each lookup)")
     parser.add_argument("--json", type=Path, default=Path("bench-zh.json"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -608,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"machine": machine(), "command": " ".join(["python -m benchmarks.bench_zh", *given])}
     with tempfile.TemporaryDirectory(prefix="kb-bench-zh-") as workdir:
         report["zh"] = bench_zh(Path(workdir), docs=args.docs, per_kind=args.queries, repeat=args.repeat,
-                                cache=args.cache)
+                                cache=args.cache, dense=args.dense)
     m = report["machine"]
     return publish(args.json, report, "\n".join([
         f"machine: {m.get('cpu', '?')}, {m['cpus']} cores, {m.get('memory_gb', '?')} GiB, Python {m['python']}",
