@@ -1,7 +1,9 @@
 """kb_core: the knowledge-base library behind the console and the agents' tools (`lookup_knowledge`,
 `read_document`).
 
-It never imports streamlit. Heavy dependencies (torch, FlagEmbedding, pymilvus) load lazily.
+It never imports streamlit. Importing it costs almost nothing: each public name below loads its module on
+first use (PEP 562), so a process that answers from L0 never imports SQLAlchemy, pymilvus, torch or the MCP
+stack (issue 32).
 
 Layout (each sub-package's docstring says what it owns and what it may import):
 
@@ -17,157 +19,123 @@ Layout (each sub-package's docstring says what it owns and what it may import):
   the `kb` command (`cli`); `kb_core.testing` holds offline test helpers.
 """
 
-from kb_core.access import Actor, Role, RoleMap, SignedIn, service_actor
-from kb_core.agent.call_stats import REPLAY_CALLER, confidence_of
-from kb_core.agent.tool import (
-    READ_TOOL_DESCRIPTION,
-    READ_TOOL_NAME,
-    TOOL_DESCRIPTION,
-    TOOL_NAME,
-    openai_read_tool_schema,
-    openai_tool_schema,
-    openai_tool_schemas,
-)
-from kb_core.bootstrap import default_knowledge_base, lookup_knowledge, open_knowledge_base, read_document
-from kb_core.documents.batch import BatchAction, BatchFile
-from kb_core.documents.cleaning import clean_document
-from kb_core.documents.document_edit import FrontmatterEdit
-from kb_core.documents.entry import KnowledgeEntry
-from kb_core.documents.folder import categories_below, category_folders
-from kb_core.documents.frontmatter import Frontmatter, has_frontmatter, parse_frontmatter, split_body
-from kb_core.documents.frontmatter_edit import FrontmatterFields, parse_section_lines, section_lines
-from kb_core.documents.reconcile import ReconcileReport
-from kb_core.documents.sections import MORE as MORE_SECTIONS
-from kb_core.documents.sections import SectionChips, section_chips
-from kb_core.documents.service import DeleteOutcome, UploadOutcome
-from kb_core.documents.synonyms import as_lines as synonym_lines
-from kb_core.documents.synonyms import parse_lines as parse_synonym_lines
-from kb_core.documents.trash import TrashItem
-from kb_core.errors import (
-    AccessDeniedError,
-    DocumentConflictError,
-    DocumentError,
-    EditConflictError,
-    FrontmatterError,
-    InvalidInputError,
-    JobCancelledError,
-    KnowledgeBaseError,
-    RestoreConflictError,
-    SettingsError,
-    UploadRejected,
-)
-from kb_core.facade_evaluation import HEADLINE, ChangedQuery, RunComparison, compare_runs
-from kb_core.jobs.model import JobFile, JobKind, JobRecord, JobState, describe_seconds
-from kb_core.knowledge_base import KnowledgeBase, KnowledgeBaseStatus
-from kb_core.retrieval.attention import DocumentSuggestion
-from kb_core.retrieval.bench import (
-    MAX_TOP_K,
-    MIN_TOP_K,
-    BenchOptions,
-    BenchRow,
-    BenchRun,
-    HistoryEntry,
-    Retriever,
-    bench_link_params,
-    parse_bench_link,
-)
-from kb_core.retrieval.keyword_index import KnowledgeIndex, L0Match
-from kb_core.retrieval.keyword_plan import KeywordPlan, KeywordPlanReport, PlanItem, PlanOutcome
-from kb_core.retrieval.lookup import HybridLookup, L1Hit, L1Searcher, LookupResult, LookupTrace, Primary, Supplement
-from kb_core.settings import Settings, load_settings
-from kb_core.stats import percentile
+from __future__ import annotations
 
-SyncReport = ReconcileReport  # the report of `reconcile` (named for the sync it replaced)
+import importlib
+from typing import Any
 
-__all__ = [
-    "BenchOptions",
-    "BenchRow",
-    "BenchRun",
-    "HistoryEntry",
-    "MAX_TOP_K",
-    "MIN_TOP_K",
-    "REPLAY_CALLER",
-    "Retriever",
-    "bench_link_params",
-    "parse_bench_link",
-    "InvalidInputError",
-    "JobCancelledError",
-    "JobFile",
-    "JobKind",
-    "JobRecord",
-    "JobState",
-    "HEADLINE",
-    "ChangedQuery",
-    "RunComparison",
-    "compare_runs",
-    "describe_seconds",
-    "parse_synonym_lines",
-    "synonym_lines",
-    "DocumentSuggestion",
-    "EditConflictError",
-    "FrontmatterEdit",
-    "FrontmatterFields",
-    "KeywordPlan",
-    "KeywordPlanReport",
-    "PlanItem",
-    "PlanOutcome",
-    "parse_section_lines",
-    "section_lines",
-    "AccessDeniedError",
-    "Actor",
-    "Role",
-    "RoleMap",
-    "SignedIn",
-    "service_actor",
-    "BatchAction",
-    "BatchFile",
-    "DocumentConflictError",
-    "RestoreConflictError",
-    "TrashItem",
-    "MORE_SECTIONS",
-    "categories_below",
-    "category_folders",
-    "clean_document",
-    "confidence_of",
-    "percentile",
-    "section_chips",
-    "split_body",
-    "DeleteOutcome",
-    "DocumentError",
-    "KnowledgeBase",
-    "KnowledgeBaseStatus",
-    "ReconcileReport",
-    "SyncReport",
-    "UploadOutcome",
-    "UploadRejected",
-    "open_knowledge_base",
-    "default_knowledge_base",
-    "lookup_knowledge",
-    "openai_tool_schema",
-    "openai_tool_schemas",
-    "openai_read_tool_schema",
-    "read_document",
-    "TOOL_NAME",
-    "TOOL_DESCRIPTION",
-    "READ_TOOL_NAME",
-    "READ_TOOL_DESCRIPTION",
-    "Frontmatter",
-    "FrontmatterError",
-    "HybridLookup",
-    "KnowledgeBaseError",
-    "KnowledgeEntry",
-    "KnowledgeIndex",
-    "L0Match",
-    "L1Hit",
-    "L1Searcher",
-    "LookupResult",
-    "LookupTrace",
-    "Primary",
-    "Settings",
-    "SettingsError",
-    "SectionChips",
-    "Supplement",
-    "has_frontmatter",
-    "load_settings",
-    "parse_frontmatter",
-]
+# public name -> the module that defines it (loaded on first use of the name)
+_EXPORTS: dict[str, str] = {
+    "Actor": "kb_core.access",
+    "Role": "kb_core.access",
+    "RoleMap": "kb_core.access",
+    "SignedIn": "kb_core.access",
+    "service_actor": "kb_core.access",
+    "REPLAY_CALLER": "kb_core.agent.call_stats",
+    "confidence_of": "kb_core.agent.call_stats",
+    "READ_TOOL_DESCRIPTION": "kb_core.agent.tool",
+    "READ_TOOL_NAME": "kb_core.agent.tool",
+    "TOOL_DESCRIPTION": "kb_core.agent.tool",
+    "TOOL_NAME": "kb_core.agent.tool",
+    "openai_read_tool_schema": "kb_core.agent.tool",
+    "openai_tool_schema": "kb_core.agent.tool",
+    "openai_tool_schemas": "kb_core.agent.tool",
+    "default_knowledge_base": "kb_core.bootstrap",
+    "lookup_knowledge": "kb_core.bootstrap",
+    "open_knowledge_base": "kb_core.bootstrap",
+    "read_document": "kb_core.bootstrap",
+    "BatchAction": "kb_core.documents.batch",
+    "BatchFile": "kb_core.documents.batch",
+    "clean_document": "kb_core.documents.cleaning",
+    "FrontmatterEdit": "kb_core.documents.document_edit",
+    "KnowledgeEntry": "kb_core.documents.entry",
+    "categories_below": "kb_core.documents.folder",
+    "category_folders": "kb_core.documents.folder",
+    "Frontmatter": "kb_core.documents.frontmatter",
+    "has_frontmatter": "kb_core.documents.frontmatter",
+    "parse_frontmatter": "kb_core.documents.frontmatter",
+    "split_body": "kb_core.documents.frontmatter",
+    "FrontmatterFields": "kb_core.documents.frontmatter_edit",
+    "parse_section_lines": "kb_core.documents.frontmatter_edit",
+    "section_lines": "kb_core.documents.frontmatter_edit",
+    "ReconcileReport": "kb_core.documents.reconcile",
+    "SectionChips": "kb_core.documents.sections",
+    "section_chips": "kb_core.documents.sections",
+    "DeleteOutcome": "kb_core.documents.service",
+    "UploadOutcome": "kb_core.documents.service",
+    "TrashItem": "kb_core.documents.trash",
+    "AccessDeniedError": "kb_core.errors",
+    "DocumentConflictError": "kb_core.errors",
+    "DocumentError": "kb_core.errors",
+    "EditConflictError": "kb_core.errors",
+    "FrontmatterError": "kb_core.errors",
+    "InvalidInputError": "kb_core.errors",
+    "JobCancelledError": "kb_core.errors",
+    "KnowledgeBaseError": "kb_core.errors",
+    "RestoreConflictError": "kb_core.errors",
+    "SettingsError": "kb_core.errors",
+    "UploadRejected": "kb_core.errors",
+    "HEADLINE": "kb_core.facade_evaluation",
+    "ChangedQuery": "kb_core.facade_evaluation",
+    "RunComparison": "kb_core.facade_evaluation",
+    "compare_runs": "kb_core.facade_evaluation",
+    "JobFile": "kb_core.jobs.model",
+    "JobKind": "kb_core.jobs.model",
+    "JobRecord": "kb_core.jobs.model",
+    "JobState": "kb_core.jobs.model",
+    "describe_seconds": "kb_core.jobs.model",
+    "KnowledgeBase": "kb_core.knowledge_base",
+    "KnowledgeBaseStatus": "kb_core.knowledge_base",
+    "DocumentSuggestion": "kb_core.retrieval.attention",
+    "MAX_TOP_K": "kb_core.retrieval.bench",
+    "MIN_TOP_K": "kb_core.retrieval.bench",
+    "BenchOptions": "kb_core.retrieval.bench",
+    "BenchRow": "kb_core.retrieval.bench",
+    "BenchRun": "kb_core.retrieval.bench",
+    "HistoryEntry": "kb_core.retrieval.bench",
+    "Retriever": "kb_core.retrieval.bench",
+    "bench_link_params": "kb_core.retrieval.bench",
+    "parse_bench_link": "kb_core.retrieval.bench",
+    "KnowledgeIndex": "kb_core.retrieval.keyword_index",
+    "L0Match": "kb_core.retrieval.keyword_index",
+    "KeywordPlan": "kb_core.retrieval.keyword_plan",
+    "KeywordPlanReport": "kb_core.retrieval.keyword_plan",
+    "PlanItem": "kb_core.retrieval.keyword_plan",
+    "PlanOutcome": "kb_core.retrieval.keyword_plan",
+    "HybridLookup": "kb_core.retrieval.lookup",
+    "L1Hit": "kb_core.retrieval.lookup",
+    "L1Searcher": "kb_core.retrieval.lookup",
+    "LookupResult": "kb_core.retrieval.lookup",
+    "LookupTrace": "kb_core.retrieval.lookup",
+    "Primary": "kb_core.retrieval.lookup",
+    "Supplement": "kb_core.retrieval.lookup",
+    "Settings": "kb_core.settings",
+    "load_settings": "kb_core.settings",
+    "percentile": "kb_core.stats",
+}
+# public names that are another name in their module
+_RENAMED: dict[str, tuple[str, str]] = {
+    "MORE_SECTIONS": ("kb_core.documents.sections", "MORE"),
+    "synonym_lines": ("kb_core.documents.synonyms", "as_lines"),
+    "parse_synonym_lines": ("kb_core.documents.synonyms", "parse_lines"),
+    # the report of `reconcile`, named for the sync it replaced
+    "SyncReport": ("kb_core.documents.reconcile", "ReconcileReport"),
+}
+
+__all__ = sorted([*_EXPORTS, *_RENAMED])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        module, attribute = _EXPORTS[name], name
+    elif name in _RENAMED:
+        module, attribute = _RENAMED[name]
+    else:
+        raise AttributeError(f"module 'kb_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value  # once: later uses are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
