@@ -30,6 +30,7 @@ from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher, tuning_for
 from kb_core.retrieval.lookup import HybridLookup
 from kb_core.settings import Settings, load_settings
+from kb_core.storage.call_spool import CallSpool, spool_at
 from kb_core.storage.embedding import FlagEmbedder
 from kb_core.storage.embedding_builtin import (
     BUILTIN_MODEL,
@@ -60,14 +61,30 @@ def _configured_embedder(settings: Settings) -> Embedder:
 
 
 def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = True,
-                        embedder: Embedder | None = None) -> KnowledgeBase:
-    """Open (and migrate) everything. The embedding model loads in the background; opening never waits
-    for it. `load_model=False` leaves the model unloaded until something needs a vector. `embedder` replaces
-    the configured model (a benchmark's or a test's own encoder; its `dimension` sizes the collection)."""
+                        embedder: Embedder | None = None, one_question: bool = False) -> KnowledgeBase:
+    """Open (and migrate) everything. The embedding model loads and Milvus starts in the background; opening
+    never waits for them. `load_model=False` leaves the model unloaded until something needs a vector.
+    `embedder` replaces the configured model (a benchmark's or a test's own encoder; its `dimension` sizes the
+    collection). `one_question`: a process that asks one question and exits (`kb lookup`) starts Milvus only
+    if L1's search uses it (dense vectors, or no full-text sidecar); otherwise only a write would."""
     started = time.perf_counter()
     settings = settings or load_settings()
     if settings.log_file:  # first: the lines of the opening itself go there too (idempotent per path)
         configure_log_file(log_file_path(settings.log_file, settings.app_root))
+    # jieba's dictionary (~0.8 s) loads while the database and Milvus start; the first Chinese query waits for it
+    threading.Thread(target=text_analysis.warm_up, name="kb-jieba", daemon=True).start()
+    if embedder is None:
+        embedder = _configured_embedder(settings)
+    dimension = embedder.dimension if embedder.available else None
+    collection = collection_name(embedder.model_id if dimension else None, dimension)
+    vectors = MilvusVectorStore(
+        settings.resolved_milvus_uri,
+        token=settings.milvus_token,
+        collection=collection,
+        dense_dim=dimension,
+        timeout=settings.backend_timeout,
+        fulltext=(fulltext := _fulltext_index(settings, collection)),
+    )
     metrics = KnowledgeBaseMetrics()
     metadata = MetadataStore(settings.resolved_database_url, timeout=settings.backend_timeout)
     try:
@@ -83,26 +100,12 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
     follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
     index.load()
-    threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
-    if embedder is None:
-        embedder = _configured_embedder(settings)
-    dimension = embedder.dimension if embedder.available else None
-    collection = collection_name(embedder.model_id if dimension else None, dimension)
-    vectors = MilvusVectorStore(
-        settings.resolved_milvus_uri,
-        token=settings.milvus_token,
-        collection=collection,
-        dense_dim=dimension,
-        timeout=settings.backend_timeout,
-        fulltext=(fulltext := _fulltext_index(settings, collection)),
-    )
-    text_analysis.warm_up()
-    try:
-        vectors.warm_up()
-    except KnowledgeBaseError as exc:
-        log.error("Milvus is not available; L1 reports it in each answer's trace until it is back: %s", exc)
+    # after what can refuse to open (nothing is left running then): the rest goes on meanwhile
+    if not one_question or dimension or fulltext is None:
+        vectors.warm_up_in_background()  # Milvus Lite starts as a process of its own
     if load_model and embedder.available:
         embedder.start_loading()
+    threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
     dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
     searcher = VectorSearcher(vectors, dense_embedder, tuning=tuning_for(embedder.model_id, settings.min_dense_score),
                               dense_complete=_every_document_embedded(metadata, embedder.model_id))
@@ -148,6 +151,10 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         reconciler.recover()  # finish or undo what a crash left PENDING (only those rows are read)
     except KnowledgeBaseError as exc:
         log.error("could not check for interrupted writes: %s", exc)
+    # calls answered from L0 alone by processes without the database (`kb lookup`) join the call log
+    spool = spool_at(settings.app_root)
+    follower.every(RECOVER_EVERY, lambda: _move_spooled_calls(spool, metadata))
+    _move_spooled_calls(spool, metadata)
     # documents deleted longer than KB_TRASH_DAYS ago leave the trash: once per opening, a purge_trash job (shown
     # in the jobs panel) when the trash holds something to purge; the look at the trash runs in the background
     threading.Thread(target=_purge_old_trash, args=(kb, trash, settings.trash_days), name="kb-trash-purge",
@@ -164,6 +171,13 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
              time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
              settings.embedding_model, embedder.state.state)
     return kb
+
+
+def _move_spooled_calls(spool: CallSpool, metadata: MetadataStore) -> None:
+    try:
+        spool.move(metadata.record_tool_calls, metadata.known_request_ids)
+    except (KnowledgeBaseError, OSError) as exc:  # the database is away: they wait in the spool
+        log.warning("spooled tool calls wait for the database: %s", exc)
 
 
 def _purge_old_trash(kb: KnowledgeBase, trash: Trash, days: int) -> None:

@@ -23,8 +23,9 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from kb_core.logs import log_to_stderr
+from kb_core.logs import configure_log_file, log_file_path, log_to_stderr
 
 PROG = "kb"
 
@@ -157,11 +158,30 @@ def _exit_status(code: object) -> int:
 # -- commands of their own ------------------------------------------------------------------------------
 def _lookup(query: str, section_title: str | None) -> int:
     log_to_stderr(logging.WARNING)  # KB_LOG_FILE, if set, gets INFO and above whatever this shows
+    from kb_core.agent.quick import answer_from_l0
+    from kb_core.errors import KnowledgeBaseError
+    from kb_core.settings import load_settings
+
+    try:
+        settings = load_settings()
+        if settings.log_file:
+            configure_log_file(log_file_path(settings.log_file, settings.app_root))
+        answer = answer_from_l0(settings, query, section_title, caller="cli")
+    except KnowledgeBaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if answer is None:  # L1 is needed, or the files changed since the last clean close: the whole knowledge base
+        return _lookup_opened(settings, query, section_title)
+    print(json.dumps(answer, ensure_ascii=False, indent=2))
+    return 2 if answer.get("error") else 0
+
+
+def _lookup_opened(settings: Any, query: str, section_title: str | None) -> int:
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.errors import KnowledgeBaseError
 
     try:
-        kb = open_knowledge_base()
+        kb = open_knowledge_base(settings, one_question=True)
     except KnowledgeBaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -52,6 +52,9 @@ class LoadReport:
     skipped: int
     failed: int
     seconds: float
+    # the files are exactly the saved snapshot's (nothing parsed, nothing gone): the tree is as a process that
+    # closed cleanly left it
+    as_saved: bool = False
 
 
 class KnowledgeIndex:
@@ -127,7 +130,8 @@ class KnowledgeIndex:
         parsed: dict[str, KnowledgeEntry | None] = {}  # display path -> what it holds now (None: not in L0)
         met = bytearray(len(saved.paths)) if saved is not None else bytearray()  # saved rows this scan met
         stats: dict[str, bytes] = {}
-        for relative in self._folder.scan(stats)[0]:
+        rows = saved.row if saved is not None else {}
+        for relative in self._folder.scan(stats, accepted=lambda relative: prefix + relative in rows)[0]:
             scanned += 1
             packed = stats.get(relative) or self._stat(relative)
             row = saved.row.get(prefix + relative) if saved is not None else None
@@ -187,7 +191,8 @@ class KnowledgeIndex:
             "snapshot) in %.1f ms", self._folder.display_path(""), scanned, len(entries), skipped, failed, reused,
             seconds * 1000,
         )
-        return LoadReport(scanned, len(entries), skipped, failed, seconds)
+        as_saved = saved is not None and reused == len(saved.paths) == scanned and not failed
+        return LoadReport(scanned, len(entries), skipped, failed, seconds, as_saved)
 
     def _changes_since(self, saved: l0_snapshot_file.Saved, parsed: dict[str, KnowledgeEntry | None],
                        met: bytearray) -> list[tuple[str, KnowledgeEntry | None]] | None:
@@ -429,6 +434,13 @@ class KnowledgeIndex:
             return False
         log.debug("L0 snapshot written: %d records", len(records))
         return True
+
+    def discard(self) -> None:
+        """Let go of this index without writing its snapshot (a look at the files that another index, opened
+        after it, will own)."""
+        self._closed = True
+        if self._save_timer is not None:
+            self._save_timer.cancel()
 
     def close(self) -> None:
         """Write the snapshot if anything changed; from now on no timer writes it (a later change is written by

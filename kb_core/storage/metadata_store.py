@@ -12,8 +12,10 @@ ping timed out is not replaced by a second wait for a new one (`_budget`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,9 +24,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -103,17 +102,32 @@ class ChangeRecord:
     content_sha256: str | None
 
 
-def _alembic_config() -> AlembicConfig:
+def _alembic_config() -> Any:
+    from alembic.config import Config as AlembicConfig  # alembic loads only when a schema must change
+
     cfg = AlembicConfig()
     cfg.set_main_option("script_location", "kb_core.storage:migrations")
     return cfg
 
 
+_VERSIONS = Path(__file__).parent / "migrations" / "versions"
+_REVISION_LINE = re.compile(r'^(revision|down_revision)\s*=\s*(?:"([^"]+)"|None)', re.M)
+
+
+@functools.cache
 def head_revision() -> str:
-    """The newest schema revision this code knows (what `migrate()` brings a database to)."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    assert head is not None
-    return head
+    """The newest schema revision this code knows (what `migrate()` brings a database to), read from the
+    revision files' own `revision = ...` lines: alembic's script loader costs most of a second at start-up,
+    and a database already at the head needs none of alembic (tests compare this with alembic's answer)."""
+    revisions: set[str] = set()
+    downs: set[str] = set()
+    for path in _VERSIONS.glob("[0-9]*.py"):
+        for name, value in _REVISION_LINE.findall(path.read_text(encoding="utf-8")):
+            (revisions if name == "revision" else downs).add(value)
+    heads = revisions - downs
+    if len(heads) != 1:
+        raise MetadataStoreError(f"the migrations in {_VERSIONS} have {len(heads)} heads: {sorted(heads)}")
+    return heads.pop()
 
 
 def _cut(value: str | None, limit: int) -> str | None:
@@ -195,6 +209,17 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
         database once it answers, without a restart."""
         def stuck() -> MetadataStoreError:
             return MetadataStoreError("another process holds the migration lock for over 120 s")
+        if revision == "head":
+            try:
+                at_head = self.current_revision() == head_revision()  # one SELECT: most openings end here
+            except SQLAlchemyError:
+                at_head = False  # the upgrade below reports what is wrong
+            if at_head:
+                self._wanted_revision = self._migration_error = None
+                log.info("database %s is at schema revision %s", self.url, head_revision())
+                return
+        from alembic import command
+
         try:
             with self._locked(self.lock("kbmigrate", "schema"), 120, stuck), self._engine.connect() as connection:
                 cfg = _alembic_config()
@@ -504,6 +529,15 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
         with self._read() as session:
             return int(session.scalar(select(func.coalesce(func.sum(ToolCallDropped.dropped), 0))
                                       .where(ToolCallDropped.created_at >= moment)) or 0)
+
+    def known_request_ids(self, request_ids: Sequence[str]) -> set[str]:
+        """Which of `request_ids` the call log holds (a spool left half-moved is checked against it)."""
+        found: set[str] = set()
+        with self._read() as session:
+            for start in range(0, len(request_ids), 500):
+                part = list(request_ids[start:start + 500])
+                found.update(session.scalars(select(ToolCall.request_id).where(ToolCall.request_id.in_(part))))
+        return found
 
     def recent_tool_calls(self, limit: int = 200) -> list[ToolCallRecord]:
         with self._read() as session:

@@ -115,6 +115,7 @@ class MilvusVectorStore:
         self._lock = threading.Lock()
         self._session: LiteSession | None = None  # how this process reaches a Milvus Lite directory
         self._category_chars = CATEGORY_CHARS  # of the open collection (read when it is opened)
+        self._warming: threading.Thread | None = None
 
     @property
     def uri(self) -> str:
@@ -259,6 +260,9 @@ class MilvusVectorStore:
     def close(self) -> None:
         """Close the connection; an owner of a Milvus Lite directory also stops serving it and frees its
         lock, so another process can open it."""
+        warming = self._warming
+        if warming is not None and warming is not threading.current_thread():
+            warming.join(self._timeout)  # a connection made after close would outlive its owner
         if self._fulltext is not None:
             self._fulltext.close()
         with self._lock:
@@ -270,6 +274,21 @@ class MilvusVectorStore:
         finally:
             if session is not None:
                 release_lite(session)
+
+    def warm_up_in_background(self) -> None:
+        """`warm_up` on a thread of its own (Milvus Lite starts as a process: the opening goes on meanwhile); an
+        outage is logged, and every use reports it until Milvus is back. `close()` waits for it."""
+        def warm() -> None:
+            try:
+                self.warm_up()
+            except KnowledgeBaseError as exc:
+                log.error("Milvus is not available; L1 reports it in each answer's trace until it is back: %s",
+                          exc)
+            except Exception:  # noqa: BLE001 - a background chore must not die silently
+                log.exception("warming up Milvus at %s failed", self._uri)
+
+        self._warming = threading.Thread(target=warm, name="kb-milvus-warm-up", daemon=True)
+        self._warming.start()
 
     def warm_up(self) -> None:
         """Open the collection and run one BM25 query, so the first user query does not pay for it. A

@@ -1,0 +1,66 @@
+"""An L0 answer from the files alone, for a process that asks one question and exits (`kb lookup`, issue 32).
+
+Opening the whole knowledge base costs seconds (the database and its migrations, Milvus Lite, jieba, the
+model); a question whose answer is one keyword's page needs none of it. `answer_from_l0` builds only the L0
+index (from the saved snapshot) and runs the very tool the knowledge base runs (`LookupTool`, the same
+`HybridLookup` and payload) with an L1 that only notes it was asked. The answer stands when L1 was not asked
+and the tree is exactly as the snapshot recorded it (a process that closed cleanly wrote it: no write is in
+flight or waiting for recovery); otherwise the caller opens the knowledge base and asks again. The call goes
+to the call spool, which the next process with the database moves into the call log."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kb_core.agent.tool import LookupTool
+from kb_core.documents.folder import KnowledgeFolder
+from kb_core.logs import log_context, new_request_id
+from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.retrieval.lookup import HybridLookup, L1Hit
+from kb_core.settings import Settings
+from kb_core.storage.call_spool import spool_at
+
+
+class _L1Asked(BaseException):
+    """Raised into the lookup when it turns to L1: this answer needs the whole knowledge base. Not an
+    `Exception`: the tool turns those into an error answer, and this must leave the lookup unanswered."""
+
+
+class _NoL1:
+    def search(self, query: str, top_k: int = 3, category: str | None = None) -> list[L1Hit]:
+        raise _L1Asked
+
+
+class _Held:
+    """The call's record, kept until the answer is known to stand."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def record(self, **fields: Any) -> None:
+        fields.setdefault("created_at", datetime.now(UTC).replace(tzinfo=None))  # as `CallRecorder.record`
+        self.records.append(fields)
+
+
+def answer_from_l0(settings: Settings, query: object, section_title: object = None, *,
+                   caller: str = "cli") -> dict[str, Any] | None:
+    """The agent payload of `lookup_knowledge(query, section_title)` when L0 alone answers it and the files
+    are as the L0 snapshot saved them; `None` when the whole knowledge base must answer (nothing recorded)."""
+    if settings.l0_snapshot_path is None or not settings.l0_snapshot_path.is_file():
+        return None
+    folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
+    index = KnowledgeIndex(folder=folder, matching=settings.l0_matching, generic_docs=settings.l0_generic_docs,
+                           synonyms=settings.l0_synonyms, snapshot_path=settings.l0_snapshot_path)
+    if not index.scan().as_saved:
+        index.discard()  # the knowledge base opened next saves what changed
+        return None
+    held = _Held()
+    tool = LookupTool(HybridLookup(index, _NoL1(), default_language=settings.default_language), held)
+    try:
+        with log_context(request_id=new_request_id(), caller=caller):
+            response = tool.call({"query": query, "section_title": section_title}, caller=caller)
+    except _L1Asked:
+        return None
+    spool_at(settings.app_root).record_tool_calls(held.records)
+    return response.payload
