@@ -31,6 +31,9 @@ over many calls, and ratios between variants run in the same process a moment ap
 - Chinese-heavy knowledge base (`zh`): `kb.lookup()` for long Chinese summary and body-sentence queries that
   call L1 over 1,238 generated Chinese product pages (~20,000 chunks), the full-text index's two-step search
   against one FTS5 query, with a per-stage breakdown and a profile (`benchmarks.bench_zh`, issue 21).
+- cold start (`cold`): fresh processes timed from outside — `import kb_core`, `kb lookup` of a keyword at
+  `--cold-docs` pages from the snapshot, `kb lookup` of a question L1 answers — beside `--cold-against REV`'s
+  code in the same run (`benchmarks.bench_cold`, issue 32).
 
 - Heavy: a 5 MB document made of headings (flat, nested, CJK): upload time and memory, what it adds to an open,
   a section lookup, and a 100,000-character query, each step in its own process (`benchmarks.bench_heavy`).
@@ -58,6 +61,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_cold import bench_cold, render_cold
 from benchmarks.bench_heavy import VARIANTS as HEAVY_VARIANTS
 from benchmarks.bench_heavy import bench_heavy, render_heavy
 from benchmarks.bench_pages import bench_pages, render_pages
@@ -766,6 +770,8 @@ def render(report: dict[str, Any]) -> str:
         lines += render_zh(report["zh"])
     if report.get("heavy"):
         lines += render_heavy(report["heavy"])
+    if report.get("cold"):
+        lines += ["", *render_cold(report["cold"])]
     return "\n".join(lines)
 
 
@@ -794,7 +800,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heavy-variants", nargs="+", default=list(HEAVY_VARIANTS),
                         choices=[*HEAVY_VARIANTS, "prose"], help="documents of the heavy-input section")
     parser.add_argument("--skip", nargs="*", default=[],
-                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest", "zh", "heavy"])
+                        choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest", "zh", "heavy",
+                                 "cold"])
+    parser.add_argument("--cold-docs", type=int, default=10000, help="pages of the cold-start L0 tree")
+    parser.add_argument("--cold-against", default=None,
+                        help="a commit whose code the cold-start processes also run, side by side (e.g. HEAD~1)")
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -860,6 +870,12 @@ def main(argv: list[str] | None = None) -> int:
             print("heavy but legal input ...", file=sys.stderr)
             report["heavy"] = bench_heavy(workdir, variants=tuple(args.heavy_variants),
                                           limit=256 * 1024 if args.quick else None)
+            write_json(args.json, report)
+        if "cold" not in args.skip:
+            print(f"cold start: fresh processes at {args.cold_docs:,} pages ...", file=sys.stderr)
+            report["cold"] = bench_cold(workdir / "cold", docs=50 if args.quick else args.cold_docs,
+                                        l1_docs=50 if args.quick else 1000, repeat=2 if args.quick else 5,
+                                        against=args.cold_against)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return publish(args.json, report, render(report))

@@ -15,9 +15,9 @@ steps, parameter tables and code blocks, with English identifiers (`max_connecti
 through the project's chunker (556 characters on average).
 
 The knowledge base is the real one: the files are written under `knowledge_base/`, a knowledge base without
-an embedding model (L1 on BM25 only, SQLite FTS5; with `--dense`, the built-in model) is opened on them and `kb.reconcile()` indexes them, so
-the chunks and their tokens are the ones production makes. Then `kb.lookup()` is timed for queries that call
-L1 (checked on the trace; L0 finds nothing or several documents):
+an embedding model (L1 on BM25 only, SQLite FTS5; with `--dense`, the built-in model) is opened on them and
+`kb.reconcile()` indexes them, so the chunks and their tokens are the ones production makes. Then
+`kb.lookup()` is timed for queries that call L1 (checked on the trace; L0 finds nothing or several documents):
 
 - **summary**: a page's summary, as it stands or asked about ("我想了解：..."), 60-250 characters;
 - **body sentence**: one or two sentences of a page's body, 20-160 characters;

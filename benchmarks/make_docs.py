@@ -117,6 +117,7 @@ def render_performance(docs: Path = DOCS) -> str:
     zh, change = _load(docs, "bench-zh-results.json"), _load(docs, "bench-l0-change-results.json")
     opening = _load(docs, "bench-open-results.json")
     zh_dense = _load(docs, "bench-zh-dense-results.json")
+    cold = _load(docs, "bench-cold-results.json")
     sources = ", ".join(f"docs/{n}" for n, r in (("bench-l0-results.json", l0), ("bench-l1-results.json", l1),
                                                  ("bench-lookups-results.json", lookups),
                                                  ("bench-feed-results.json", feed),
@@ -125,7 +126,8 @@ def render_performance(docs: Path = DOCS) -> str:
                                                  ("bench-zh-results.json", zh),
                                                  ("bench-zh-dense-results.json", zh_dense),
                                                  ("bench-l0-change-results.json", change),
-                                                 ("bench-open-results.json", opening)) if r)
+                                                 ("bench-open-results.json", opening),
+                                                 ("bench-cold-results.json", cold)) if r)
     out = [GENERATED.format(sources=sources), "", "# Performance", ""]
     out += _para(
         "Every figure on this page comes from the JSON a benchmark run wrote (named under each section, with the",
@@ -168,6 +170,8 @@ def render_performance(docs: Path = DOCS) -> str:
         out += _l0_change(change)
     if opening:
         out += _l0_open(opening)
+    if cold:
+        out += _cold(cold)
     if l1:
         out += _l1(l1)
     if lookups:
@@ -475,6 +479,19 @@ def _pages(report: dict[str, Any]) -> list[str]:
             f"{min(uncached):.1f}–{max(uncached):.1f} s. The console computes the summaries in the background right "
             "after opening, so a curator's first click does not pay for them.", ""]
     return [*out, *_notes(report), *([""] if report.get("notes") else [])]
+
+
+def _cold(report: dict[str, Any]) -> list[str]:
+    from benchmarks.bench_cold import render_cold
+
+    return ["## Cold start: fresh processes", "",
+            f"`{report['command']}`, {_when(report)}; {_machine(report.get('machine'))}; JSON in "
+            "[bench-cold-results.json](bench-cold-results.json).", "",
+            "Each cell is a new Python process started the way `kb` starts, timed from outside (imports, opening, "
+            "the answer, exit); the versions alternate run after run. The L0 tree has a snapshot a clean close "
+            "wrote and nothing else; the L1 tree is indexed (BM25 only). See "
+            "[operations](operations.md#cold-start-one-question-from-a-fresh-process).", "",
+            *render_cold(report["cold"]), "", *_notes(report), ""]
 
 
 def _zh(report: dict[str, Any], file_name: str) -> list[str]:

@@ -1,0 +1,183 @@
+"""Cold start as a user sees it: fresh processes, imports included (issue 32).
+
+    python -m benchmarks.bench_cold [--docs 10000] [--l1-docs 1000] [--repeat 5] [--against HEAD~1]
+
+Builds two knowledge bases of generated pages with realistic frontmatter (benchmarks.common.generate_corpus):
+`--docs` pages whose L0 snapshot a clean close wrote (nothing indexed: L0 answers from the files), and
+`--l1-docs` pages indexed by `kb.reconcile()` (BM25 only) for the questions L1 answers. Then times, each in a
+fresh Python process started the way `kb` starts (the code's own `kb_core.cli.main`), alternating the code
+versions run after run:
+
+- `import kb_core` (the `kb_core` line of `python -X importtime`, and the process's wall time);
+- `kb lookup <an error code>` at `--docs` pages: one keyword, one page — L0's answer;
+- `kb lookup <a sentence>` at `--l1-docs` pages: a question L1 answers (the database, Milvus Lite and the
+  full-text index opened in that process).
+
+With `--against REV`, the same processes run that commit's code too (a `git worktree` of it, imported in place
+of this checkout's), so each figure stands beside the previous one and their ratio in one run. Medians of
+`--repeat` processes per cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import NO_MODEL, bench_settings, generate_corpus, machine, publish
+
+REPO = Path(__file__).resolve().parents[1]
+GOALS = {"import": 0.3, "l0": 1.0, "l1": 3.0}  # seconds, issue 32 (quiet 2-core machine)
+
+# Import the code under `root` instead of the installed (editable) checkout: the editable finder comes first on
+# sys.meta_path and would win over sys.path.
+_PREAMBLE = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
+             "getattr(f, '__module__', '') and 'editable' not in repr(f)]; sys.path.insert(0, {root!r}); ")
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    env.update(KB_APP_ROOT=str(root), KB_DATABASE_URL=f"sqlite:///{root}/kb.sqlite3",
+               KB_MILVUS_URI=str(root / "kb_milvus.db"), KB_EMBEDDING_MODEL=NO_MODEL, KB_EMBEDDING_FALLBACK="none",
+               KB_WATCH="false")
+    return env
+
+
+def _run(code: Path, kb_root: Path, script: str, *args: str, importtime: bool = False) -> tuple[float, str, str]:
+    command = [sys.executable, *(["-X", "importtime"] if importtime else []), "-c",
+               _PREAMBLE.format(root=str(code)) + script, *args]
+    started = time.perf_counter()
+    done = subprocess.run(command, env=_env(kb_root), cwd=kb_root, capture_output=True, text=True, timeout=300)
+    seconds = time.perf_counter() - started
+    if done.returncode not in (0, 2):
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return seconds, done.stdout, done.stderr
+
+
+_CLI = "from kb_core.cli import main; raise SystemExit(main(sys.argv[1:]))"
+
+
+def _import_seconds(code: Path, kb_root: Path) -> tuple[float, float]:
+    wall, _, err = _run(code, kb_root, "import kb_core", importtime=True)
+    found = re.findall(r"import time:\s+\d+ \|\s+(\d+) \| kb_core$", err, re.M)
+    return wall, int(found[-1]) / 1e6 if found else float("nan")
+
+
+def _build(root: Path, docs: int, *, index: bool) -> list[list[str]]:
+    from kb_core import open_knowledge_base
+
+    corpus = generate_corpus(root, docs)
+    kb = open_knowledge_base(bench_settings(root, embedding_fallback="none", watch=False), load_model=False)
+    try:
+        if index:
+            report = kb.reconcile()
+            if report.failed:
+                raise RuntimeError(f"{len(report.failed)} documents failed to index")
+    finally:
+        kb.close()  # writes the L0 snapshot
+    return corpus.keywords
+
+
+@contextlib.contextmanager
+def _worktree(rev: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="kb-bench-cold-rev-") as tmp:
+        path = Path(tmp) / "code"
+        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(path), rev], check=True,
+                       capture_output=True)
+        try:
+            yield path
+        finally:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(path)], check=False,
+                           capture_output=True)
+
+
+def bench_cold(workdir: Path, *, docs: int, l1_docs: int, repeat: int, against: str | None) -> dict[str, Any]:
+    l0_root, l1_root = workdir / "l0", workdir / "l1"
+    started = time.perf_counter()
+    keywords = _build(l0_root, docs, index=False)
+    build_l0 = time.perf_counter() - started
+    started = time.perf_counter()
+    _build(l1_root, l1_docs, index=True)
+    build_l1 = time.perf_counter() - started
+    code = next(k[0] for i, k in enumerate(keywords) if i % 10 not in (8, 9))  # one page's own error code
+    question = "当支付超时持续超过五分钟，应该先检查哪些监控指标？"
+    versions: dict[str, Path] = {"this commit": REPO}
+    with contextlib.ExitStack() as stack:
+        if against:
+            versions[f"{against}"] = stack.enter_context(_worktree(against))
+        cells: dict[tuple[str, str], list[float]] = {(v, c): [] for v in versions for c in
+                                                     ("import", "import_wall", "l0", "l1")}
+        answers: dict[tuple[str, str], str] = {}
+        for turn in range(repeat):
+            order = list(versions) if turn % 2 == 0 else list(versions)[::-1]
+            for name in order:
+                wall, own = _import_seconds(versions[name], l0_root)
+                cells[(name, "import")].append(own)
+                cells[(name, "import_wall")].append(wall)
+                wall, out, _ = _run(versions[name], l0_root, _CLI, "lookup", code)
+                cells[(name, "l0")].append(wall)
+                answers[(name, "l0")] = out
+                wall, out, _ = _run(versions[name], l1_root, _CLI, "lookup", question)
+                cells[(name, "l1")].append(wall)
+                answers[(name, "l1")] = out
+    first = list(versions)[0]
+    same = {kind: all(answers[(v, kind)] == answers[(first, kind)] for v in versions) for kind in ("l0", "l1")}
+    return {"docs": docs, "l1_docs": l1_docs, "repeat": repeat, "build_s": {"l0": round(build_l0, 1),
+                                                                            "l1": round(build_l1, 1)},
+            "code": code, "question": question, "versions": list(versions), "same_answer": same,
+            "medians_s": {f"{v}|{c}": round(statistics.median(s), 3) for (v, c), s in cells.items()},
+            "samples_s": {f"{v}|{c}": [round(x, 3) for x in s] for (v, c), s in cells.items()},
+            "load_average": round(os.getloadavg()[0], 2), "goals_s": GOALS}
+
+
+def render_cold(r: dict[str, Any]) -> list[str]:
+    versions = r["versions"]
+    rows = [("`import kb_core` (importtime)", "import", "import"), ("`import kb_core` (process wall)", "import_wall",
+                                                                     None),
+            (f"`kb lookup {r['code']}` at {r['docs']:,} pages (L0)", "l0", "l0"),
+            (f"`kb lookup` of a question at {r['l1_docs']:,} indexed pages (L1)", "l1", "l1")]
+    head = " | ".join(versions)
+    lines = [f"Fresh processes, imports included; median of {r['repeat']} runs per cell (s)", "",
+             f"| step | {head} |" + (" speed-up |" if len(versions) > 1 else "") + " goal |",
+             "|---|" + "---|" * len(versions) + ("---|" if len(versions) > 1 else "") + "---|"]
+    for label, cell, goal in rows:
+        values = [r["medians_s"][f"{v}|{cell}"] for v in versions]
+        ratio = f" {values[1] / values[0]:.1f}x |" if len(values) > 1 and values[0] else (" |" if len(values) > 1
+                                                                                          else "")
+        lines.append(f"| {label} | " + " | ".join(f"{v:.3f}" for v in values) + " |" + ratio
+                     + (f" ≤ {GOALS[goal]:g} |" if goal else " |"))
+    lines.append("")
+    lines.append(f"same answers in every version: L0 {r['same_answer']['l0']}, L1 {r['same_answer']['l1']}; "
+                 f"built in {r['build_s']['l0']:.0f} s (L0 tree) and {r['build_s']['l1']:.0f} s (indexed tree); "
+                 f"load average {r['load_average']}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_cold", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=10_000)
+    parser.add_argument("--l1-docs", type=int, default=1_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--against", default=None, help="a commit to run side by side (e.g. HEAD~1)")
+    parser.add_argument("--json", type=Path, default=Path("bench-cold.json"))
+    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    report: dict[str, Any] = {"machine": machine(), "command": " ".join(["python -m benchmarks.bench_cold", *given])}
+    with tempfile.TemporaryDirectory(prefix="kb-bench-cold-") as workdir:
+        report["cold"] = bench_cold(Path(workdir), docs=args.docs, l1_docs=args.l1_docs, repeat=args.repeat,
+                                    against=args.against)
+    return publish(args.json, report, "\n".join(render_cold(report["cold"])))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
