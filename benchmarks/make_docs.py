@@ -314,6 +314,12 @@ def _l0_open(report: dict[str, Any]) -> list[str]:
             f"{r['snapshot_open_1pct_changed_s']:.2f} s | {r['ratio']}× | {r['snapshot_mb']} MB | "
             f"{r['l0_mb_per_1000_docs']} / {r.get('rss_mb_per_1000_docs', '–')} MB | {r['applied_change_ms']} ms |"
             for r in report["rows"]]
+    fresh = [r for r in report["rows"] if "fresh_process_open_s" in r]
+    if fresh:
+        out += ["", "As a user waits for it — a fresh process from `import kb_core` to an open knowledge base "
+                "(imports, database, Milvus Lite, L0; issue 32): "
+                + "; ".join(f"{r['documents']:,} documents {r['fresh_process_open_s']:.2f} s from the snapshot, "
+                            f"{r['fresh_process_full_scan_open_s']:.1f} s with a full scan" for r in fresh) + "."]
     return [*out, ""]
 
 

@@ -172,3 +172,21 @@ def test_an_opening_at_the_head_revision_imports_no_alembic(tmp_path):
                          "print(store.current_revision(), 'alembic' in sys.modules)", tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [head_revision(), "False"]
+
+
+def test_a_model_cached_where_the_hub_keeps_it_is_found_and_a_missing_one_costs_no_hub_import(tmp_path, monkeypatch):
+    from kb_core.storage.embedding import resolve_model_folder
+
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    repo = tmp_path / "hf" / "hub" / "models--some-org--some-model"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    (repo / "snapshots" / "abc123").mkdir(parents=True)
+    (repo / "snapshots" / "abc123" / "config.json").write_text("{}")
+    assert resolve_model_folder("some-org/some-model") == repo / "snapshots" / "abc123"
+    assert resolve_model_folder("some-org/other-model") is None
+    done = _fresh_python("import sys\nfrom kb_core.storage.embedding import resolve_model_folder\n"
+                         "print(resolve_model_folder('no-org/no-model'), 'huggingface_hub' in sys.modules)", tmp_path)
+    assert done.stdout.split() == ["None", "False"], done.stderr

@@ -32,6 +32,8 @@ def resolve_model_folder(model: str) -> Path | None:
         return path
     if path.is_absolute() or model.startswith((".", "~")) or model.count("/") != 1:
         return None
+    if not any((cache / f"models--{model.replace('/', '--')}").is_dir() for cache in _hub_caches()):
+        return None  # not cached anywhere the hub looks: said without importing it (~1 s at a cold start)
     try:
         from huggingface_hub import try_to_load_from_cache
 
@@ -39,6 +41,17 @@ def resolve_model_folder(model: str) -> Path | None:
     except Exception:  # noqa: BLE001 - an unusable cache is the same as no cache
         return None
     return Path(cached).parent if isinstance(cached, str) else None
+
+
+def _hub_caches() -> list[Path]:
+    """Every folder huggingface_hub may keep its cache in (its own rules: HF_HUB_CACHE, the older
+    HUGGINGFACE_HUB_CACHE, HF_HOME/hub, XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub)."""
+    env = os.environ
+    homes = [env.get("HF_HOME", ""), os.path.join(env.get("XDG_CACHE_HOME", ""), "huggingface")
+             if env.get("XDG_CACHE_HOME") else "", str(Path.home() / ".cache" / "huggingface")]
+    found = [env.get("HF_HUB_CACHE", ""), env.get("HUGGINGFACE_HUB_CACHE", ""),
+             *(os.path.join(h, "hub") for h in homes if h)]
+    return [Path(c).expanduser() for c in found if c]
 
 
 def is_bge_m3(folder: Path, model: str) -> bool:
