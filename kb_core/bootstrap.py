@@ -148,7 +148,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
                         settings.metrics_host)
         metrics.serve(settings.metrics_port, settings.metrics_host)
     try:
-        reconciler.recover()  # finish or undo what a crash left PENDING (only those rows are read)
+        reconciler.recover(just_scanned=True)  # finish or undo what a crash left PENDING (only those rows)
     except KnowledgeBaseError as exc:
         log.error("could not check for interrupted writes: %s", exc)
     # calls answered from L0 alone by processes without the database (`kb lookup`) join the call log

@@ -190,3 +190,18 @@ def test_a_model_cached_where_the_hub_keeps_it_is_found_and_a_missing_one_costs_
     done = _fresh_python("import sys\nfrom kb_core.storage.embedding import resolve_model_folder\n"
                          "print(resolve_model_folder('no-org/no-model'), 'huggingface_hub' in sys.modules)", tmp_path)
     assert done.stdout.split() == ["None", "False"], done.stderr
+
+
+def test_the_opening_removes_a_dead_writer_s_temp_file_from_its_own_scan(sample_root, monkeypatch):
+    stray = sample_root / "knowledge_base" / "api" / ".order-api.md.4194303.ab12cd.tmp"  # a pid no process has
+    stray.write_text("half a write")
+    live = sample_root / "knowledge_base" / "api" / f".order-api.md.{os.getpid()}.ef34ab.tmp"  # this process's own
+    live.write_text("a write in flight")
+
+    def second_walk(self):
+        raise AssertionError("the opening walked the tree a second time for temp files")
+
+    monkeypatch.setattr(KnowledgeFolder, "temp_files", second_walk)
+    kb = open_knowledge_base(make_settings(sample_root), load_model=False)
+    kb.close()
+    assert not stray.exists() and live.exists()

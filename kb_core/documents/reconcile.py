@@ -15,6 +15,7 @@ import os
 import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from kb_core.documents.folder import AliasReason, KnowledgeFolder
 from kb_core.documents.service import DocumentService, L0Writer, dense_missing, owner_is_gone, sha256
@@ -100,11 +101,13 @@ class Reconciler:
         return report
 
     # -- interrupted writes ----------------------------------------------------------------------------
-    def recover(self) -> ReconcileReport:
+    def recover(self, *, just_scanned: bool = False) -> ReconcileReport:
         """Finish or undo what a crashed writer left PENDING, and remove its stray temp files. Cheap: it
-        reads only the pending rows. Rows a live writer (another process) is working on are left alone."""
+        reads only the pending rows. Rows a live writer (another process) is working on are left alone.
+        `just_scanned`: the folder was walked a moment ago (the opening's L0 scan): its temp files are those
+        that walk saw, not a second walk's."""
         report = self._recover_rows(self._metadata.pending_documents())
-        removed = self._remove_stray_temp_files()
+        removed = self._remove_stray_temp_files(self._folder.temp_files_seen if just_scanned else None)
         if report.finished or report.undone or report.failed or removed:
             log.warning("recovered interrupted writes: %d finished, %d undone, %d failed, %d temp files removed",
                         len(report.finished), len(report.undone), len(report.failed), len(removed))
@@ -204,9 +207,9 @@ class Reconciler:
         return ReconcileReport(finished=tuple(finished), undone=tuple(undone), left_to_live_writers=tuple(left),
                                failed=tuple(failed))
 
-    def _remove_stray_temp_files(self) -> list[str]:
+    def _remove_stray_temp_files(self, seen: list[tuple[Path, int]] | None = None) -> list[str]:
         removed: list[str] = []
-        for tmp, pid in self._folder.temp_files():
+        for tmp, pid in self._folder.temp_files() if seen is None else seen:
             if pid == os.getpid() or not owner_is_gone(f"{socket.gethostname()}:{pid}:", self._service.owner):
                 continue
             try:
