@@ -62,8 +62,9 @@ def _configured_embedder(settings: Settings) -> Embedder:
 
 def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = True,
                         embedder: Embedder | None = None, one_question: bool = False) -> KnowledgeBase:
-    """Open (and migrate) everything. The embedding model loads and Milvus starts in the background; opening
-    never waits for them. `load_model=False` leaves the model unloaded until something needs a vector.
+    """Open (and migrate) everything. Milvus starts while the rest opens, and the opening waits for it at the
+    end; the embedding model loads in the background and the opening never waits for it. `load_model=False`
+    leaves the model unloaded until something needs a vector.
     `embedder` replaces the configured model (a benchmark's or a test's own encoder; its `dimension` sizes the
     collection). `one_question`: a process that asks one question and exits (`kb lookup`) starts Milvus only
     if L1's search uses it (dense vectors, or no full-text sidecar); otherwise only a write would."""
@@ -85,68 +86,74 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         timeout=settings.backend_timeout,
         fulltext=(fulltext := _fulltext_index(settings, collection)),
     )
-    metrics = KnowledgeBaseMetrics()
-    metadata = MetadataStore(settings.resolved_database_url, timeout=settings.backend_timeout)
-    try:
-        metadata.migrate()
-    except KnowledgeBaseError as exc:
-        # Degraded, not dead: L0 needs only the files. Writes and the call log report the outage until the
-        # database is back (connections are made anew then); `status()` shows it.
-        log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
-    folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
-    index = KnowledgeIndex(folder=folder, matching=settings.l0_matching,
-                           generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms,
-                           snapshot_path=settings.l0_snapshot_path)
-    follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
-    follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
-    index.load()
-    # after what can refuse to open (nothing is left running then): the rest goes on meanwhile
+    # Milvus Lite starts (a process of its own) and the model loads while the database, L0 and the rest open
     if not one_question or dimension or fulltext is None:
-        vectors.warm_up_in_background()  # Milvus Lite starts as a process of its own
+        vectors.warm_up_in_background()
     if load_model and embedder.available:
         embedder.start_loading()
-    threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
-    dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
-    searcher = VectorSearcher(vectors, dense_embedder, tuning=tuning_for(embedder.model_id, settings.min_dense_score),
-                              dense_complete=_every_document_embedded(metadata, embedder.model_id))
-    body_identifiers = None
-    if fulltext is not None:  # "did you mean" over the pages' text: needs every chunk's text at hand
-        body_identifiers = BodyIdentifierSuggester(fulltext.texts, fulltext.version, _page_description(index))
-        body_identifiers.refresh_in_background()
-    trash = Trash(settings.trash_dir, folder)
-    documents = DocumentService(folder, index, metadata, vectors, dense_embedder, trash=trash,
-                                max_upload_bytes=settings.max_upload_bytes, backend_timeout=settings.backend_timeout)
-    reconciler = Reconciler(documents, folder, index, metadata, vectors)
-    # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
-    # running would miss that document until someone opened the knowledge base anew or reconciled.
-    follower.every(RECOVER_EVERY, reconciler.recover_dead_writers)
-    follower.every(SYNONYMS_EVERY, index.reload_synonyms)  # a hand edit or another process's save
-    # long work as jobs of this process, one heavy job at a time across processes (the "kbjob" lock); jobs of
-    # processes that died are marked failed here at open and by the follower every RECOVER_EVERY seconds
-    jobs = JobRunner(JobStore(metadata), lambda: metadata.lock("kbjob", "heavy"),
-                     StagingArea(settings.app_root / STAGING_FOLDER), share=settings.job_share)
-    follower.every(RECOVER_EVERY, jobs.sweep)
-    watcher = None
-    if settings.watch:
-        # one watcher per database and folder; the lock name does not depend on where this process sits
-        def reconcile_changed(paths: Iterable[str]) -> Any:
-            # recorded as the watcher's change, not an agent's
-            with acting(service_actor("watcher")), metrics.timed("watch_sync"):
-                return reconciler.reconcile(paths, delete_missing=True)
+    try:
+        metrics = KnowledgeBaseMetrics()
+        metadata = MetadataStore(settings.resolved_database_url, timeout=settings.backend_timeout)
+        try:
+            metadata.migrate()
+        except KnowledgeBaseError as exc:
+            # Degraded, not dead: L0 needs only the files. Writes and the call log report the outage until the
+            # database is back (connections are made anew then); `status()` shows it.
+            log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
+        folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
+        index = KnowledgeIndex(folder=folder, matching=settings.l0_matching,
+                               generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms,
+                               snapshot_path=settings.l0_snapshot_path)
+        follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
+        follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
+        index.load()
+        threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
+        dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
+        searcher = VectorSearcher(vectors, dense_embedder,
+                                  tuning=tuning_for(embedder.model_id, settings.min_dense_score),
+                                  dense_complete=_every_document_embedded(metadata, embedder.model_id))
+        body_identifiers = None
+        if fulltext is not None:  # "did you mean" over the pages' text: needs every chunk's text at hand
+            body_identifiers = BodyIdentifierSuggester(fulltext.texts, fulltext.version, _page_description(index))
+            body_identifiers.refresh_in_background()
+        trash = Trash(settings.trash_dir, folder)
+        documents = DocumentService(folder, index, metadata, vectors, dense_embedder, trash=trash,
+                                    max_upload_bytes=settings.max_upload_bytes,
+                                    backend_timeout=settings.backend_timeout)
+        reconciler = Reconciler(documents, folder, index, metadata, vectors)
+        # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
+        # running would miss that document until someone opened the knowledge base anew or reconciled.
+        follower.every(RECOVER_EVERY, reconciler.recover_dead_writers)
+        follower.every(SYNONYMS_EVERY, index.reload_synonyms)  # a hand edit or another process's save
+        # long work as jobs of this process, one heavy job at a time across processes (the "kbjob" lock); jobs of
+        # processes that died are marked failed here at open and by the follower every RECOVER_EVERY seconds
+        jobs = JobRunner(JobStore(metadata), lambda: metadata.lock("kbjob", "heavy"),
+                         StagingArea(settings.app_root / STAGING_FOLDER), share=settings.job_share)
+        follower.every(RECOVER_EVERY, jobs.sweep)
+        watcher = None
+        if settings.watch:
+            # one watcher per database and folder; the lock name does not depend on where this process sits
+            def reconcile_changed(paths: Iterable[str]) -> Any:
+                # recorded as the watcher's change, not an agent's
+                with acting(service_actor("watcher")), metrics.timed("watch_sync"):
+                    return reconciler.reconcile(paths, delete_missing=True)
 
-        watcher = FolderWatcher(folder.base_dir, reconcile_changed,
-                                metadata.lease("kbwatch", folder.display_path("")),
-                                catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
-    kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
-                       documents=documents, reconciler=reconciler, trash=trash,
-                       lookup=HybridLookup(index, searcher, default_language=settings.default_language,
-                                           body_suggester=body_identifiers),
-                       searcher=searcher, follower=follower, watcher=watcher, metrics=metrics, jobs=jobs)
-    if settings.metrics_port:
-        if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
-            log.warning("metrics served beyond loopback on %s: anyone who reaches the port reads them",
-                        settings.metrics_host)
-        metrics.serve(settings.metrics_port, settings.metrics_host)
+            watcher = FolderWatcher(folder.base_dir, reconcile_changed,
+                                    metadata.lease("kbwatch", folder.display_path("")),
+                                    catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
+        kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
+                           documents=documents, reconciler=reconciler, trash=trash,
+                           lookup=HybridLookup(index, searcher, default_language=settings.default_language,
+                                               body_suggester=body_identifiers),
+                           searcher=searcher, follower=follower, watcher=watcher, metrics=metrics, jobs=jobs)
+        if settings.metrics_port:
+            if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
+                log.warning("metrics served beyond loopback on %s: anyone who reaches the port reads them",
+                            settings.metrics_host)
+            metrics.serve(settings.metrics_port, settings.metrics_host)
+    except BaseException:
+        vectors.close()  # what refused to open leaves no Milvus Lite server behind
+        raise
     try:
         reconciler.recover(just_scanned=True)  # finish or undo what a crash left PENDING (only those rows)
     except KnowledgeBaseError as exc:
@@ -167,6 +174,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         log.error("could not check for jobs of processes that died: %s", exc)
     if watcher is not None:
         watcher.start()  # after recovery: the catch-up sync must not meet this process's own PENDING rows
+    if not one_question:
+        vectors.wait_warm_up()  # open means open: Milvus answers (or its outage is logged) when this returns
     log.info("knowledge base open in %.2f s: %d L0 documents, database %s, Milvus %s (%s), model %s: %s",
              time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
              settings.embedding_model, embedder.state.state)

@@ -290,6 +290,12 @@ class MilvusVectorStore:
         self._warming = threading.Thread(target=warm, name="kb-milvus-warm-up", daemon=True)
         self._warming.start()
 
+    def wait_warm_up(self) -> None:
+        """Until `warm_up_in_background`'s warm-up has ended (at once when none was started)."""
+        warming = self._warming
+        if warming is not None and warming is not threading.current_thread():
+            warming.join()
+
     def warm_up(self) -> None:
         """Open the collection and run one BM25 query, so the first user query does not pay for it. A
         full-text index that is empty while Milvus holds chunks (a knowledge base from before the index
