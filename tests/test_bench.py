@@ -275,3 +275,21 @@ def test_the_chinese_corpus_is_product_documentation_and_the_queries_come_from_i
     assert set(queries) == set(KINDS) and all(len(v) >= 10 for v in queries.values())
     assert all(any(q.endswith(p["summary"]) for p in pages) for q in queries["summary"])
     assert all(any(q[:12] in p["text"] for p in pages) for q in queries["body sentence"])  # one or two sentences
+
+
+def test_the_cold_start_benchmark_runs_the_code_it_names_not_the_installed_checkout(tmp_path):
+    """`bench_cold --against REV` compares two versions only if each process imports the version it names."""
+    from benchmarks.bench_cold import _CLI, REPO, _import_seconds, _run
+
+    other = tmp_path / "other"
+    (other / "kb_core").mkdir(parents=True)
+    (other / "kb_core" / "__init__.py").write_text("WHICH = 'other'\n")
+    (other / "kb_core" / "cli.py").write_text("def main(argv):\n    print('other', argv)\n    return 0\n")
+    kb_root = tmp_path / "kb"
+    kb_root.mkdir()
+    _, out, _ = _run(other, kb_root, _CLI, "lookup", "X")
+    assert out.split() == ["other", "['lookup',", "'X']"]
+    _, out, _ = _run(REPO, kb_root, "import kb_core; print(kb_core.__file__)")
+    assert out.strip() == str(REPO / "kb_core" / "__init__.py")
+    wall, own = _import_seconds(REPO, kb_root)
+    assert 0 < own < wall
