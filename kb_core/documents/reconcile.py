@@ -26,6 +26,8 @@ from kb_core.storage.ports import ChunkStore, MetadataRepository
 
 log = logging.getLogger(__name__)
 
+BATCH = 64  # new files indexed together (one intent transaction, one chunk write, one settling transaction)
+
 __all__ = ["ReconcileReport", "Reconciler"]
 
 
@@ -280,8 +282,22 @@ class Reconciler:
         updated: list[str] = []
         unchanged: list[str] = []
         failed: list[tuple[str, str]] = []
-        for i, file_path in enumerate(on_disk):
-            progress("syncing", i, len(on_disk))
+        # Many new files (a copied tree, a first reconcile) go in batches: a commit and a flush per batch. A few
+        # go one by one, as changed files do: a cancel then stops at the next file.
+        new = [p for p in on_disk if p not in rows]
+        new = new if len(new) >= BATCH else []
+        for start in range(0, len(new), BATCH):
+            progress("syncing", start, len(on_disk))
+            try:
+                done, _left = self._service.index_new_files(new[start:start + BATCH])
+            except KnowledgeBaseError as exc:  # the undo failed: recovery settles the rows; say so per file
+                failed += [(p, str(exc)) for p in new[start:start + BATCH]]
+                continue
+            added += done
+        batched = set(added) | {p for p, _ in failed}
+        rest = [p for p in on_disk if p not in batched]
+        for i, file_path in enumerate(rest):
+            progress("syncing", len(batched) + i, len(on_disk))
             row = rows.get(file_path)
             real = self._folder.resolve(file_path)
             try:

@@ -26,7 +26,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -678,6 +678,59 @@ class DocumentService:
                 failed.append((row.file_path, str(exc)))
         progress("done", len(rows), len(rows))
         return ReindexReport(tuple(done), tuple(failed))
+
+    def index_new_files(self, file_paths: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Index files that have no row yet as one batch: one transaction for their intent records, one write of
+        all their chunks (one Milvus upsert and flush, one full-text transaction), one transaction settling
+        them, then L0 — instead of a commit, an upsert and a flush per file. Returns (indexed, left): `left`
+        are the files this batch did not take (a row appeared meanwhile, unreadable, no text, or the batch
+        failed and was undone), for the caller to index one by one, which reports each file's own error. A
+        crash leaves the rows PENDING, which recovery settles as it does a single write's."""
+        items: list[tuple[str, str, str, bytes, PreparedDocument]] = []
+        left: list[str] = []
+        for file_path in file_paths:
+            try:
+                category, name = self._folder.document_place(file_path)
+                data = self._folder.read_bytes(file_path)
+                text = decode_markdown(data, max_bytes=max(self._max_upload_bytes, len(data)), file_name=file_path)
+                items.append((file_path, category, name, data, self.prepare(text, source=file_path)))
+            except (KnowledgeBaseError, OSError):
+                left.append(file_path)
+        if not items:
+            return [], left
+        with contextlib.ExitStack() as held:
+            for file_path in sorted(p for p, *_ in items):  # one order: two batches never wait for each other
+                held.enter_context(self.locked(file_path))
+            if any(self._metadata.get_by_path(p) is not None for p, *_ in items):
+                return [], [*left, *(p for p, *_ in items)]  # written meanwhile: the single path decides
+            values = [DocumentValues(
+                file_name=name, category=category, file_path=file_path, status=DocumentStatus.PENDING,
+                metadata_json=(json.dumps(prep.frontmatter.to_dict(), ensure_ascii=False) if prep.frontmatter
+                               else None),
+                content_sha256=sha256(data), size_bytes=len(data), chunk_count=len(prep.chunks),
+                embedding_model=FULLTEXT_PROFILE if prep.dense_missing else self.profile,
+                last_error=DENSE_MISSING if prep.dense_missing else None)
+                for file_path, category, name, data, prep in items]
+            ids: list[int] = []
+            try:
+                ids = self._metadata.save_new_documents(values, pending=("upload", self.owner))
+                rows = [row for doc_id, (file_path, category, _, _, prep) in zip(ids, items, strict=True)
+                        for row in self._rows(doc_id, file_path, category, prep)]
+                self._vectors.upsert(rows)
+                self._metadata.finish_writes([(doc_id, v.last_error) for doc_id, v in zip(ids, values, strict=True)])
+            except Exception as exc:  # noqa: BLE001 - undone here, then each file goes the single way
+                log.warning("a batch of %d new documents failed (%s: %s): undoing it, then one by one",
+                            len(items), type(exc).__name__, exc)
+                problems = _run_undos([("vectors", lambda d=d: self._vectors.delete_document(d)) for d in ids]
+                                      + ([("row", lambda: self._metadata.delete_documents(ids))] if ids else []))
+                if problems:  # left PENDING for recovery (this service's rows are settled once stores answer)
+                    raise DocumentError("batch undo", "; ".join(problems)) from exc
+                return [], [*left, *(p for p, *_ in items)]
+            with self._l0.bulk():
+                for file_path, category, _, _, prep in items:
+                    self._update_l0(file_path, prep.frontmatter, category, prep.text)
+        log.info("indexed %d new documents as one batch (%d chunks)", len(items), len(rows))
+        return [p for p, *_ in items], left
 
     def index_file(self, file_path: str, progress: Progress = no_progress, *, dense: bool = True) -> DocumentRecord:
         """Index a document from its file on disk (the file wins over what the stores hold); `dense=False`:

@@ -32,15 +32,19 @@ def resolve_model_folder(model: str) -> Path | None:
         return path
     if path.is_absolute() or model.startswith((".", "~")) or model.count("/") != 1:
         return None
-    if not any((cache / f"models--{model.replace('/', '--')}").is_dir() for cache in _hub_caches()):
+    caches = [c for c in _hub_caches() if (c / f"models--{model.replace('/', '--')}").is_dir()]
+    if not caches:
         return None  # not cached anywhere the hub looks: said without importing it (~1 s at a cold start)
     try:
         from huggingface_hub import try_to_load_from_cache
 
-        cached = try_to_load_from_cache(model, "config.json")
+        for cache in caches:
+            cached = try_to_load_from_cache(model, "config.json", cache_dir=cache)
+            if isinstance(cached, str):
+                return Path(cached).parent
     except Exception:  # noqa: BLE001 - an unusable cache is the same as no cache
         return None
-    return Path(cached).parent if isinstance(cached, str) else None
+    return None
 
 
 def _hub_caches() -> list[Path]:

@@ -359,6 +359,47 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
             session.flush()
             return row.id
 
+    def save_new_documents(self, values: Sequence[DocumentValues], *, pending: tuple[str, str]) -> list[int]:
+        """Insert many new rows, each with its intent record (`pending`), in one transaction; their ids, in
+        order (a batch of new documents: `save_document` one by one costs a commit each)."""
+        with self._write("save the document rows") as session:
+            rows = []
+            for value in values:
+                row = ApiDocument()
+                for f in fields(DocumentValues):
+                    setattr(row, f.name, getattr(value, f.name))
+                row.pending_operation, row.pending_owner = pending
+                row.updated_at = utcnow()
+                row.changed_by = acting_name()
+                session.add(row)
+                rows.append(row)
+            session.flush()
+            return [row.id for row in rows]
+
+    def finish_writes(self, done: Sequence[tuple[int, str | None]]) -> None:
+        """`finish_write` for many rows — (id, last_error) each, status INDEXED — in one transaction."""
+        with self._write("mark the documents indexed") as session:
+            for doc_id, last_error in done:
+                row = session.get(ApiDocument, doc_id)
+                if row is None:
+                    continue
+                row.status, row.last_error = DocumentStatus.INDEXED, last_error
+                row.pending_operation = row.pending_owner = None
+                row.updated_at = utcnow()
+                row.changed_by = acting_name() or row.changed_by
+                session.add(Change(file_path=row.file_path, operation="upsert", content_sha256=row.content_sha256,
+                                   created_at=utcnow(), actor=acting_name()))
+
+    def delete_documents(self, doc_ids: Sequence[int]) -> None:
+        """Delete many rows (a failed batch's undo), each with its change-feed row, in one transaction."""
+        with self._write("delete the document rows") as session:
+            for doc_id in doc_ids:
+                row = session.get(ApiDocument, doc_id)
+                if row is not None:
+                    session.add(Change(file_path=row.file_path, operation="delete", content_sha256=None,
+                                       created_at=utcnow(), actor=acting_name()))
+                    session.delete(row)
+
     def set_pending(self, doc_id: int, operation: str, owner: str) -> None:
         """Record that `operation` on the row is in flight (status PENDING) before anything else is touched, and
         who asked for it (recovery finishing a killed delete records them with the trashed file)."""
