@@ -223,8 +223,9 @@ def test_a_running_process_recovers_the_write_of_a_writer_killed_mid_upload(tmp_
         assert (tmp_path / "knowledge_base/api/killed.md").is_file()
         [row] = internals(survivor).metadata.pending_documents()
         assert row.file_path == "knowledge_base/api/killed.md"
-        _wait_for(lambda: not internals(survivor).metadata.pending_documents(), timeout=15)
-        assert internals(survivor).index.exact_match("KILLED_MID_UPLOAD")
+        # settled: the row's final commit, then L0 (in that order: wait for both, not for the first alone)
+        _wait_for(lambda: not internals(survivor).metadata.pending_documents()
+                  and internals(survivor).index.exact_match("KILLED_MID_UPLOAD"), timeout=15)
         [settled] = survivor.documents()
         from kb_core.storage.db_models import DocumentStatus
 
