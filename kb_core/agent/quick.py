@@ -10,10 +10,9 @@ to the call spool, which the next process with the database moves into the call 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
-from kb_core.agent.tool import LookupTool
+from kb_core.agent.tool import LookupTool, stamped
 from kb_core.documents.folder import KnowledgeFolder
 from kb_core.logs import log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeIndex
@@ -39,8 +38,7 @@ class _Held:
         self.records: list[dict[str, Any]] = []
 
     def record(self, **fields: Any) -> None:
-        fields.setdefault("created_at", datetime.now(UTC).replace(tzinfo=None))  # as `CallRecorder.record`
-        self.records.append(fields)
+        self.records.append(stamped(fields))
 
 
 def answer_from_l0(settings: Settings, query: object, section_title: object = None, *,

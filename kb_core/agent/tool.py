@@ -185,6 +185,12 @@ class BatchCallSink(CallSink, Protocol):
         ...
 
 
+def stamped(fields: dict[str, Any]) -> dict[str, Any]:
+    """A call record with its time: the call's, not the later write's."""
+    fields.setdefault("created_at", datetime.now(UTC).replace(tzinfo=None))
+    return fields
+
+
 class CallRecorder:
     """Writes call records on a background thread, many to a transaction, so a call never waits for the
     database and a burst of calls is logged as fast as the database takes batches.
@@ -215,7 +221,7 @@ class CallRecorder:
         self._warned_at = 0.0
 
     def record(self, **fields: Any) -> None:
-        fields.setdefault("created_at", datetime.now(UTC).replace(tzinfo=None))  # the call's time, not the write's
+        stamped(fields)
         with self._changed:
             if len(self._pending) + self._writing >= self._max_pending:
                 self._count_dropped(1, f"the call log's queue was full ({self._max_pending:,} calls waiting "
