@@ -72,7 +72,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     settings = settings or load_settings()
     if settings.log_file:  # first: the lines of the opening itself go there too (idempotent per path)
         configure_log_file(log_file_path(settings.log_file, settings.app_root))
-    # jieba's dictionary (~0.8 s) loads while the database and Milvus start; the first Chinese query waits for it
+    # the tokenizer's dictionary (~0.25 s) loads while the database and Milvus start, not on the first query
     threading.Thread(target=text_analysis.warm_up, name="kb-jieba", daemon=True).start()
     if embedder is None:
         embedder = _configured_embedder(settings)

