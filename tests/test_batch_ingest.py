@@ -141,3 +141,61 @@ def test_a_writer_killed_mid_batch_leaves_what_the_next_opening_settles(tmp_path
         assert json.loads(json.dumps(kb.lookup_knowledge("RELAY_007")))["primary"]["confidence"] == "high"
     finally:
         kb.close()
+
+
+class _CountingEmbedder:
+    """A deterministic 16-d embedder that records each `encode_documents` call's size (real stores; only the
+    model is fake)."""
+
+    model_id = "test/counting-16"
+    dimension = 16
+    available = True
+
+    def __init__(self):
+        from kb_core.storage.ports import ModelState
+
+        self.calls: list[int] = []
+        self.state = ModelState("ready", self.model_id, "test")
+
+    def wait_ready(self, timeout=None):
+        return self.state
+
+    def start_loading(self):
+        pass
+
+    @staticmethod
+    def vector(text: str) -> list[float]:
+        import hashlib
+
+        raw = [b - 127.5 for b in hashlib.sha256(text.encode()).digest()[:16]]
+        norm = sum(x * x for x in raw) ** 0.5
+        return [x / norm for x in raw]
+
+    def encode_queries(self, texts):
+        return [self.vector(t) for t in texts]
+
+    def encode_documents(self, texts, progress=None):
+        self.calls.append(len(texts))
+        return [self.vector(t) for t in texts]
+
+
+def test_a_batch_is_embedded_in_one_call_and_each_chunk_gets_its_own_vector(tmp_path):
+    """The model sees a whole batch's passages at once (its own batches fill up), and the vectors land on the
+    chunks they were computed for."""
+    n = BATCH + 3
+    _pages(tmp_path, n)
+    embedder = _CountingEmbedder()
+    kb = open_knowledge_base(make_settings(tmp_path), embedder=embedder)
+    try:
+        report = kb.reconcile()
+        assert len(report.added) == n and not report.failed
+        rows = kb.documents()
+        assert {d.embedding_model for d in rows} == {embedder.model_id}
+        assert embedder.calls == [sum(d.chunk_count for d in rows if d.file_path.endswith(tuple(
+            f"relay-{i:03d}.md" for i in range(BATCH)))), sum(d.chunk_count for d in rows) - embedder.calls[0]]
+        for row in rows[:: 17]:
+            chunks = internals(kb).vectors.chunks_of(row.id, with_vectors=True)
+            assert chunks and all(c.dense == pytest.approx(embedder.vector(c.text)) for c in chunks), row.file_path
+        assert_consistent(kb)
+    finally:
+        kb.close()

@@ -125,6 +125,36 @@ def test_a_change_is_not_applied_while_the_file_holds_other_bytes(tmp_path):
     assert index.exact_match("SETTLED_KEY") and not index.exact_match("ANNOUNCED_KEY")
 
 
+def test_an_own_write_coming_back_through_the_feed_is_not_read_again(tmp_path, monkeypatch):
+    """A process's own writes come back through the change feed: L0 has that version already (`add(...,
+    sha256=)`), so refresh reads nothing; another version of the same file (someone else's write) is read."""
+    import hashlib
+
+    from kb_core.documents.entry import entry_of_bytes
+    from kb_core.retrieval import keyword_index
+    from kb_core.retrieval.keyword_index import KnowledgeIndex
+
+    target = tmp_path / "knowledge_base" / "api" / "a.md"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"")
+    index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    index.load()
+    mine = doc("A", ["MINE_KEY"]).encode()
+    target.write_bytes(mine)
+    index.add(entry_of_bytes(index.folder, "api/a.md", mine), sha256=hashlib.sha256(mine).hexdigest())
+    reads: list[str] = []
+    real = keyword_index.read_regular
+    monkeypatch.setattr(keyword_index, "read_regular", lambda path, **kw: reads.append(str(path)) or real(path, **kw))
+    assert index.refresh("knowledge_base/api/a.md", hashlib.sha256(mine).hexdigest()) is False
+    assert reads == [] and index.exact_match("MINE_KEY")
+    theirs = doc("A", ["THEIR_KEY"]).encode()
+    target.write_bytes(theirs)  # another process's write of the same file: its own change announces these bytes
+    assert index.refresh("knowledge_base/api/a.md", hashlib.sha256(theirs).hexdigest()) is True
+    assert len(reads) == 1 and index.exact_match("THEIR_KEY") and not index.exact_match("MINE_KEY")
+    # remembered once: the same announcement again is read (and changes nothing)
+    assert index.refresh("knowledge_base/api/a.md", hashlib.sha256(theirs).hexdigest()) is False and len(reads) == 2
+
+
 def test_a_write_that_commits_after_a_later_one_is_still_applied(tmp_path, mysql_database):
     """InnoDB hands out ids at insert, not at commit: B applies id N+1 while N is still open. N must not be
     skipped for good when it commits (it was, until the follower remembered skipped ids)."""

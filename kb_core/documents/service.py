@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -61,7 +61,7 @@ __all__ = ["DeleteOutcome", "DocumentError", "DocumentService", "L0Writer", "Pro
 class L0Writer(Protocol):
     """What the writers need of L0 (`kb_core.retrieval.keyword_index.KnowledgeIndex` is one)."""
 
-    def add(self, entry: KnowledgeEntry) -> None: ...
+    def add(self, entry: KnowledgeEntry, *, sha256: str | None = None) -> None: ...
     def remove(self, file_path: str) -> bool: ...
     def bulk(self) -> AbstractContextManager[None]: ...
     def load(self) -> int: ...
@@ -100,6 +100,9 @@ class PreparedDocument:
     vectors: list[list[float]] | None
     warnings: tuple[str, ...] = field(default_factory=tuple)
     dense_missing: bool = False  # the model was not ready: indexed for full text only, re-index fills it in
+
+
+_BatchItem = tuple[str, str, str, bytes, PreparedDocument]  # (file path, category, file name, bytes, prepared)
 
 
 def header_text(fm: Frontmatter) -> str:
@@ -448,7 +451,7 @@ class DocumentService:
             raise DocumentError(step, message) from exc
 
         self._stranded.pop(file_path, None)  # a write that went through settles any earlier one
-        self._update_l0(file_path, prepared.frontmatter, category, prepared.text)
+        self._update_l0(file_path, prepared.frontmatter, category, prepared.text, digest)
         record = self._metadata.get(doc_id) if doc_id is not None else None
         if record is None:  # pragma: no cover - committed just above
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
@@ -508,9 +511,11 @@ class DocumentService:
             for chunk, text, vector in zip(prepared.chunks, prepared.texts, vectors, strict=True)
         ]
 
-    def _update_l0(self, file_path: str, fm: Frontmatter | None, category: str, text: str) -> None:
+    def _update_l0(self, file_path: str, fm: Frontmatter | None, category: str, text: str, digest: str) -> None:
+        """`digest`: the hash of the bytes `text` came from (the change feed announces it: L0 need not read them
+        again when this write comes back through the feed)."""
         if fm is not None:
-            self._l0.add(KnowledgeEntry.from_frontmatter(file_path, fm, category, text))
+            self._l0.add(KnowledgeEntry.from_frontmatter(file_path, fm, category, text), sha256=digest)
         else:
             self._l0.remove(file_path)
 
@@ -686,18 +691,19 @@ class DocumentService:
         are the files this batch did not take (a row appeared meanwhile, unreadable, no text, or the batch
         failed and was undone), for the caller to index one by one, which reports each file's own error. A
         crash leaves the rows PENDING, which recovery settles as it does a single write's."""
-        items: list[tuple[str, str, str, bytes, PreparedDocument]] = []
+        items: list[_BatchItem] = []
         left: list[str] = []
         for file_path in file_paths:
             try:
                 category, name = self._folder.document_place(file_path)
                 data = self._folder.read_bytes(file_path)
                 text = decode_markdown(data, max_bytes=max(self._max_upload_bytes, len(data)), file_name=file_path)
-                items.append((file_path, category, name, data, self.prepare(text, source=file_path)))
+                items.append((file_path, category, name, data, self.prepare(text, source=file_path, dense=False)))
             except (KnowledgeBaseError, OSError):
                 left.append(file_path)
         if not items:
             return [], left
+        items = self._embed_together(items)
         with contextlib.ExitStack() as held:
             for file_path in sorted(p for p, *_ in items):  # one order: two batches never wait for each other
                 held.enter_context(self.locked(file_path))
@@ -727,10 +733,32 @@ class DocumentService:
                     raise DocumentError("batch undo", "; ".join(problems)) from exc
                 return [], [*left, *(p for p, *_ in items)]
             with self._l0.bulk():
-                for file_path, category, _, _, prep in items:
-                    self._update_l0(file_path, prep.frontmatter, category, prep.text)
+                for file_path, category, _, data, prep in items:
+                    self._update_l0(file_path, prep.frontmatter, category, prep.text, sha256(data))
         log.info("indexed %d new documents as one batch (%d chunks)", len(items), len(rows))
         return [p for p, *_ in items], left
+
+    def _embed_together(self, items: list[_BatchItem]) -> list[_BatchItem]:
+        """The dense vectors of a whole batch in one `encode_documents` call - the model's own batches fill up,
+        instead of a few calls of a page's 10-20 passages each. A model that is not ready, or fails, leaves the
+        batch for full-text search now (dense missing: re-index or reconcile adds them, as for one file)."""
+        if self._embedder is None or not self._embedder.state.ready:
+            return items
+        texts = [t for *_, prep in items for t in prep.texts]
+        try:
+            vectors = self._embedder.encode_documents(texts)
+        except Exception as exc:  # noqa: BLE001 - as when the model is not ready: full text now, vectors later
+            log.warning("embedding a batch of %d documents failed (%s: %s): indexed for full-text search only",
+                        len(items), type(exc).__name__, exc)
+            return items
+        out: list[_BatchItem] = []
+        start = 0
+        for file_path, category, name, data, prep in items:
+            end = start + len(prep.texts)
+            out.append((file_path, category, name, data,
+                        replace(prep, vectors=vectors[start:end], dense_missing=False)))
+            start = end
+        return out
 
     def index_file(self, file_path: str, progress: Progress = no_progress, *, dense: bool = True) -> DocumentRecord:
         """Index a document from its file on disk (the file wins over what the stores hold); `dense=False`:

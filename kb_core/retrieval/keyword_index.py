@@ -99,11 +99,16 @@ class KnowledgeIndex:
         self._snapshot_path = Path(snapshot_path) if snapshot_path else None
         self._records: dict[str, bytes] = {}  # display path -> the file's version (`folder.file_version`)
         self._records_dirty = False
+        # path -> hash of the version this process's own write put in L0 (`add(..., sha256=)`): when the change
+        # feed brings that write back, `refresh` knows the entry already and reads nothing (a reconcile of
+        # 1,000 new files re-read and parsed each of them on the follower's thread). Bounded: see `add`.
+        self._written: dict[str, str] = {}
         # the last snapshot written lacks the search structures only because they were a delta: save again once
         # the background rebuild made them whole
         self._save_after_fold = False
         self._closed = False
         self._save_timer: threading.Timer | None = None
+        self._changed_at = 0.0  # monotonic time of the last change the snapshot does not hold yet
 
     @property
     def folder(self) -> KnowledgeFolder:
@@ -116,6 +121,8 @@ class KnowledgeIndex:
 
     def scan(self) -> LoadReport:
         started = time.perf_counter()
+        if self._records_dirty:  # what this process knows (own writes, an earlier scan) is reused, not parsed again
+            self.save_snapshot()
         try:  # the synonyms file lives with the documents: read it with them
             self._file_synonyms = synonyms_module.load_file(self._folder.base_dir)
         except InvalidInputError as exc:
@@ -219,6 +226,8 @@ class KnowledgeIndex:
         `expected_sha256` (the change feed's hash of the version it announces): when the file holds other bytes,
         a write is in flight or already newer, and reading it now could publish a version that is about to be
         rolled back; the entry is left as it is, and the feed brings the write that settles the file."""
+        if expected_sha256 is not None and self._written.pop(file_path, None) == expected_sha256:
+            return False  # this process's own write of that version: its entry is in L0 already
         folder = self._folder
         path = folder.lexical_path(file_path)
         entry = None
@@ -377,6 +386,21 @@ class KnowledgeIndex:
         except OSError:
             return None
 
+    def _version_of(self, file_path: str, sha256: str) -> bytes | None:
+        """The version (`file_version`) of the file at `file_path` when it holds the bytes hashed `sha256` and
+        did not change while they were read (the entry made from those bytes is then the file's, as the scan
+        would make it); None otherwise."""
+        path = self._folder.lexical_path(file_path)
+        if path is None or self._snapshot_path is None:
+            return None
+        try:
+            before = file_version(os.stat(path))
+            data = read_regular(path, max_bytes=self._folder.max_bytes)
+            after = file_version(os.stat(path))
+        except OSError:
+            return None
+        return before if before == after and hashlib.sha256(data).hexdigest() == sha256 else None
+
     def _forget(self, file_path: str) -> None:
         """An entry that did not come from reading its file here has no record: it is parsed at the next open."""
         if self._records.pop(file_path, None) is not None:
@@ -386,13 +410,30 @@ class KnowledgeIndex:
         if self._snapshot_path is None:
             return
         self._records_dirty = True
-        if self._save_timer is not None:
-            self._save_timer.cancel()
+        self._changed_at = time.monotonic()
         if self._closed:
             return  # saved by the next close(), if any: nothing is written behind the owner's back after close
-        self._save_timer = threading.Timer(self.SAVE_AFTER, self.save_snapshot)
+        # One timer at a time, which waits again while changes keep coming: a timer (a thread) per change cost
+        # a reconcile of 1,000 new files a second of thread starts.
+        if self._save_timer is None or not self._save_timer.is_alive():
+            self._start_save_timer(self.SAVE_AFTER)
+
+    def _start_save_timer(self, delay: float) -> None:
+        self._save_timer = threading.Timer(delay, self._save_when_quiet)
         self._save_timer.daemon = True
         self._save_timer.start()
+
+    def _save_when_quiet(self) -> None:
+        """The timer: the snapshot is written once `SAVE_AFTER` seconds have passed without a change."""
+        quiet = time.monotonic() - self._changed_at
+        if self._closed:
+            return
+        if quiet < self.SAVE_AFTER:
+            self._start_save_timer(self.SAVE_AFTER - quiet)
+            return
+        self.save_snapshot()
+        if self._records_dirty and not self._closed:  # changed while it was written (this timer was still alive)
+            self._start_save_timer(self.SAVE_AFTER)
 
     def _fits(self, built: object, entries: list[KnowledgeEntry]) -> bool:
         """Whether a saved, built snapshot is exactly what `_rebuild(entries)` would build now: of these very
@@ -553,17 +594,34 @@ class KnowledgeIndex:
                     else:
                         self._apply(changes)
 
-    def add(self, entry: KnowledgeEntry) -> None:
+    WRITTEN_MAX = 10_000  # own writes remembered for the change feed (forgetting one only costs a re-read)
+
+    def add(self, entry: KnowledgeEntry, *, sha256: str | None = None) -> None:
         """Add an entry at the end, or replace the entry with the same `file_path` in place. The very entry L0
         holds already (a re-index of an unchanged file) changes nothing and rebuilds nothing: a rebuild is O(all
-        documents) and its automaton holds the GIL, so a re-index of every document would rebuild L0 as often."""
+        documents) and its automaton holds the GIL, so a re-index of every document would rebuild L0 as often.
+        `sha256`: the hash of the bytes the entry was made from, when a write of this process made it (the
+        change feed then announces that version, and `refresh` need not read it; and the file's version is
+        recorded as the scan records it, so the next opening, or the load that ends a reconcile, reuses the
+        entry instead of parsing the file again)."""
+        record = self._version_of(entry.file_path, sha256) if sha256 is not None else None
         with self._write_lock:
             self._forget(entry.file_path)
             self._change(entry.file_path, entry)
+            if record is not None:
+                self._records[entry.file_path] = record
+                self._snapshot_changed()
+            if sha256 is not None:
+                if len(self._written) >= self.WRITTEN_MAX:
+                    self._written.clear()
+                self._written[entry.file_path] = sha256
+            else:
+                self._written.pop(entry.file_path, None)
 
     def remove(self, file_path: str) -> bool:
         with self._write_lock:
             self._forget(file_path)
+            self._written.pop(file_path, None)
             if self._entry(file_path) is None:
                 return False
             self._change(file_path, None)

@@ -379,8 +379,11 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
     def finish_writes(self, done: Sequence[tuple[int, str | None]]) -> None:
         """`finish_write` for many rows — (id, last_error) each, status INDEXED — in one transaction."""
         with self._write("mark the documents indexed") as session:
+            ids = [doc_id for doc_id, _ in done]
+            found = {row.id: row for start in range(0, len(ids), 500)  # one query per 500, not a get per row
+                     for row in session.scalars(select(ApiDocument).where(ApiDocument.id.in_(ids[start:start + 500])))}
             for doc_id, last_error in done:
-                row = session.get(ApiDocument, doc_id)
+                row = found.get(doc_id)
                 if row is None:
                     continue
                 row.status, row.last_error = DocumentStatus.INDEXED, last_error
