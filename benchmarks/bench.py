@@ -34,6 +34,9 @@ over many calls, and ratios between variants run in the same process a moment ap
 - cold start (`cold`): fresh processes timed from outside — `import kb_core`, `kb lookup` of a keyword at
   `--cold-docs` pages from the snapshot, `kb lookup` of a question L1 answers — beside `--cold-against REV`'s
   code in the same run (`benchmarks.bench_cold`, issue 32).
+- ingest of real trees (`--ingest-tree DIR`, repeatable; only when given): `kb reconcile` of copied documentation
+  trees in fresh processes, pages/s beside `--cold-against REV`'s code, and the job's ETA at 10 % against the
+  time it really took (`benchmarks.bench_ingest`; `python -m benchmarks.devset build` exports the trees).
 
 - Heavy: a 5 MB document made of headings (flat, nested, CJK): upload time and memory, what it adds to an open,
   a section lookup, and a 100,000-character query, each step in its own process (`benchmarks.bench_heavy`).
@@ -64,6 +67,8 @@ from typing import Any
 from benchmarks.bench_cold import bench_cold, render_cold
 from benchmarks.bench_heavy import VARIANTS as HEAVY_VARIANTS
 from benchmarks.bench_heavy import bench_heavy, render_heavy
+from benchmarks.bench_ingest import bench_ingest as bench_ingest_trees
+from benchmarks.bench_ingest import render_ingest
 from benchmarks.bench_pages import bench_pages, render_pages
 from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_trees import bench_trees, render_trees
@@ -772,6 +777,8 @@ def render(report: dict[str, Any]) -> str:
         lines += render_heavy(report["heavy"])
     if report.get("cold"):
         lines += ["", *render_cold(report["cold"])]
+    if report.get("ingest_trees"):
+        lines += ["", *render_ingest(report["ingest_trees"])]
     return "\n".join(lines)
 
 
@@ -805,6 +812,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-docs", type=int, default=10000, help="pages of the cold-start L0 tree")
     parser.add_argument("--cold-against", default=None,
                         help="a commit whose code the cold-start processes also run, side by side (e.g. HEAD~1)")
+    parser.add_argument("--ingest-tree", type=Path, action="append", default=[],
+                        help="a knowledge_base folder of a real documentation tree to reconcile (repeatable)")
     parser.add_argument("--json", type=Path, default=Path("bench-results.json"))
     parser.add_argument("--quick", action="store_true", help="a smoke run: N=50, few repetitions, no BGE model")
     args = parser.parse_args(argv)
@@ -876,6 +885,11 @@ def main(argv: list[str] | None = None) -> int:
             report["cold"] = bench_cold(workdir / "cold", docs=50 if args.quick else args.cold_docs,
                                         l1_docs=50 if args.quick else 1000, repeat=2 if args.quick else 5,
                                         against=args.cold_against)
+            write_json(args.json, report)
+        if args.ingest_tree:
+            print(f"ingest of {len(args.ingest_tree)} real trees ...", file=sys.stderr)
+            report["ingest_trees"] = bench_ingest_trees(workdir, trees=[t.resolve() for t in args.ingest_tree],
+                                                        repeat=1 if args.quick else 3, against=args.cold_against)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return publish(args.json, report, render(report))

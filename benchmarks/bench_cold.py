@@ -36,7 +36,7 @@ from typing import Any
 from benchmarks.common import NO_MODEL, bench_settings, generate_corpus, machine, publish
 
 REPO = Path(__file__).resolve().parents[1]
-GOALS = {"import": 0.3, "l0": 1.0, "l1": 3.0}  # seconds, issue 32 (quiet 2-core machine)
+GOALS = {"import": 0.3, "l0": 1.0, "l1": 3.0, "mcp": 1.0}  # seconds, issue 32 (quiet 2-core machine)
 
 # Import the code under `root` instead of the installed (editable) checkout: the editable finder comes first on
 # sys.meta_path and would win over sys.path.
@@ -70,6 +70,68 @@ def _import_seconds(code: Path, kb_root: Path) -> tuple[float, float]:
     wall, _, err = _run(code, kb_root, "import kb_core", importtime=True)
     found = re.findall(r"import time:\s+\d+ \|\s+(\d+) \| kb_core$", err, re.M)
     return wall, int(found[-1]) / 1e6 if found else float("nan")
+
+
+_MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def _mcp_post(port: int, body: dict, session: str | None = None) -> tuple[dict, str]:
+    import json
+    import urllib.request
+
+    headers = {**_MCP_HEADERS, **({"Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-06-18"}
+                                  if session else {})}
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=json.dumps(body).encode(),
+                                     headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return dict(response.headers), response.read().decode()
+
+
+def _mcp_first_call(code: Path, kb_root: Path, keyword: str) -> tuple[float, float, str]:
+    """`kb mcp --http` started fresh: (seconds until it listens, seconds from listening to the answer of its
+    first `lookup_knowledge` call - initialize, initialized, the call - and that answer)."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _PREAMBLE.format(root=str(code)) + _CLI, "mcp", "--http",
+                             "--port", str(port)], env=_env(kb_root), cwd=kb_root, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the MCP server exited with {proc.returncode}")
+            if time.perf_counter() - started > 120:
+                raise RuntimeError("the MCP server did not listen within 120 s")
+            try:  # a path outside /mcp: the probe opens no session
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).close()
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                time.sleep(0.02)
+        listening = time.perf_counter()
+        headers, _ = _mcp_post(port, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                      "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                 "clientInfo": {"name": "bench", "version": "1"}}})
+        session = headers.get("mcp-session-id") or headers.get("Mcp-Session-Id")
+        _mcp_post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+        _, body = _mcp_post(port, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                   "params": {"name": "lookup_knowledge", "arguments": {"query": keyword}}}, session)
+        answered = time.perf_counter()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+    found = re.search(r'\\?"source\\?":\s*\\?"([^"\\]+)', body)
+    return listening - started, answered - listening, found.group(1) if found else body[-200:]
 
 
 def _build(root: Path, docs: int, *, index: bool) -> list[list[str]]:
@@ -115,7 +177,7 @@ def bench_cold(workdir: Path, *, docs: int, l1_docs: int, repeat: int, against: 
         if against:
             versions[f"{against}"] = stack.enter_context(_worktree(against))
         cells: dict[tuple[str, str], list[float]] = {(v, c): [] for v in versions for c in
-                                                     ("import", "import_wall", "l0", "l1")}
+                                                     ("import", "import_wall", "l0", "l1", "mcp_listen", "mcp")}
         answers: dict[tuple[str, str], str] = {}
         for turn in range(repeat):
             order = list(versions) if turn % 2 == 0 else list(versions)[::-1]
@@ -129,8 +191,13 @@ def bench_cold(workdir: Path, *, docs: int, l1_docs: int, repeat: int, against: 
                 wall, out, _ = _run(versions[name], l1_root, _CLI, "lookup", question)
                 cells[(name, "l1")].append(wall)
                 answers[(name, "l1")] = out
+                listen, first, source = _mcp_first_call(versions[name], l0_root, code)
+                cells[(name, "mcp_listen")].append(listen)
+                cells[(name, "mcp")].append(first)
+                answers[(name, "mcp")] = source
     first = list(versions)[0]
-    same = {kind: all(answers[(v, kind)] == answers[(first, kind)] for v in versions) for kind in ("l0", "l1")}
+    same = {kind: all(answers[(v, kind)] == answers[(first, kind)] for v in versions)
+            for kind in ("l0", "l1", "mcp")}
     return {"docs": docs, "l1_docs": l1_docs, "repeat": repeat, "build_s": {"l0": round(build_l0, 1),
                                                                             "l1": round(build_l1, 1)},
             "code": code, "question": question, "versions": list(versions), "same_answer": same,
@@ -145,6 +212,9 @@ def render_cold(r: dict[str, Any]) -> list[str]:
                                                                      None),
             (f"`kb lookup {r['code']}` at {r['docs']:,} pages (L0)", "l0", "l0"),
             (f"`kb lookup` of a question at {r['l1_docs']:,} indexed pages (L1)", "l1", "l1")]
+    if f"{versions[0]}|mcp" in r["medians_s"]:
+        rows += [(f"`kb mcp --http` at {r['docs']:,} pages: start until it listens", "mcp_listen", None),
+                 ("… then its first `lookup_knowledge` (L0) answered", "mcp", "mcp")]
     head = " | ".join(versions)
     lines = [f"Fresh processes, imports included; median of {r['repeat']} runs per cell (s)", "",
              f"| step | {head} |" + (" speed-up |" if len(versions) > 1 else "") + " goal |",
@@ -156,7 +226,8 @@ def render_cold(r: dict[str, Any]) -> list[str]:
         lines.append(f"| {label} | " + " | ".join(f"{v:.3f}" for v in values) + " |" + ratio
                      + (f" ≤ {GOALS[goal]:g} |" if goal else " |"))
     lines.append("")
-    lines.append(f"same answers in every version: L0 {r['same_answer']['l0']}, L1 {r['same_answer']['l1']}; "
+    lines.append(f"same answers in every version: L0 {r['same_answer']['l0']}, L1 {r['same_answer']['l1']}"
+                 + (f", MCP {r['same_answer']['mcp']}" if "mcp" in r["same_answer"] else "") + "; "
                  f"built in {r['build_s']['l0']:.0f} s (L0 tree) and {r['build_s']['l1']:.0f} s (indexed tree); "
                  f"load average {r['load_average']}")
     return lines

@@ -118,6 +118,7 @@ def render_performance(docs: Path = DOCS) -> str:
     opening = _load(docs, "bench-open-results.json")
     zh_dense = _load(docs, "bench-zh-dense-results.json")
     cold = _load(docs, "bench-cold-results.json")
+    ingest = _load(docs, "bench-ingest-results.json")
     sources = ", ".join(f"docs/{n}" for n, r in (("bench-l0-results.json", l0), ("bench-l1-results.json", l1),
                                                  ("bench-lookups-results.json", lookups),
                                                  ("bench-feed-results.json", feed),
@@ -127,7 +128,8 @@ def render_performance(docs: Path = DOCS) -> str:
                                                  ("bench-zh-dense-results.json", zh_dense),
                                                  ("bench-l0-change-results.json", change),
                                                  ("bench-open-results.json", opening),
-                                                 ("bench-cold-results.json", cold)) if r)
+                                                 ("bench-cold-results.json", cold),
+                                                 ("bench-ingest-results.json", ingest)) if r)
     out = [GENERATED.format(sources=sources), "", "# Performance", ""]
     out += _para(
         "Every figure on this page comes from the JSON a benchmark run wrote (named under each section, with the",
@@ -172,6 +174,8 @@ def render_performance(docs: Path = DOCS) -> str:
         out += _l0_open(opening)
     if cold:
         out += _cold(cold)
+    if ingest:
+        out += _ingest(ingest)
     if l1:
         out += _l1(l1)
     if lookups:
@@ -498,6 +502,16 @@ def _cold(report: dict[str, Any]) -> list[str]:
             "wrote and nothing else; the L1 tree is indexed (BM25 only). See "
             "[operations](operations.md#cold-start-one-question-from-a-fresh-process).", "",
             *render_cold(report["cold"]), "", *_notes(report), ""]
+
+
+def _ingest(report: dict[str, Any]) -> list[str]:
+    from benchmarks.bench_ingest import render_ingest
+
+    return ["## Ingest: reconcile of real documentation trees", "",
+            f"`{report['command']}`, {_when(report)}; {_machine(report.get('machine'))}; JSON in "
+            "[bench-ingest-results.json](bench-ingest-results.json). The trees are exported by "
+            "`python -m benchmarks.devset build` from public repositories (their pages stay outside this one).", "",
+            *render_ingest(report["ingest"]), "", *_notes(report), ""]
 
 
 def _zh(report: dict[str, Any], file_name: str) -> list[str]:

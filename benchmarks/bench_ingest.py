@@ -1,0 +1,144 @@
+"""Ingest as a user times it: `kb reconcile` of copied documentation trees in fresh processes (issue 32).
+
+    python -m benchmarks.bench_ingest --tree /tmp/devset/greptime/knowledge_base \
+        --tree /tmp/devset/hertzbeat/knowledge_base [--repeat 3] [--against HEAD~1]
+
+Each `--tree` is a `knowledge_base` folder (`python -m benchmarks.devset build` exports real public trees into
+one; their pages never enter this repository). Every run copies all the trees into a new, empty application
+root (`knowledge_base/<tree>/…`) and times `kb reconcile` there as a fresh process, imports and the opening
+included, BM25 only (`KB_EMBEDDING_FALLBACK=none`): pages per second of the whole command. With `--against
+REV` the same runs use that commit's code too (a `git worktree`), alternating, so each figure stands beside
+the previous one with their ratio. Medians of `--repeat` runs.
+
+Then, in this process on this checkout, the same reconcile as a job would report it: at the first progress
+report past 10 % of the files, the estimate the job shows (`JobRecord.eta_seconds`: elapsed / done × left)
+against the time it really took to finish.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_cold import _CLI, REPO, _run, _worktree
+from benchmarks.common import bench_settings, machine, publish
+
+GOAL_PAGES_S = 100  # issue 32: BM25 only, 2 quiet cores
+GOAL_ETA = 0.25  # the estimate at 10 % within 25 % of the real remaining time
+
+
+def _copy(trees: list[Path], root: Path) -> int:
+    base = root / "knowledge_base"
+    base.mkdir(parents=True)
+    for tree in trees:
+        for child in tree.iterdir():
+            target = base / child.name
+            (shutil.copytree if child.is_dir() else shutil.copy2)(child, target)
+    return sum(1 for p in base.rglob("*") if p.suffix.lower() in (".md", ".markdown", ".mdx") and p.is_file())
+
+
+def _reconcile_once(code: Path, trees: list[Path], workdir: Path) -> tuple[float, int, str]:
+    root = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
+    try:
+        files = _copy(trees, root)
+        seconds, out, _ = _run(code, root, _CLI, "reconcile")
+        summary = next((line for line in out.splitlines() if "files added" in line), out.strip()[-300:])
+        return seconds, files, summary
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _eta_check(trees: list[Path], workdir: Path) -> dict[str, Any]:
+    from kb_core import open_knowledge_base
+
+    root = workdir / "eta"
+    files = _copy(trees, root)
+    kb = open_knowledge_base(bench_settings(root, embedding_fallback="none", watch=False), load_model=False)
+    seen: list[tuple[float, int, int]] = []
+    try:
+        started = time.perf_counter()
+        kb.reconcile(progress=lambda _phase, done, total: seen.append((time.perf_counter() - started, done, total)))
+        took = time.perf_counter() - started
+    finally:
+        kb.close()
+    at = next(((t, d, n) for t, d, n in seen if n and d >= 0.1 * n), None)
+    if at is None:
+        return {"files": files, "seconds": round(took, 2), "estimate": None}
+    t, done, total = at
+    estimate = t / done * (total - done)  # JobRecord.eta_seconds
+    left = took - t
+    return {"files": files, "seconds": round(took, 2), "at_fraction": round(done / total, 3), "at_s": round(t, 2),
+            "estimated_left_s": round(estimate, 2), "real_left_s": round(left, 2),
+            "error": round(abs(estimate - left) / left, 3) if left > 0 else None}
+
+
+def bench_ingest(workdir: Path, *, trees: list[Path], repeat: int, against: str | None) -> dict[str, Any]:
+    versions: dict[str, Path] = {"this commit": REPO}
+    samples: dict[str, list[float]] = {}
+    summaries: dict[str, str] = {}
+    files = 0
+    with contextlib.ExitStack() as stack:
+        if against:
+            versions[against] = stack.enter_context(_worktree(against))
+        samples = {name: [] for name in versions}
+        for turn in range(repeat):
+            for name in (list(versions) if turn % 2 == 0 else list(versions)[::-1]):
+                print(f"ingest: {name}, run {turn + 1} of {repeat} ...", file=sys.stderr)
+                seconds, files, summary = _reconcile_once(versions[name], trees, workdir)
+                samples[name].append(seconds)
+                summaries[name] = summary
+    eta = _eta_check(trees, workdir)
+    medians = {name: statistics.median(s) for name, s in samples.items()}
+    return {"trees": [str(t) for t in trees], "files": files, "repeat": repeat, "versions": list(versions),
+            "medians_s": {n: round(s, 2) for n, s in medians.items()},
+            "pages_per_s": {n: round(files / s, 1) for n, s in medians.items()},
+            "samples_s": {n: [round(x, 2) for x in s] for n, s in samples.items()},
+            "summaries": summaries, "eta": eta, "goals": {"pages_per_s": GOAL_PAGES_S, "eta_error": GOAL_ETA}}
+
+
+def render_ingest(r: dict[str, Any]) -> list[str]:
+    first = r["versions"][0]
+    lines = [f"`kb reconcile` of {r['files']:,} files copied from {len(r['trees'])} real documentation trees into an "
+             "empty application root, each run a fresh process (imports and the opening included), BM25 only "
+             f"(KB_EMBEDDING_FALLBACK=none); medians of {r['repeat']} runs, the versions alternating:", "",
+             "| code | seconds | pages/s | ratio to this commit |", "|---|---:|---:|---:|"]
+    for name in r["versions"]:
+        ratio = r["medians_s"][name] / r["medians_s"][first]
+        lines.append(f"| {name} | {r['medians_s'][name]:.2f} | {r['pages_per_s'][name]:.1f} | {ratio:.2f} |")
+    e = r["eta"]
+    lines.append("")
+    if e.get("estimate", 0) is None:
+        lines.append("- ETA: no progress report passed 10 %.")
+    else:
+        lines.append(f"- ETA (this commit, in one process): at {e['at_fraction']:.0%} of the files ({e['at_s']:.1f} s "
+                     f"in) the job's estimate was {e['estimated_left_s']:.1f} s left; it took {e['real_left_s']:.1f} s "
+                     f"more (error {e['error']:.0%}; goal within {r['goals']['eta_error']:.0%}).")
+    lines.append(f"- Goal: {r['goals']['pages_per_s']} pages/s on 2 quiet cores (issue 32).")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_ingest", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tree", type=Path, action="append", required=True, help="a knowledge_base folder")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--against", default=None, help="a commit to run side by side (e.g. HEAD~1)")
+    parser.add_argument("--json", type=Path, default=Path("bench-ingest.json"))
+    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    report: dict[str, Any] = {"machine": machine(), "command": " ".join(["python -m benchmarks.bench_ingest", *given])}
+    with tempfile.TemporaryDirectory(prefix="kb-bench-ingest-") as tmp:
+        report["ingest"] = bench_ingest(Path(tmp), trees=[t.resolve() for t in args.tree], repeat=args.repeat,
+                                        against=args.against)
+    return publish(args.json, report, "\n".join(render_ingest(report["ingest"])))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
