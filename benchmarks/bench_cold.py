@@ -52,13 +52,14 @@ def _env(root: Path) -> dict[str, str]:
     return env
 
 
-def _run(code: Path, kb_root: Path, script: str, *args: str, importtime: bool = False) -> tuple[float, str, str]:
+def _run(code: Path, kb_root: Path, script: str, *args: str, importtime: bool = False,
+         ok: tuple[int, ...] = (0, 2)) -> tuple[float, str, str]:
     command = [sys.executable, *(["-X", "importtime"] if importtime else []), "-c",
                _PREAMBLE.format(root=str(code)) + script, *args]
     started = time.perf_counter()
     done = subprocess.run(command, env=_env(kb_root), cwd=kb_root, capture_output=True, text=True, timeout=300)
     seconds = time.perf_counter() - started
-    if done.returncode not in (0, 2):
+    if done.returncode not in ok:
         raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
     return seconds, done.stdout, done.stderr
 
