@@ -31,18 +31,20 @@ actor, gate = (None, None) if refusal else console_access()
 
 # One script per page at the top of pages/, no url_path: each URL is its file name (/upload is pages/upload.py),
 # the same name Streamlit's legacy pages/ mode gives it on a fresh server's first request (see pages/__init__.py).
-# A page a role may not use is not offered (kb_core refuses its writes anyway).
+# A page a role may not use is not offered in the navigation, yet its URL still opens it (hidden), where it says
+# which role it needs - a shared /upload link must not land silently on the playground (kb_core refuses the
+# writes anyway).
 PAGES = APP_ROOT / "pages"
-may_write = actor is not None and actor.may(Role.CURATOR)
+may_write = actor is None or actor.may(Role.CURATOR)
+may_admin = actor is None or actor.may(Role.ADMIN)
 navigation = st.navigation(
     [
         st.Page(PAGES / "playground.py", title="Lookup playground", icon="🔎", default=True),
         st.Page(PAGES / "documents.py", title="Documents", icon="📚"),
-        *([st.Page(PAGES / "upload.py", title="Upload", icon="⬆️")] if may_write or actor is None else []),
+        st.Page(PAGES / "upload.py", title="Upload", icon="⬆️", visibility="visible" if may_write else "hidden"),
         st.Page(PAGES / "tool_calls.py", title="Tool calls", icon="🧾"),
         st.Page(PAGES / "evaluation.py", title="Evaluation", icon="📏"),
-        *([st.Page(PAGES / "settings.py", title="Settings", icon="⚙️")]
-          if actor is None or actor.may(Role.ADMIN) else []),
+        st.Page(PAGES / "settings.py", title="Settings", icon="⚙️", visibility="visible" if may_admin else "hidden"),
     ],
     position="hidden" if refusal or gate else "sidebar",
 )

@@ -106,7 +106,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
                                snapshot_path=settings.l0_snapshot_path)
         follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
         follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
-        index.load()
+        if (empty := folder.empty_warning(index.scan().scanned)) is not None:
+            log.warning("%s", empty)
         threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
         dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
         searcher = VectorSearcher(vectors, dense_embedder,

@@ -74,6 +74,36 @@ class RunComparison:
         return rows
 
 
+# What a stored outcome was, worst first: the order a run's answers are listed in (wrong ones on top).
+VERDICTS = ("high but wrong", "found although nothing should be", "not answered", "named only",
+            "answered, not first", "right first (supplement)", "right primary", "right: no answer")
+
+
+def outcome_verdict(o: StoredOutcome) -> str:
+    """One of `VERDICTS`, by the rules `kb evaluate` scores with (docs/quality.md)."""
+    if not o.expected:
+        return "right: no answer" if not o.found else "found although nothing should be"
+    if o.primary is not None and o.primary not in o.expected and o.confidence == "high":
+        return "high but wrong"
+    if o.primary in o.expected:
+        return "right primary"
+    if o.supplement in o.expected:
+        return "right first (supplement)" if o.primary is None else "answered, not first"
+    return "named only" if any(n in o.expected for n in o.named) else "not answered"
+
+
+@dataclass(frozen=True)
+class OutcomeRow:
+    """A run's answer to one query, with its verdict (`outcome_verdict`)."""
+
+    outcome: StoredOutcome
+    verdict: str
+
+    @property
+    def wrong(self) -> bool:
+        return not self.verdict.startswith("right")
+
+
 def answer_of(o: StoredOutcome) -> tuple[Any, ...]:
     return o.found, o.primary, o.confidence, o.supplement
 
@@ -214,6 +244,15 @@ class EvaluationMixin:
 
     def evaluation_run(self, run_id: int) -> StoredRun | None:
         return self._metadata.evaluation_run(int(run_id))
+
+    def evaluation_outcomes(self, run_id: int) -> list[OutcomeRow]:
+        """A run's answer to each of its queries, the wrong ones first (`VERDICTS`' order), in the run's order
+        within a verdict."""
+        run = self.evaluation_run(run_id)
+        if run is None:
+            raise InvalidInputError(f"there is no evaluation run {run_id}")
+        rows = [OutcomeRow(o, outcome_verdict(o)) for o in run.outcomes]
+        return sorted(rows, key=lambda row: VERDICTS.index(row.verdict))
 
     def compare_evaluation_runs(self, before: int, after: int) -> RunComparison:
         """Two runs side by side: the queries whose answer changed, and the headline metrics of each."""

@@ -118,6 +118,12 @@ class KnowledgeBaseStatus:
     base_path: str
     watching: bool | None = None  # None: KB_WATCH is off; else whether this process is the folder's watcher
     watch_failed: tuple[tuple[str, str], ...] = ()  # files the watcher's last sync could not index, and why
+    folder_problem: str | None = None  # the knowledge base folder is missing or empty (`KnowledgeFolder.empty_warning`)
+
+    @property
+    def problems(self) -> list[str]:
+        """What is wrong, worst first: a folder without documents, then the stores' disagreements."""
+        return ([self.folder_problem] if self.folder_problem else []) + self.counts.problems
 
     @property
     def l1_mode(self) -> str:
@@ -716,6 +722,7 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
             base_path=self._settings.base_path,
             watching=None if self._watcher is None else self._watcher.is_watching,
             watch_failed=self._watcher.last_report.failed if self._watcher and self._watcher.last_report else (),
+            folder_problem=self._folder.empty_warning(len(documents) + len(refused)),
         )
 
     def about(self) -> About:

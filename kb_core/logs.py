@@ -19,6 +19,8 @@ import logging.handlers
 import os
 import sys
 import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,6 +78,43 @@ class ContextFilter(logging.Filter):
             record.request_id = _request_id.get()
         if getattr(record, "caller", None) is None:
             record.caller = _caller.get()
+        return True
+
+
+class RepeatFilter(logging.Filter):
+    """One message of a kind per `window` seconds; the others are counted, and the next one that passes says
+    how many were left out ("… (and 4,722 more like it in the last 60 s)"). A kind is the logger, the level and
+    the message's template (`log.warning("cannot read %s", path)` for any path): a flood of one background
+    message - a watcher's queue overflowing, a store that is down - stays a few lines a minute, and a
+    different message is never held back. A request's own lines (logged with its request id: each lookup, its
+    error) are never held back. Attached to the handlers kb_core configures (the log file, stderr)."""
+
+    def __init__(self, window: float = 60.0, *, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._window = window
+        self._clock = clock
+        self._kinds: dict[tuple[str, int, str], list[float | int]] = {}  # kind -> [first passed at, held back]
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if current_request_id() is not None:  # a request's own line (its lookup, its error): always written
+            return True
+        # the template as logged: another handler's filter may have annotated the shared record already
+        template = getattr(record, "kb_template", None)
+        kind = (record.name, record.levelno, str(record.msg) if template is None else template)
+        now = self._clock()
+        with self._lock:
+            seen = self._kinds.get(kind)
+            if seen is not None and now - seen[0] < self._window:
+                seen[1] += 1
+                return False
+            held = int(seen[1]) if seen is not None else 0
+            if len(self._kinds) > 10_000:  # many one-off messages: forget them all rather than grow
+                self._kinds.clear()
+            self._kinds[kind] = [now, 0]
+        if held and template is None:
+            record.kb_template = str(record.msg)
+            record.msg = f"{record.msg} (and {held:,} more like it in the last {self._window:g} s)"
         return True
 
 
@@ -143,12 +182,14 @@ def configure_log_file(path: str | os.PathLike[str] | None) -> logging.Handler |
                                                        backupCount=LOG_FILE_BACKUPS, encoding="utf-8")
         handler.setLevel(LOG_FILE_LEVEL)
         handler.addFilter(ContextFilter())
+        handler.addFilter(RepeatFilter())
         handler.setFormatter(JsonLinesFormatter())
         if not root.handlers and _stderr_handler is None:
             # with no handler at all, Python prints WARNING and above on stderr (logging.lastResort); a file
             # handler would end that: keep printing them (the console's terminal shows kb_core's warnings)
             _stderr_handler = logging.StreamHandler(sys.stderr)
             _stderr_handler.setLevel(logging.WARNING)
+            _stderr_handler.addFilter(RepeatFilter())
             root.addHandler(_stderr_handler)
         root.addHandler(handler)
         if package.getEffectiveLevel() > LOG_FILE_LEVEL:
@@ -163,5 +204,6 @@ def log_to_stderr(level: int | str, fmt: str = "%(levelname)s %(name)s: %(messag
     INFO records through does not make a quiet command chatty."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(level.upper() if isinstance(level, str) else level)
+    handler.addFilter(RepeatFilter())
     handler.setFormatter(logging.Formatter(fmt))
     logging.basicConfig(level=level.upper() if isinstance(level, str) else level, handlers=[handler])

@@ -238,12 +238,14 @@ def format_failures(report: EvaluationReport, limit: int) -> Iterable[str]:
                f"primary {o.primary} ({o.confidence}), supplement {o.supplement}")
 
 
-def _mode(kb: Any) -> str:
-    return "hybrid (dense + BM25)" if kb.status().model.ready else "BM25 only"
-
-
 def run_settings(kb: Any) -> dict[str, Any]:
-    """What a run's numbers depend on besides the queries: the L0 rule, L1's mode and the embedding model."""
-    return {"l0_matching": str(kb.settings.l0_matching), "l1_mode": _mode(kb),
-            "model": kb.settings.embedding_model, "base_path": str(kb.settings.base_path)}
+    """What a run's numbers depend on besides the queries: the L0 rule and what L1 actually ran on - its
+    retrievers, and the model that embedded the query only when dense search ran (a configured model that
+    is unavailable is not what answered: it is kept apart, as `configured_model`)."""
+    status = kb.status()
+    dense = bool(status.dense_search)
+    return {"l0_matching": str(kb.settings.l0_matching), "l1_mode": "hybrid (dense + BM25)" if dense else "BM25 only",
+            "retrievers": ["bm25", "dense"] if dense else ["bm25"],
+            "model": status.model.model_id if dense else "none (BM25 only)",
+            "configured_model": kb.settings.embedding_model, "base_path": str(kb.settings.base_path)}
 

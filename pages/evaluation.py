@@ -10,7 +10,7 @@ import streamlit as st
 from kb_core import HEADLINE, KnowledgeBaseError, Role
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
-from pages.shell.views import save_and_flash, show_flash
+from pages.shell.views import playground_link, save_and_flash, show_flash
 from pages.shell.wiring import end_page, knowledge_base
 
 kb = knowledge_base()
@@ -73,6 +73,13 @@ if not runs:
     end_page()
 
 
+def _answer(outcome) -> str:
+    if not outcome.found:
+        return "not found"
+    served = outcome.primary or "—"
+    return f"{served} ({outcome.confidence})" + (f" + {outcome.supplement}" if outcome.supplement else "")
+
+
 def _headline(run) -> dict:
     overall = run.metrics.get("overall", {})
     return {label: overall.get(key) for key, label in HEADLINE}
@@ -90,8 +97,35 @@ percent = [label for key, label in HEADLINE if key.endswith("_pct")]
 picked = st.multiselect("Metrics", percent, default=percent[:4], key="eval-chart-metrics")
 series = [r for r in reversed(runs) if r.set_name == chart_set]
 if picked:
-    st.line_chart({label: [_headline(r)[label] for r in series] for label in picked} | {"run": [r.id for r in series]},
-                  x="run", y=picked, y_label="%")
+    import altair as alt
+
+    # runs are categories on the x axis (run 7, not 7.000000), and every run is a point: one run draws one
+    points = [{"run": f"run {r.id}", "metric": label, "%": _headline(r)[label]} for r in series for label in picked]
+    chart = alt.Chart(alt.Data(values=points)).mark_line(point=True).encode(
+        x=alt.X("run:O", sort=[f"run {r.id}" for r in series], title=None),
+        y=alt.Y("%:Q", scale=alt.Scale(domain=[0, 100])), color=alt.Color("metric:N", title=None),
+        tooltip=["run:O", "metric:N", "%:Q"])
+    st.altair_chart(chart, use_container_width=True)
+
+# -- one run's answers -----------------------------------------------------------------------------------------------
+st.subheader("A run's answers")
+run_labels = {r.id: f"run {r.id} · {r.set_name} · {r.created_at:%Y-%m-%d %H:%M}" for r in runs}
+shown = st.selectbox("Run", list(run_labels), format_func=run_labels.get, key="eval-outcomes-run")
+try:
+    outcomes = kb.evaluation_outcomes(shown)
+except KnowledgeBaseError as exc:
+    st.error(escape_markdown(exc))
+    end_page()
+wrong = sum(row.wrong for row in outcomes)
+st.caption(f"{wrong} of {len(outcomes)} answers are not right, listed first; *try* opens the query in the "
+           "playground with the why panel.")
+only_wrong = st.toggle("Only the answers that are not right", value=bool(wrong), key="eval-outcomes-wrong")
+st.dataframe([{"verdict": row.verdict, "query": o.query, "kind": o.kind,
+               "expected": ", ".join(o.expected) or "(no answer)", "answer": _answer(o),
+               "try": playground_link(o.query)}
+              for row in outcomes if row.wrong or not only_wrong for o in (row.outcome,)],
+             hide_index=True, key="eval-outcomes",
+             column_config={"try": st.column_config.LinkColumn("try", display_text="open in the playground")})
 
 # -- two runs side by side -----------------------------------------------------------------------------------------
 st.subheader("Compare two runs")
@@ -112,13 +146,6 @@ settings_rows = [{"setting": name, f"run {before}": comparison.before.settings.g
                  for key, name in (("l0_matching", "L0 rule"), ("l1_mode", "L1"), ("model", "model"))]
 st.dataframe(settings_rows, hide_index=True, key="eval-compare-settings")
 st.dataframe(comparison.metric_rows(), hide_index=True, key="eval-compare-metrics")
-
-
-def _answer(outcome) -> str:
-    if not outcome.found:
-        return "not found"
-    served = outcome.primary or "—"
-    return f"{served} ({outcome.confidence})" + (f" + {outcome.supplement}" if outcome.supplement else "")
 
 
 st.markdown(f"**{len(comparison.changed)} quer{'y' if len(comparison.changed) == 1 else 'ies'} answered "

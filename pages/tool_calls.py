@@ -13,7 +13,7 @@ import streamlit as st
 from kb_core import KnowledgeBase, KnowledgeBaseError, Role, confidence_of, percentile
 from pages.shell.label_view import render_label_control
 from pages.shell.safe import escape_markdown, inline_code
-from pages.shell.views import render_preview, save_and_flash, show_flash, table_key
+from pages.shell.views import playground_link, render_preview, save_and_flash, show_flash, table_key
 from pages.shell.wiring import end_page, knowledge_base
 
 PLAYGROUND = Path(__file__).resolve().parent / "playground.py"
@@ -49,7 +49,8 @@ def _render_fix(kb: KnowledgeBase, group) -> None:
             st.markdown(f"**L1 finds:** {escape_markdown(best.title)} · {inline_code(best.file_path)}"
                         + (f" · {escape_markdown(best.heading)}" if best.heading else "")
                         + f" · score {best.score:.4f}  \n"
-                        + f"[inspect ↗](./documents?doc={quote(link)}) · [open in playground ↗](./?q={quote(query)})")
+                        + f"[inspect ↗](./documents?doc={quote(link)}) · "
+                        + f"[open in playground ↗]({playground_link(query)})")
             st.caption(escape_markdown(best.excerpt))
             if st.button("Open in the inspector", key="fix-inspect"):
                 st.switch_page(DOCUMENTS, query_params={"doc": link})
@@ -139,7 +140,7 @@ if groups:
     st.dataframe(
         [{"query": g.query, "calls": g.calls, "not found": g.not_found, "L1 only": g.l1_only,
           "low confidence": g.low_confidence, "last seen (UTC)": g.last_seen.strftime("%Y-%m-%d %H:%M"),
-          "answered with": ", ".join(g.sources), "open": f"./?q={quote(g.query)}"} for g in groups],
+          "answered with": ", ".join(g.sources), "open": playground_link(g.query)} for g in groups],
         hide_index=True,
         column_config={"open": st.column_config.LinkColumn("playground", display_text="open ↗",
                                                            help="Run this query in the playground (new tab)")},

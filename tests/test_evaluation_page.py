@@ -53,8 +53,8 @@ def test_import_run_chart_and_compare(synced_sample):
     assert [r["run"] for r in rows] == [2, 1] and {r["set"] for r in rows} == {"smoke"}
     assert rows[0]["answered"] == 100.0 and rows[0]["not found (no answer)"] == 100.0
     assert rows[0]["L0 rule"] == "words" and rows[0]["L1"] == "BM25 only"
-    [chart] = at.get("vega_lite_chart")  # st.line_chart: each picked metric across the set's runs
-    assert "answered" in str(chart.proto.spec) + str(chart.proto.datasets)
+    [chart] = at.get("vega_lite_chart")  # each picked metric across the set's runs (the data go as Arrow)
+    assert b"answered" in chart.proto.SerializeToString() and b"run 2" in chart.proto.SerializeToString()
 
     [compared] = _frames(at, "change")
     by_name = {r["metric"]: r for r in compared}
@@ -114,3 +114,28 @@ def test_answers_marked_right_or_wrong_in_the_playground_and_on_tool_calls(synce
     at.switch_page("../pages/evaluation.py").run()
     [[row]] = _frames(at, "last changed (UTC)")
     assert (row["set"], row["queries"]) == ("console", 2)
+
+
+def test_a_run_s_answers_wrong_first_with_playground_links_and_a_one_run_chart(synced_sample):
+    """One run is enough: its answers are listed (those that are not right first, each a link that runs the query
+    in the playground), the chart draws its single point on a run axis, and the run names what L1 ran on."""
+    # labelled wrong: the set's own ERR_TIMEOUT line gives way to it (a query is in a set once)
+    wrong = {"query": "ERR_TIMEOUT", "kind": "identifier", "expected": ["domain/cache-optimization.md"]}
+    at = run_page("evaluation")
+    _import(at, "one", _jsonl([*SET, wrong]))
+    at.button(key="eval-start").click().run()
+    finish_jobs(at)
+    assert not at.exception, at.exception
+    [rows] = _frames(at, "verdict")  # the answers that are not right, by default
+    assert [(r["query"], r["verdict"], r["try"]) for r in rows] == [("ERR_TIMEOUT", "high but wrong",
+                                                                     "./?q=ERR_TIMEOUT")]
+    at.toggle(key="eval-outcomes-wrong").set_value(False).run()
+    [rows] = _frames(at, "verdict")
+    assert len(rows) == 3 and rows[0]["query"] == "ERR_TIMEOUT"  # all of them, the wrong one first
+    assert {r["verdict"] for r in rows[1:]} <= {"right primary", "right: no answer", "right first (supplement)"}
+    [chart] = at.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    assert spec["mark"]["point"] is True and spec["encoding"]["x"]["type"] == "ordinal"
+    assert b"run 1" in chart.proto.SerializeToString()
+    [runs] = _frames(at, "L0 rule")
+    assert runs[0]["model"] == "none (BM25 only)" and runs[0]["L1"] == "BM25 only"

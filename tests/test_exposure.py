@@ -140,3 +140,19 @@ def test_streamlit_run_app_py_as_the_readme_says_listens_on_loopback_only(tmp_pa
             with pytest.raises(ConnectionRefusedError):
                 socket.create_connection((ip, served.port), timeout=5).close()
     assert Path(REPO / ".streamlit/config.toml").read_text().count('address = "127.0.0.1"') == 1
+
+
+def test_the_refusal_names_the_port_this_server_runs_on(app_root, server_address):
+    from streamlit import config
+
+    server_address("0.0.0.0")
+    before = config.get_option("server.port")
+    config.set_option("server.port", 8765)
+    try:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.run()
+    finally:
+        config.set_option("server.port", before)
+    _refused(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert "http://localhost:8765" in text and "ssh -L 8765:127.0.0.1:8765" in text and "8501" not in text

@@ -10,6 +10,7 @@ to the call spool, which the next process with the database moves into the call 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kb_core.agent.tool import LookupTool, stamped
@@ -19,6 +20,8 @@ from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.lookup import HybridLookup, L1Hit
 from kb_core.settings import Settings
 from kb_core.storage.call_spool import spool_at
+
+log = logging.getLogger(__name__)
 
 
 class _L1Asked(BaseException):
@@ -50,8 +53,9 @@ def answer_from_l0(settings: Settings, query: object, section_title: object = No
     folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
     index = KnowledgeIndex(folder=folder, matching=settings.l0_matching, generic_docs=settings.l0_generic_docs,
                            synonyms=settings.l0_synonyms, snapshot_path=settings.l0_snapshot_path)
-    if not index.scan().as_saved:
-        index.discard()  # the knowledge base opened next saves what changed
+    report = index.scan()
+    if not report.as_saved:
+        index.discard()  # the knowledge base opened next saves what changed (and warns of an empty folder)
         return None
     held = _Held()
     tool = LookupTool(HybridLookup(index, _NoL1(), default_language=settings.default_language), held)
@@ -61,4 +65,6 @@ def answer_from_l0(settings: Settings, query: object, section_title: object = No
     except _L1Asked:
         return None
     spool_at(settings.app_root).record_tool_calls(held.records)
+    if (empty := folder.empty_warning(report.scanned)) is not None:  # answered here: the opening's warning, here
+        log.warning("%s", empty)
     return response.payload

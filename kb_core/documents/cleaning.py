@@ -21,6 +21,10 @@ from kb_core.documents.frontmatter import split_body
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _MDX_LINE = re.compile(r"^(?:import\s+[\w*{}\s,]+\s+from\s+['\"][^'\"]+['\"]|import\s+['\"][^'\"]+['\"]|export\s+"
                        r"(?:const|let|var|function|default)\b).*$")
+# A line that is only MDX/JSX component tags (`<Tabs groupId="os">`, `<TabItem value="linux">`, `</TabItem>`,
+# `<Admonition type="note" />`): a component's name starts with a capital letter, an HTML tag's does not (those
+# stay: `<br>`, `<details>` are content).
+_JSX_LINE = re.compile(r"^[ \t]*(?:</?[A-Z][\w.]*(?:\s[^<>]*)?>[ \t]*)+$")
 _HEAD_OPEN = re.compile(r"^\s*<head(\s[^>]*)?>", re.IGNORECASE)
 _HEAD_CLOSE = re.compile(r"</head\s*>", re.IGNORECASE)
 _BLANK_RUN = re.compile(r"\n{3,}")
@@ -40,6 +44,7 @@ _SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
 # Probes: can a body hold anything `clean_body` removes? Most bodies hold none, and then need no line scan.
 _PROBE_MDX = re.compile(r"^(?:import|export)\s", re.MULTILINE)
 _PROBE_HEAD = re.compile(r"<head", re.IGNORECASE)
+_PROBE_JSX = re.compile(r"^[ \t]*</?[A-Z]", re.MULTILINE)
 # (each starts with a literal, so the regex engine jumps between candidates instead of trying every character)
 _PROBE_ATX_ATTRIBUTES = re.compile(r"\n {0,3}#{1,6}[ \t][^\n]*\}[ \t#]*(?:\n|$)")
 _PROBE_SETEXT_ATTRIBUTES = re.compile(r"\}[ \t]*\n {0,3}(?:=+|-+)[ \t]*(?:\n|$)")
@@ -93,7 +98,8 @@ def needs_cleaning(body: str) -> bool:
         ("import" in body or "export" in body) and _PROBE_MDX.search(body) is not None) or (
         "}" in body and (_PROBE_ATX_ATTRIBUTES.search("\n" + body) is not None
                          or _PROBE_SETEXT_ATTRIBUTES.search(body) is not None)) or (
-        ("<a" in body or "<A" in body) and _PROBE_ANCHOR.search(body) is not None)
+        ("<a" in body or "<A" in body) and _PROBE_ANCHOR.search(body) is not None) or (
+        "<" in body and _PROBE_JSX.search(body) is not None)
 
 
 def _clean_atx(line: str) -> str:
@@ -110,8 +116,8 @@ def _clean_atx(line: str) -> str:
 
 
 def clean_body(body: str) -> str:
-    """The body without HTML comments, `<head>` blocks, MDX import/export statements and heading attributes,
-    outside code fences.
+    """The body without HTML comments, `<head>` blocks, MDX import/export statements, lines of MDX component tags
+    (`<Tabs …>`, `</TabItem>`) and heading attributes, outside code fences.
 
     Line by line in effect; in time, only the lines that can change something are looked at one by one
     (`_CANDIDATE`: fences, comments, `<head>`, import/export, headings with `{` or `<`, setext underlines), and
@@ -176,7 +182,7 @@ class _Candidates:
         self._p = p
         starts = [pattern for trigger, pattern in (
             (("```", "~~~"), r"[ \t]{0,3}(?:`{3}|~{3})"), (("<h", "<H"), r"[^\S\n]*<(?i:head)"),
-            (("import", "export"), r"import|export")) if any(t in p for t in trigger)]
+            (("import", "export"), r"import|export"), (("<",), r"[ \t]*</?[A-Z]")) if any(t in p for t in trigger)]
         self._starts = re.compile(r"\n(?:" + "|".join(starts) + ")") if starts else None
         self._comments = "<!--" in p
         self._markup = "{" in p or "<" in p
@@ -283,6 +289,8 @@ class _Cleaner:
         if _MDX_LINE.match(line):
             if line.startswith("export"):
                 self.in_export = max(_open_brackets(line), 0)
+            return
+        if "<" in line and _JSX_LINE.match(line):
             return
         if "#" in line or "<" in line:
             line = _clean_atx(line)

@@ -234,7 +234,7 @@ def entries_of_columns(paths: Sequence[str], arrays: Mapping[str, bytes | memory
     n = len(paths)
     text = bytes(arrays["strings"]).decode("utf-8")
     string_ends = _read_ends(arrays["string_ends"], len(text))
-    table = [_intern(text[a:b]) for a, b in zip([0, *string_ends[:-1]], string_ends, strict=True)]
+    table = [_intern(text[a:b]) for a, b in zip(_starts(string_ends), string_ends, strict=True)]
     keyword_ids = _read_ids(arrays["keywords"], len(table))
     keyword_ends = _read_ends(arrays["keyword_ends"], len(keyword_ids))
     cold_data = bytes(arrays["cold"])
@@ -256,7 +256,7 @@ def entries_of_columns(paths: Sequence[str], arrays: Mapping[str, bytes | memory
     if n and not (np.diff(np.asarray(cold_ends, dtype=np.int64), prepend=0) > 0).all():
         raise ValueError("an entry without its title and summary")
     words = [table[i] for i in keyword_ids]
-    starts, cold_starts = [0, *keyword_ends[:-1]], [0, *cold_ends[:-1]]
+    starts, cold_starts = _starts(keyword_ends), _starts(cold_ends)
     return list(map(_restore, paths,
                     [tuple(words[a:b]) for a, b in zip(starts, keyword_ends, strict=True)],
                     [None if i < 0 else table[i] for i in categories],
@@ -264,6 +264,11 @@ def entries_of_columns(paths: Sequence[str], arrays: Mapping[str, bytes | memory
                     [table[i] for i in groups],
                     [ignored.get(row, ()) for row in range(n)] if ignored else [()] * n,
                     [cold_data[a:b] for a, b in zip(cold_starts, cold_ends, strict=True)]))
+
+
+def _starts(ends: Sequence[int]) -> list[int]:
+    """Where each item starts, given where each ends (none for none: the snapshot of an empty folder)."""
+    return [0, *ends[:-1]] if len(ends) else []
 
 
 def _int32(values: Sequence[int]) -> bytes:

@@ -295,12 +295,42 @@ def decode_head(data: bytes) -> tuple[str, bool]:
     return decoder.decode(data[:HEAD_BYTES], final=complete), complete
 
 
+def process_umask() -> int:
+    """This process's umask, read without changing it where the system reports it (/proc on Linux): `os.umask`
+    sets it process-wide while it reads it, and a file another thread creates meanwhile would get the wrong
+    mode. Elsewhere it is read that way once and remembered."""
+    global _umask_read
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    if _umask_read is None:
+        _umask_read = os.umask(0o077)
+        os.umask(_umask_read)
+    return _umask_read
+
+
+_umask_read: int | None = None
+
+
 def write_atomic(target: Path, data: bytes) -> None:
-    """Temp file in the same directory + fsync + rename: readers see the old or the new file, never half."""
+    """Temp file in the same directory + fsync + rename: readers see the old or the new file, never half.
+
+    The file gets the mode a plain `open(target, "w")` would give it: an existing file's own mode, else 0666
+    less the umask (mkstemp makes 0600, which a team's git checkout or a second service account could not
+    read)."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        mode = 0o666 & ~process_umask()
     # the writer's pid is in the name: a temp file whose writer died is removed by reconcile
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:50]}.{os.getpid()}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -337,6 +367,17 @@ class KnowledgeFolder:
         # `write_atomic`'s temp files the last `scan()` walked past (so the opening's cleanup needs no walk of
         # its own: a second walk of a 100,000-page tree cost 3.3 s); None before any scan
         self.temp_files_seen: list[tuple[Path, int]] | None = None
+        self.created_missing = False  # the base did not exist: a scan made it (empty)
+
+    def empty_warning(self, documents: int) -> str | None:
+        """What to tell someone whose knowledge base has no documents (`documents`: Markdown files a scan found):
+        most often a process started in another directory, which opened an empty knowledge base there and
+        answers "not found" to everything. None when there are documents."""
+        if documents:
+            return None
+        state = "did not exist (created empty)" if self.created_missing else "holds no Markdown documents"
+        return (f"the knowledge base folder {self._base} {state}; the application root is {self._app_root}: run "
+                "from the folder that holds knowledge_base/, or set KB_APP_ROOT (or KB_BASE_PATH)")
 
     @property
     def max_bytes(self) -> int:
@@ -569,6 +610,7 @@ class KnowledgeFolder:
         refused: list[tuple[str, str]] = []
         if not self._base.exists():
             self._base.mkdir(parents=True, exist_ok=True)
+            self.created_missing = True
             log.info("created missing knowledge base directory %s", self._base)
         base_real = self._base.resolve()
         prefix = len(str(self._base)) + 1

@@ -152,10 +152,12 @@ def render_refusal(reason: str) -> None:
     st.title("🔒 Not served here")
     st.error(f"{reason} The knowledge-base console has no sign-in configured, so it serves only the machine it "
              "runs on: anyone who reaches it could upload, replace and delete documents.")
+    port = st.get_option("server.port") or 8501  # the port this server runs on, not Streamlit's default
     st.markdown(
         "**Use it on this machine.** Start it as the README says, `streamlit run app.py`: "
-        "`.streamlit/config.toml` binds it to `127.0.0.1`. Open http://localhost:8501 there, or from another "
-        "machine through an SSH tunnel (`ssh -L 8501:127.0.0.1:8501 <host>`, then http://localhost:8501).\n\n"
+        f"`.streamlit/config.toml` binds it to `127.0.0.1`. Open http://localhost:{port} there, or from another "
+        f"machine through an SSH tunnel (`ssh -L {port}:127.0.0.1:{port} <host>`, then "
+        f"http://localhost:{port}).\n\n"
         "**Share it with others.** Configure sign-in first (an `[auth]` section in `.streamlit/secrets.toml`), "
         "then bind to another address with `--server.address`. docs/security.md says who can reach what.")
     st.stop()

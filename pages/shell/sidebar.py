@@ -28,6 +28,8 @@ def render_status(kb: KnowledgeBase) -> None:
             st.error(escape_markdown(f"Database: {status.database_error}"))
         if status.milvus_error:
             st.error(escape_markdown(f"Milvus: {status.milvus_error}"))
+        if status.folder_problem:
+            st.warning(escape_markdown(status.folder_problem))
         try:
             unindexed = len(kb.unindexed_files()) if counts.database is not None else 0
         except KnowledgeBaseError:

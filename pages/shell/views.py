@@ -34,6 +34,13 @@ def render_frontmatter(fm) -> None:
     st.markdown("Keywords: " + (" ".join(inline_code(k) for k in fm.keywords) or "(none)"))
 
 
+def playground_link(query: str) -> str:
+    """A link that opens the playground (the default page) and runs `query` there: a LinkColumn's value."""
+    from urllib.parse import quote
+
+    return f"./?q={quote(query)}"
+
+
 def table_key(prefix: str, items: Iterable[object]) -> str:
     """A widget key that changes with the rows shown: a row selection never points at a row that moved."""
     digest = hashlib.sha1("\x1f".join(map(str, items)).encode("utf-8")).hexdigest()[:10]
