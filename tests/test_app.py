@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from conftest import APP, doc, finish_jobs, history_shown, look_up, run_page, shown, write_doc
+from conftest import APP, doc, finish_jobs, history_shown, look_up, run_page, shown, wait_for_jobs, write_doc
 from streamlit.testing.v1 import AppTest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -356,3 +356,34 @@ def test_did_you_mean_suggestions_are_buttons_that_ask_again(synced_sample):
     assert not at.exception, at.exception
     assert at.text_input(key="query").value == "ERR_TIMEOUT"
     assert any('"confidence": "high"' in c.value for c in at.code)
+
+
+def test_while_a_job_writes_the_sidebar_says_so_instead_of_a_disagreement(synced_sample):
+    """Mid-job, the stores differ by the document the job is writing: the sidebar names the job, not a problem
+    to reconcile - and names the problem again once no job writes (issue 34)."""
+    import threading
+
+    from conftest import internals
+
+    from kb_core import load_settings, open_knowledge_base
+    from kb_core.jobs.model import JobKind
+
+    other = open_knowledge_base(load_settings())  # another process's job, as far as the console can tell
+    release = threading.Event()
+    try:
+        doc = other.documents()[0]
+        internals(other).vectors.delete_document(doc.id)  # the stores now disagree by one document
+        job = internals(other).jobs.submit(JobKind.UPLOAD, other.actor, {"files": 1},
+                                             lambda control: release.wait(60) and "held", total=3)
+        at = run_page("playground")
+        assert not at.exception, at.exception
+        infos = " ".join(i.value for i in at.sidebar.info)
+        assert f"job {job.id} is" in infos and "agree again once it ends" in infos
+        assert not [w for w in at.sidebar.warning if "run Reconcile" in w.value]
+        release.set()
+        wait_for_jobs(synced_sample)
+        at.run()
+        assert any("in Milvus: run Reconcile" in w.value for w in at.sidebar.warning)
+    finally:
+        release.set()
+        other.close()

@@ -5,57 +5,78 @@ from __future__ import annotations
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, Role
-from pages.shell.jobs_panel import started_here
+from pages.shell.jobs_panel import REFRESH_SECONDS, started_here
 from pages.shell.safe import escape_markdown, inline_code
 
 _MODEL_BADGE = {"ready": "🟢 ready", "loading": "🟡 loading…", "unavailable": "🔴 unavailable"}
 
 
+# Jobs that write documents: while one runs, the stores disagree by the document it is writing - that is not a
+# problem to reconcile, and the sidebar says a job is writing instead.
+_WRITING = ("reconcile", "reindex_all", "upload", "import", "keyword_plan", "purge_trash")
+
+
 def render_status(kb: KnowledgeBase) -> None:
+    """The status, redrawn on its own every `REFRESH_SECONDS` while a job runs, so the counts and the jobs' lines
+    follow the jobs instead of waiting for the next click."""
+    try:
+        active = [j for j in kb.jobs(20) if j.active]
+    except KnowledgeBaseError:
+        active = []
+    with st.sidebar:
+        st.fragment(run_every=REFRESH_SECONDS if active else None)(_status)(kb)
+
+
+def _status(kb: KnowledgeBase) -> None:
     try:
         status = kb.status()
+        writing = [j for j in kb.jobs(20, _WRITING) if j.active]
     except KnowledgeBaseError as exc:
-        st.sidebar.error(escape_markdown(exc))
+        st.error(escape_markdown(exc))
         return
     counts = status.counts
-    with st.sidebar:
-        st.subheader("Status")
-        c1, c2, c3 = st.columns(3)
-        c1.metric("L0", counts.l0, help="Documents with frontmatter in the in-memory keyword index")
-        c2.metric("Database", "—" if counts.database is None else counts.database)
-        c3.metric("Milvus", "—" if counts.milvus is None else counts.milvus)
-        if status.database_error:
-            st.error(escape_markdown(f"Database: {status.database_error}"))
-        if status.milvus_error:
-            st.error(escape_markdown(f"Milvus: {status.milvus_error}"))
-        if status.folder_problem:
-            st.warning(escape_markdown(status.folder_problem))
-        try:
-            unindexed = len(kb.unindexed_files()) if counts.database is not None else 0
-        except KnowledgeBaseError:
-            unindexed = 0
-        explained = unindexed > 0 and counts.files - counts.database == unindexed
+    st.subheader("Status")
+    c1, c2, c3 = st.columns(3)
+    c1.metric("L0", counts.l0, help="Documents with frontmatter in the in-memory keyword index")
+    c2.metric("Database", "—" if counts.database is None else counts.database)
+    c3.metric("Milvus", "—" if counts.milvus is None else counts.milvus)
+    if status.database_error:
+        st.error(escape_markdown(f"Database: {status.database_error}"))
+    if status.milvus_error:
+        st.error(escape_markdown(f"Milvus: {status.milvus_error}"))
+    if status.folder_problem:
+        st.warning(escape_markdown(status.folder_problem))
+    try:
+        unindexed = len(kb.unindexed_files()) if counts.database is not None else 0
+    except KnowledgeBaseError:
+        unindexed = 0
+    explained = unindexed > 0 and counts.files - counts.database == unindexed
+    if writing:
+        job = writing[0]
+        st.info(f"{job.label} job {job.id} is {job.state.value}: the stores agree again once it ends"
+                + (f" ({job.done} of {job.total} done)." if job.total else "."))
+    else:
         for problem in counts.problems[1 if explained else 0:]:  # the first one is the plain line below
             st.warning(escape_markdown(problem))
-        if unindexed > 0:
-            # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
-            st.info(f"{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
-                    f"{'are' if unindexed != 1 else 'is'} not indexed yet.")
-            if kb.actor.may(Role.ADMIN):
-                _reconcile_now(kb)
-        st.caption(f"**Files** {counts.files} under `{status.base_path}`"
-                   + (f" ({counts.refused} other .md files refused by the path rule: Reconcile lists why)"
-                      if counts.refused else ""))
-        st.caption(f"**Database** `{status.database_url}`")
-        st.caption(f"**Milvus** `{status.milvus_uri}` · collection `{status.milvus_collection}`")
-        badge = _MODEL_BADGE.get(status.model.state, status.model.state)
-        st.caption(f"**Model** `{status.model.model_id}` {badge}", help=status.model.detail)
-        st.caption(f"**Search** {status.l1_mode}")
-        if status.watching is not None:
-            st.caption("**Folder** " + ("watched by this process: changed files are synced" if status.watching
-                                        else "watched by another process (changes arrive through the database)"))
-        for file_path, problem in status.watch_failed:
-            st.warning(f"Changed on disk but not indexed: {inline_code(file_path)}: {escape_markdown(problem)}")
+    if unindexed > 0 and not writing:
+        # The common first-run case: the sample (or a git checkout) is on disk but not indexed for L1 yet.
+        st.info(f"{unindexed} document{'s' if unindexed != 1 else ''} in the folder "
+                f"{'are' if unindexed != 1 else 'is'} not indexed yet.")
+        if kb.actor.may(Role.ADMIN):
+            _reconcile_now(kb)
+    st.caption(f"**Files** {counts.files} under `{status.base_path}`"
+               + (f" ({counts.refused} other .md files refused by the path rule: Reconcile lists why)"
+                  if counts.refused else ""))
+    st.caption(f"**Database** `{status.database_url}`")
+    st.caption(f"**Milvus** `{status.milvus_uri}` · collection `{status.milvus_collection}`")
+    badge = _MODEL_BADGE.get(status.model.state, status.model.state)
+    st.caption(f"**Model** `{status.model.model_id}` {badge}", help=status.model.detail)
+    st.caption(f"**Search** {status.l1_mode}")
+    if status.watching is not None:
+        st.caption("**Folder** " + ("watched by this process: changed files are synced" if status.watching
+                                    else "watched by another process (changes arrive through the database)"))
+    for file_path, problem in status.watch_failed:
+        st.warning(f"Changed on disk but not indexed: {inline_code(file_path)}: {escape_markdown(problem)}")
 
 
 def _reconcile_now(kb: KnowledgeBase) -> None:
