@@ -127,6 +127,23 @@ def aligned(text: str, start: int, stop: int) -> bool:
     return not (stop < len(text) and is_word_char(text[stop - 1]) and is_word_char(text[stop]))
 
 
+def starts_a_word(text: str, start: int) -> bool:
+    """True when `text[start]` begins a word: it is no Latin letter, digit or underscore, or the character
+    before is none (or there is none). A CJK term starts anywhere: CJK has no spaces."""
+    return start == 0 or not (is_word_char(text[start]) and is_word_char(text[start - 1]))
+
+
+def contains_at_word_start(text: str, part: str) -> bool:
+    """`part` occurs in `text` where a word begins (it may end inside one: "rate" in "rates", not in
+    "demonstrates")."""
+    start = text.find(part)
+    while start != -1:
+        if starts_a_word(text, start):
+            return True
+        start = text.find(part, start + 1)
+    return False
+
+
 def contains_aligned(text: str, part: str) -> bool:
     """`part` occurs in `text` at a word-aligned place (both already normalised)."""
     start = text.find(part)
@@ -228,12 +245,14 @@ def content_terms(text: str) -> list[str]:
 
 def coverage(query_terms: Sequence[str], text: str, whole: AbstractSet[str] = frozenset()) -> tuple[float, list[str]]:
     """Share of the query's terms that occur in `text`, and which ones. A term in `whole` (an identifier)
-    counts only where it occurs whole and word-aligned ("err_timeout" is not in "err_timeout_4071")."""
+    counts only where it occurs whole and word-aligned ("err_timeout" is not in "err_timeout_4071"); any other
+    only where a word begins ("rate" is in "rates", not in "demonstrates")."""
     if not query_terms:
         return 0.0, []
     haystack = text.lower()
     matched = [t for t in query_terms
-               if (contains_aligned(haystack, t) if t in whole else any(f in haystack for f in _forms(t)))]
+               if (contains_aligned(haystack, t) if t in whole else any(contains_at_word_start(haystack, f)
+                                                                        for f in _forms(t)))]
     return len(matched) / len(query_terms), matched
 
 
@@ -250,8 +269,8 @@ def _forms(term: str) -> tuple[str, ...]:
 def term_spans(query: str, text: str) -> list[tuple[int, int]]:
     """Where the query's content terms occur in `text`: `(start, stop)` character offsets into `text`, sorted,
     overlapping ones merged. A term is what the L1 relevance check counts (`analyse_query`, `coverage`): an
-    identifier only whole and word-aligned, any other term wherever it occurs (an English plural also as its
-    singular), case ignored; stop words and filler are no terms. So highlighting shows what matched, CJK
+    identifier only whole and word-aligned, any other term where a word begins (an English plural also as its
+    singular: "rate" marks "rates", never the middle of "demonstrates"), case ignored; stop words and filler are no terms. So highlighting shows what matched, CJK
     included ("超时" in "接口超时排查")."""
     if not isinstance(query, str) or not isinstance(text, str) or not query.strip() or not text:
         return []
@@ -264,7 +283,7 @@ def term_spans(query: str, text: str) -> list[tuple[int, int]]:
             start = lowered.find(form)
             while start != -1:
                 stop = start + len(form)
-                if not whole or aligned(lowered, start, stop):
+                if aligned(lowered, start, stop) if whole else starts_a_word(lowered, start):
                     spans.append((origin[start], origin[stop - 1] + 1))
                 start = lowered.find(form, start + 1)
     merged: list[tuple[int, int]] = []

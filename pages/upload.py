@@ -57,7 +57,13 @@ if kind == FOLDER:
     # No `type`: the browser would drop the folder's other files unseen; they are counted and skipped here.
     uploads = st.file_uploader("A folder with Markdown files (sub-folders are kept)", accept_multiple_files="directory",
                                key="folder", max_upload_size=min(wanted_mb, server_mb))
-    keep_top = st.checkbox("Keep the folder's own name in the paths", value=True, key="keep_top",
+    # A category that already ends with the folder's name (an "apisix" folder into apisix/) would get it twice
+    # (apisix/apisix/docs/...): then the box starts unticked. It starts again whenever either changes.
+    top = (uploads[0].name.replace("\\", "/").split("/")[0] if uploads else "")
+    if state.get("keep_top_for") != (category, top):
+        state["keep_top_for"] = (category, top)
+        state["keep_top"] = not (top and category.rstrip("/").rpartition("/")[2] == top)
+    keep_top = st.checkbox("Keep the folder's own name in the paths", key="keep_top",
                            help="Ticked: docs/en/route.md goes to <category>/docs/en/route.md. Unticked: the "
                                 "folder's content goes straight into the category (<category>/en/route.md).")
     candidates = [BatchFile.in_folder(f.name, f.getvalue(), state.get(f"rename-{f.file_id}"), keep_top=keep_top)

@@ -24,7 +24,7 @@ from kb_core import (
     parse_bench_link,
 )
 from kb_core.errors import InvalidInputError
-from kb_core.terms import term_spans
+from kb_core.terms import coverage, term_spans
 
 GATEWAY = "knowledge_base/gateway/limit-req.md"
 PLUGINS = "knowledge_base/gateway/plugins/limit-count.md"
@@ -135,6 +135,9 @@ def test_term_spans_are_what_the_relevance_check_counts():
     assert _marked("what is the burst", "The Burst lets bursts through") == ["Burst", "burst"]
     assert _marked("connections", "Connection pools hold connections") == ["Connection", "connections"]
     assert _marked("the of", "the end of it") == []  # stop words are no terms
+    # a word's middle is no match, its start is ("demonst[rate]s" was marked, and counted by the relevance check)
+    assert _marked("rate limit", "This demonstrates the rate limiter; rates vary") == ["rate", "limit", "rate"]
+    assert coverage(["rate"], "it demonstrates a moderate change") == (0.0, [])
     assert _marked("", "anything") == [] and _marked("x", "") == []
     text = "İİ burst İ"  # "İ" lower-cases to two characters: offsets still point into the text
     assert _marked("burst", text) == ["burst"]

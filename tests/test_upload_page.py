@@ -435,3 +435,22 @@ def test_the_uploader_states_the_setting_and_warns_when_the_server_allows_less(a
     uploader_mb = at.file_uploader(key="files").proto.max_upload_size_mb
     assert uploader_mb == (widget_mb or st.get_option("server.maxUploadSize"))
     assert any("raise server.maxUploadSize" in w.value for w in at.warning) is warned
+
+
+def test_a_folder_into_a_category_of_its_own_name_is_not_named_twice(app_root):  # noqa: F811
+    """An "apisix" folder uploaded into the category apisix went to apisix/apisix/...: the box that keeps the
+    folder's own name starts unticked then (and ticked for another category)."""
+    tree = [("apisix/docs/en/route.md", product_doc("Route", ["route"], "Routes match requests.").encode(),
+             "text/markdown")]
+    at = run_page("upload")
+    _choose(at, "apisix")
+    at.segmented_control(key="upload_kind").set_value("A folder").run()
+    at.file_uploader(key="folder").set_value(tree).run()
+    assert not at.exception, at.exception
+    assert at.checkbox(key="keep_top").value is False
+    assert "✅ apisix/docs/en/route.md → knowledge_base/apisix/docs/en/route.md" in [e.label for e in at.expander]
+    _choose(at, "gateway")
+    at.run()
+    assert at.checkbox(key="keep_top").value is True
+    assert "✅ apisix/docs/en/route.md → knowledge_base/gateway/apisix/docs/en/route.md" in [
+        e.label for e in at.expander]
