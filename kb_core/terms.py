@@ -270,8 +270,8 @@ def term_spans(query: str, text: str) -> list[tuple[int, int]]:
     """Where the query's content terms occur in `text`: `(start, stop)` character offsets into `text`, sorted,
     overlapping ones merged. A term is what the L1 relevance check counts (`analyse_query`, `coverage`): an
     identifier only whole and word-aligned, any other term where a word begins (an English plural also as its
-    singular: "rate" marks "rates", never the middle of "demonstrates"), case ignored; stop words and filler are no terms. So highlighting shows what matched, CJK
-    included ("超时" in "接口超时排查")."""
+    singular: "rate" marks "rates", never the middle of "demonstrates"), case ignored; stop words and filler
+    are no terms. So highlighting shows what matched, CJK included ("超时" in "接口超时排查")."""
     if not isinstance(query, str) or not isinstance(text, str) or not query.strip() or not text:
         return []
     analysed = analyse_query(query)
