@@ -241,3 +241,14 @@ def test_category_folders_in_tree_order_and_the_categories_below_a_folder():
     assert categories_below(categories, ["apisix/docs"]) == {"apisix/docs/en/latest/plugins", "apisix/docs/zh/latest"}
     assert categories_below(categories, ["gateway", "apisix/docs/zh/latest"]) == {"gateway", "apisix/docs/zh/latest"}
     assert categories_below(categories, []) == set() and category_folders([]) == []
+
+
+def test_an_ambiguity_names_a_few_documents_and_counts_the_rest():
+    """A generic keyword of a real tree is claimed by hundreds of pages: the warning names five and counts the
+    others instead of a wall of ~250 paths (issue 34)."""
+    from kb_core.documents.lint import ambiguity_warning
+
+    others = [f"knowledge_base/apisix/docs/en/plugins/p{i:03d}.md" for i in range(250)]
+    message = ambiguity_warning("Plugin", others).message
+    assert message == ("L0 will be ambiguous for: Plugin — also in " + ", ".join(others[:5]) + " and 245 more")
+    assert ambiguity_warning("route", others[:2]).message.endswith("also in " + ", ".join(others[:2]))

@@ -163,3 +163,30 @@ def test_tokens_come_from_the_variable_and_the_file(tmp_path):
     assert gate._allowed(b"Bearer abcdefghijklmnop-0") and gate._allowed(b"bearer abcdefghijklmnop-0")
     assert not gate._allowed(b"Basic abcdefghijklmnop-0") and not gate._allowed(None)
     assert not gate._allowed(b"Bearer ") and not gate._allowed(b"Bearer abcdefghijklmnop-00")
+
+
+def test_the_documented_python_client_reaches_the_server(sample_root):
+    """docs/agents.md's client for the pinned SDK (mcp 2.x: an httpx client carries the token, snake_case
+    results), run against the real server."""
+    import asyncio
+
+    from mcp import ClientSession
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    proc, port = _start(sample_root, KB_MCP_TOKEN=TOKEN)
+
+    async def ask() -> tuple[bool, dict]:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http, \
+                streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (read, write, *_):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                result = await session.call_tool("lookup_knowledge", {"query": "ERR_TIMEOUT"})
+                return result.is_error, result.structured_content
+
+    try:
+        is_error, answer = asyncio.run(ask())
+    finally:
+        _stop(proc)
+    assert not is_error and answer["primary"]["source"] == "knowledge_base/api/payment-errors.md"
+    documented = (Path(__file__).resolve().parents[1] / "docs" / "agents.md").read_text(encoding="utf-8")
+    assert "streamable_http_client(\"http://127.0.0.1:8765/mcp\", http_client=http) as (read, write, *_)" in documented

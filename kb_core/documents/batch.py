@@ -19,11 +19,13 @@ from enum import StrEnum
 from kb_core.documents.entry import IndexedDocuments, split_keywords
 from kb_core.documents.folder import MARKDOWN_SUFFIXES, suggest_category, validate_category
 from kb_core.documents.lint import (
+    AMBIGUOUS_PREFIX,
     ERROR,
     INFO,
     WARNING,
     Finding,
     UploadPreview,
+    ambiguity_warning,
     inspect_upload,
     page_of,
 )
@@ -45,7 +47,6 @@ class BatchAction(StrEnum):
 
 
 NEW, REPLACE, SAME, INDEX, CLASH, REFUSED, DUPLICATE = BatchAction
-AMBIGUOUS_PREFIX = "L0 will be ambiguous for: "  # the per-file finding `BatchPreview.ambiguous` groups
 
 
 @dataclass(frozen=True)
@@ -319,7 +320,7 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
             for keyword in split_keywords(preview.frontmatter.keywords)[0]:
                 if others := others_of(keyword):
                     ambiguous.append((keyword, tuple(others)))
-                    extra.append(Finding(WARNING, f"{AMBIGUOUS_PREFIX}{keyword} — also in {', '.join(others)}"))
+                    extra.append(ambiguity_warning(keyword, others))
         if upload.rename and upload.name != upload.upload_name:
             extra.insert(0, Finding(INFO, f"renamed from {upload.upload_name}"))
         indexed = paths_with_content is None or preview.file_path in stored.get(preview.sha256, ())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from kb_core.documents.chunking import MAX_INDEXED_CHARS, chunk_document
@@ -125,6 +125,19 @@ def inspect_upload(
     return UploadPreview(name, category, file_path, fm, tuple(findings), replaces, digest, current)
 
 
+AMBIGUOUS_PREFIX = "L0 will be ambiguous for: "
+NAMED_CLAIMANTS = 5  # the other documents an ambiguity warning names; the rest are counted
+
+
+def ambiguity_warning(keyword: str, others: Sequence[str]) -> Finding:
+    """The warning that L0 would find `keyword` in `others` too: the first few named, the rest counted (a
+    generic keyword of a real tree is in hundreds of pages: a wall of paths helps nobody)."""
+    named = ", ".join(others[:NAMED_CLAIMANTS])
+    rest = len(others) - NAMED_CLAIMANTS
+    return Finding(WARNING, f"{AMBIGUOUS_PREFIX}{keyword} — also in {named}"
+                            + (f" and {rest:,} more" if rest > 0 else ""))
+
+
 def keyword_clashes(preview: UploadPreview, others_of: Callable[[str], list[str]]) -> tuple[Finding, ...]:
     """One warning per keyword L0 would find in other documents too (`others_of(keyword)`: their paths)."""
     if preview.frontmatter is None:
@@ -134,7 +147,7 @@ def keyword_clashes(preview: UploadPreview, others_of: Callable[[str], list[str]
     for keyword in kept:
         others = others_of(keyword)
         if others:
-            found.append(Finding(WARNING, f"L0 will be ambiguous for: {keyword} — also in {', '.join(others)}"))
+            found.append(ambiguity_warning(keyword, others))
     return tuple(found)
 
 
