@@ -13,6 +13,7 @@ from kb_core.access import Role
 from kb_core.agent.tool import MAX_QUERY_CHARS
 from kb_core.documents.document_edit import FrontmatterEdit, check_unchanged, current_fields, prepare_frontmatter_edit
 from kb_core.documents.frontmatter_edit import FrontmatterFields, clean_keywords
+from kb_core.documents.language import query_language
 from kb_core.documents.synonyms import clean_groups, parse_lines
 from kb_core.errors import InvalidInputError
 from kb_core.progress import Progress
@@ -131,7 +132,13 @@ class EditingFacade:
             entry = self._index.get(file_path)
             return entry.title if entry is not None and entry.title else file_path.rpartition("/")[2]
 
-        return suggest_documents(self._searcher, query, limit, title_of)
+        language = query_language(query, self._settings.default_language)
+
+        def in_language(file_path: str) -> bool:
+            entry = self._index.get(file_path)
+            return entry is None or entry.lang in (language, "und")
+
+        return suggest_documents(self._searcher, query, limit, title_of, in_language)
 
     # -- synonyms ------------------------------------------------------------------------------------
     def synonyms(self) -> tuple[tuple[str, ...], ...]:

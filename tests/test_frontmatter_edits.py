@@ -248,3 +248,19 @@ def test_the_edit_is_recorded_in_the_rows_metadata_as_json(kb):
     kb.save_frontmatter_edit(kb.prepare_frontmatter_edit(OPS, sections={"Restart": "# Runbook"}))
     row = internals(kb).metadata.get(next(r.id for r in kb.documents() if r.file_path == OPS))
     assert json.loads(row.metadata_json)["extra"]["sections"] == {"Restart": "# Runbook"}
+
+
+def test_the_document_l1_finds_is_in_the_query_s_language(open_kb, tmp_path):
+    """Both language versions hold the same identifiers, and BM25 may rank the Chinese one first: for an English
+    query the fix offers the English page (issue 34)."""
+    body_zh = "# 重试\n\nRETRY_BUDGET_EXCEEDED 表示重试预算 RETRY_BUDGET_EXCEEDED 已用完；RETRY_BUDGET_EXCEEDED。\n"
+    body_en = "# Retries\n\nRETRY_BUDGET_EXCEEDED means the retry budget is spent.\n"
+    write_doc(tmp_path, "knowledge_base/gateway/zh/retries.md", doc("重试", ["重试预算"], body=body_zh))
+    write_doc(tmp_path, "knowledge_base/gateway/en/retries.md", doc("Retries", ["retry budget"], body=body_en))
+    kb = open_kb()
+    kb.reconcile()
+    found = kb.suggest_documents("what does RETRY_BUDGET_EXCEEDED mean")
+    assert [s.file_path for s in found] == ["knowledge_base/gateway/en/retries.md",
+                                           "knowledge_base/gateway/zh/retries.md"]
+    assert kb.suggest_documents("RETRY_BUDGET_EXCEEDED 是什么意思")[0].file_path == \
+        "knowledge_base/gateway/zh/retries.md"

@@ -93,3 +93,14 @@ def test_the_map_is_computed_once_per_snapshot(tmp_path):
 def test_keyword_hits_say_whether_a_document_claims_the_keyword(tmp_path, keyword, expected):
     hits = keyword_hits(_index(tmp_path).snapshot, keyword)
     assert {h.file_path: h.claims for h in hits} == expected
+
+
+def test_a_row_counts_documents_and_pages_the_same_way_as_its_columns():
+    """The table's "documents" column counts files; the explanation counted pages (translations once) and said
+    "documents" - "documents 3" beside "claimed by 2" (issue 34)."""
+    from kb_core.retrieval.keyword_map import KeywordRow
+
+    row = KeywordRow("限流", ("kb/en/limit.md", "kb/zh/limit.md", "kb/en/quota.md"), hits=2, pages=2)
+    assert row.explain().startswith("claimed by 2 pages (3 documents: a page's translations count once)")
+    same = KeywordRow("quota", ("kb/en/limit.md", "kb/en/quota.md"), hits=2, pages=2)
+    assert same.explain().startswith("claimed by 2 documents")

@@ -28,20 +28,24 @@ class DocumentSuggestion:
     retrievers: tuple[str, ...] = ()
 
 
-def suggest_documents(searcher: L1Searcher, query: str, limit: int,
-                      title_of: Callable[[str], str]) -> list[DocumentSuggestion]:
-    """Up to `limit` documents for `query`, L1's best first (a document's best chunk stands for it)."""
+def suggest_documents(searcher: L1Searcher, query: str, limit: int, title_of: Callable[[str], str],
+                      in_language: Callable[[str], bool] | None = None) -> list[DocumentSuggestion]:
+    """Up to `limit` documents for `query`, L1's best first (a document's best chunk stands for it).
+    `in_language(file_path)`: whether a document is in the query's language; those come first, in L1's order
+    (an English question should be fixed on the English page, however well its Chinese translation scored:
+    both hold the same identifiers)."""
     text = query.strip() if isinstance(query, str) else ""
     if not text or limit < 1:
         return []
     found: dict[str, DocumentSuggestion] = {}
-    for hit in searcher.search(text, top_k=max(limit * 3, 5)):
+    for hit in searcher.search(text, top_k=max(limit * 3, 5)):  # more than `limit`: the language may reorder
         if hit.source in found:
             continue
         excerpt = " ".join(hit.content.split())
         found[hit.source] = DocumentSuggestion(
             hit.source, title_of(hit.source), hit.heading, hit.score,
             excerpt[:MAX_EXCERPT] + ("…" if len(excerpt) > MAX_EXCERPT else ""), tuple(hit.retrievers))
-        if len(found) >= limit:
-            break
-    return list(found.values())
+    ranked = list(found.values())
+    if in_language is not None:
+        ranked.sort(key=lambda suggestion: not in_language(suggestion.file_path))  # stable: L1's order within
+    return ranked[:limit]

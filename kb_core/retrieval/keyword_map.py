@@ -82,7 +82,9 @@ class KeywordRow:
             return f"ignored by L0: {self.weak}"
         parts = []
         if self.clash:
-            parts.append(f"claimed by {self.claimants} documents")
+            files = len(self.file_paths)
+            parts.append(f"claimed by {self.claimants} pages ({files} documents: a page's translations count once)"
+                         if self.claimants != files else f"claimed by {files} documents")
         if self.overlaps:
             parts.append("inside " + _names(self.overlaps) + " of other documents")
         if self.ambiguous:
