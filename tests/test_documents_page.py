@@ -551,6 +551,8 @@ def test_the_inspector_edits_title_summary_keywords_and_sections_in_place(root):
     at.button(key=next(b.key for b in at.button if b.label == "Save and re-index")).click().run()
     assert not at.exception, at.exception
     assert any("title, keywords, sections saved in place and the document replaced" in s.value for s in at.success)
+    edit_tab = next(t for t in at.tabs if t.label == "Edit")  # said where the Save click leaves the curator
+    assert any("saved in place" in s.value for s in edit_tab.success)
     after = path.read_text(encoding="utf-8")
     expected = before.decode().replace("title: Plugin configuration\n", "title: Plugin configuration and reloads\n") \
         .replace("插件配置]", "插件配置, plugin reload]").replace("  attrs: Global", "  attributes: Global")

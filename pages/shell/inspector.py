@@ -19,7 +19,7 @@ from kb_core import (
     split_body,
 )
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
-from pages.shell.views import field_value, render_preview, save_and_flash, table_key
+from pages.shell.views import field_value, render_preview, save_and_flash, show_flash, table_key
 
 MAX_CHUNKS_SHOWN = 50  # a search narrows the rest down
 MAX_RAW_CHARS = 200_000  # the raw view of a huge file; the download has all of it
@@ -99,13 +99,15 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
 def _save_edit(kb: KnowledgeBase, edit, draft_key: str) -> None:
     """Save-button callback: the edit goes through the upload path; the outcome shows above the inspector."""
     st.session_state.pop(draft_key, None)
-    save_and_flash("inspector", lambda: kb.save_frontmatter_edit(edit),
+    # shown in the Edit tab, where the click leaves the curator (above the inspector it was out of sight)
+    save_and_flash("inspector-edit", lambda: kb.save_frontmatter_edit(edit),
                    lambda outcome: f"{edit.file_path}: {', '.join(edit.fields)} saved in place and the document "
                                    f"{outcome.action}.")
 
 
 def _render_edit(kb: KnowledgeBase, doc) -> None:
     """The frontmatter form: nothing is prepared until Preview, nothing written until Save."""
+    show_flash("inspector-edit")
     try:
         current = kb.frontmatter_fields(doc.file_path)
     except KnowledgeBaseError as exc:
