@@ -224,3 +224,22 @@ def test_an_open_after_edits_applies_them_as_a_delta_over_the_saved_index_and_sa
     again = _open(tmp_path)
     assert parsed == [] and rebuilds == [] and again.view.delta_size == 0
     assert _view(again) == _view(fresh) and _answers(again) == _answers(fresh)
+
+
+def test_the_exact_title_table_comes_with_the_saved_index(tmp_path, monkeypatch):
+    """An answer looks the query up among the exact titles (issue 31); building that table decoded every entry's
+    title, a quarter of a fresh `kb lookup` at 10,000 pages. The saved index holds it (issue 32)."""
+    from kb_core.documents.entry import KnowledgeEntry
+
+    for i, name in enumerate(NAMES):
+        write_doc(tmp_path, name, doc(f"Rate Limits {i % 2}", [f"key-{i}"]))
+    _open(tmp_path).close()
+    decoded: list[str] = []
+    real = KnowledgeEntry.title.fget
+
+    monkeypatch.setattr(KnowledgeEntry, "title", property(lambda e: decoded.append(e.file_path) or real(e)))
+    reopened = _open(tmp_path)
+    found = [e.file_path for e in reopened.titled("rate limits 1")]
+    assert decoded == []  # the table was read, no entry's title decoded
+    monkeypatch.undo()
+    assert found == [e.file_path for e in _open(tmp_path, snapshot=False).titled("rate limits 1")] == NAMES[1::2]

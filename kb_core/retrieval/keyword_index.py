@@ -190,7 +190,8 @@ class KnowledgeIndex:
             else:
                 self._rebuild(tuple(entries))
             self._records = records
-            if saved is None or reused != len(saved.paths) or reused != scanned:
+            if saved is None or reused != len(saved.paths) or reused != scanned or (
+                    index is not None and not index.has_titles):  # an older format: saved anew, with the titles
                 self._snapshot_changed()
         seconds = time.perf_counter() - started
         log.info(

@@ -212,16 +212,26 @@ class Snapshot(L0View):
 
     def titled(self, query: str) -> tuple[str, ...]:
         """Paths of the documents whose title equals the normalised `query` ("" finds none), in index order.
-        The table is built on first use, like the suggester."""
-        titles = self._titles
-        if titles is None:
-            titles = {}
-            for entry in self.entries:
-                title = normalize_term(entry.title)
-                if title:
-                    titles.setdefault(title, []).append(entry.file_path)
-            self._titles = titles
-        return tuple(titles.get(query, ()))
+        The table is built on first use, like the suggester (or comes with a saved snapshot: `set_titles`)."""
+        if self._titles is None:
+            self.set_titles([normalize_term(entry.title) for entry in self.entries])
+        assert self._titles is not None
+        return tuple(self._titles.get(query, ()))
+
+    @property
+    def has_titles(self) -> bool:
+        """Whether the exact-title table is there already (built, or read with a saved snapshot)."""
+        return self._titles is not None
+
+    def set_titles(self, normalized: Sequence[str]) -> None:
+        """The exact-title table from each entry's normalised title, in entry order ("" for none)."""
+        if len(normalized) != len(self.entries):
+            raise ValueError("titles of other entries")
+        titles: dict[str, list[str]] = {}
+        for entry, title in zip(self.entries, normalized, strict=True):
+            if title:
+                titles.setdefault(title, []).append(entry.file_path)
+        self._titles = titles
 
     def suggester(self) -> Suggester:
         """"Did you mean" over this snapshot's identifier keywords (`kb_core.retrieval.suggestions`), built on
