@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -136,19 +136,19 @@ def starts_a_word(text: str, start: int) -> bool:
 def contains_at_word_start(text: str, part: str) -> bool:
     """`part` occurs in `text` where a word begins (it may end inside one: "rate" in "rates", not in
     "demonstrates")."""
-    start = text.find(part)
-    while start != -1:
-        if starts_a_word(text, start):
-            return True
-        start = text.find(part, start + 1)
-    return False
+    return _occurs(text, part, lambda start: starts_a_word(text, start))
 
 
 def contains_aligned(text: str, part: str) -> bool:
     """`part` occurs in `text` at a word-aligned place (both already normalised)."""
+    return _occurs(text, part, lambda start: aligned(text, start, start + len(part)))
+
+
+def _occurs(text: str, part: str, fits: Callable[[int], bool]) -> bool:
+    """Whether `part` occurs in `text` at a start `fits` accepts."""
     start = text.find(part)
     while start != -1:
-        if aligned(text, start, start + len(part)):
+        if fits(start):
             return True
         start = text.find(part, start + 1)
     return False

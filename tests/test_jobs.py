@@ -578,3 +578,10 @@ def test_while_agents_look_things_up_a_job_rests_after_each_document(kb):
         control.checkpoint()
     assert time.monotonic() - started < 2.0  # ... ended by the cancel
     canceller.join()
+
+
+def test_which_job_kinds_write_documents():
+    """The sidebar holds back the stores' disagreement while a job that writes documents runs (issue 34)."""
+    from kb_core.jobs.model import JobKind
+
+    assert {k for k in JobKind if not k.writes_documents} == {JobKind.EVALUATE, JobKind.MODEL_PULL}

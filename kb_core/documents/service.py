@@ -733,8 +733,8 @@ class DocumentService:
                     raise DocumentError("batch undo", "; ".join(problems)) from exc
                 return [], [*left, *(p for p, *_ in items)]
             with self._l0.bulk():
-                for file_path, category, _, data, prep in items:
-                    self._update_l0(file_path, prep.frontmatter, category, prep.text, sha256(data))
+                for (file_path, category, _, _, prep), value in zip(items, values, strict=True):
+                    self._update_l0(file_path, prep.frontmatter, category, prep.text, value.content_sha256)
         log.info("indexed %d new documents as one batch (%d chunks)", len(items), len(rows))
         return [p for p, *_ in items], left
 

@@ -31,6 +31,12 @@ class JobKind(enum.StrEnum):
         return _LABELS[self]
 
     @property
+    def writes_documents(self) -> bool:
+        """Whether it writes documents: while it runs, the stores differ by the document it is writing (a
+        passing state, not a disagreement to reconcile)."""
+        return self not in (JobKind.EVALUATE, JobKind.MODEL_PULL)
+
+    @property
     def role(self) -> Role:
         """Who may start it: reconcile, re-index all and a model pull are an admin's; uploads, imports, keyword
         plans, the trash purge and evaluation runs a curator's."""
@@ -102,6 +108,14 @@ class JobRecord:
     @property
     def active(self) -> bool:
         return self.state.active
+
+    @property
+    def writes_documents(self) -> bool:
+        """`JobKind.writes_documents` of its kind (a kind this version does not know: assumed to write)."""
+        try:
+            return JobKind(self.kind).writes_documents
+        except ValueError:
+            return True
 
     @property
     def fraction(self) -> float | None:

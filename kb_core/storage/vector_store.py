@@ -264,8 +264,7 @@ class MilvusVectorStore:
         self._category_chars = _varchar_length(description, "category") or CATEGORY_CHARS
         # a collection made before issue 32 computes BM25 whatever the full-text index: its inserts must not
         # carry `sparse` (a function's output)
-        self._milvus_bm25 = any(f.get("type") == FunctionType.BM25 or "bm25" in str(f.get("name", ""))
-                                for f in description.get("functions") or [])
+        self._milvus_bm25 = any(f.get("type") == FunctionType.BM25 for f in description.get("functions") or [])
         if self._category_chars < CATEGORY_CHARS:
             log.info("the Milvus collection %s keeps categories up to %d characters (made before nested categories)",
                      name, self._category_chars)

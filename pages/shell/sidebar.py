@@ -11,11 +11,6 @@ from pages.shell.safe import escape_markdown, inline_code
 _MODEL_BADGE = {"ready": "🟢 ready", "loading": "🟡 loading…", "unavailable": "🔴 unavailable"}
 
 
-# Jobs that write documents: while one runs, the stores disagree by the document it is writing - that is not a
-# problem to reconcile, and the sidebar says a job is writing instead.
-_WRITING = ("reconcile", "reindex_all", "upload", "import", "keyword_plan", "purge_trash")
-
-
 def render_status(kb: KnowledgeBase) -> None:
     """The status, redrawn on its own every `REFRESH_SECONDS` while a job runs, so the counts and the jobs' lines
     follow the jobs instead of waiting for the next click."""
@@ -30,7 +25,8 @@ def render_status(kb: KnowledgeBase) -> None:
 def _status(kb: KnowledgeBase) -> None:
     try:
         status = kb.status()
-        writing = [j for j in kb.jobs(20, _WRITING) if j.active]
+        # while a job writes documents the stores differ by the one it is writing: said as such, not as a problem
+        writing = [j for j in kb.jobs(20) if j.active and j.writes_documents]
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return
