@@ -7,6 +7,7 @@ import streamlit as st
 from kb_core import KnowledgeBase, KnowledgeBaseError, Role
 from pages.shell.jobs_panel import REFRESH_SECONDS, started_here
 from pages.shell.safe import escape_markdown, inline_code
+from pages.shell.views import flash, show_flash
 
 _MODEL_BADGE = {"ready": "🟢 ready", "loading": "🟡 loading…", "unavailable": "🔴 unavailable"}
 
@@ -32,6 +33,7 @@ def _status(kb: KnowledgeBase) -> None:
         return
     counts = status.counts
     st.subheader("Status")
+    show_flash("sidebar")
     c1, c2, c3 = st.columns(3)
     c1.metric("L0", counts.l0, help="Documents with frontmatter in the in-memory keyword index")
     c2.metric("Database", "—" if counts.database is None else counts.database)
@@ -93,4 +95,7 @@ def _reconcile_now(kb: KnowledgeBase) -> None:
             st.error(escape_markdown(exc))
         else:
             started_here(job)  # on Documents → Maintenance, its end reruns the page
-            st.info(f"Reconcile started as job {job.id}: *Documents → Maintenance* shows its progress.")
+            flash("sidebar", "info", f"Reconcile started as job {job.id}: *Documents → Maintenance* shows its "
+                                     "progress.")
+            # the whole page again: this fragment was set up while no job ran, so it would not follow this one
+            st.rerun()
