@@ -12,6 +12,7 @@ from typing import Any
 
 from kb_core import terms as text_analysis
 from kb_core.access import acting, service_actor
+from kb_core.documents.chunking import CONTENT_VERSION
 from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher, paths_changed_while_unwatched
 from kb_core.documents.reconcile import Reconciler
@@ -167,7 +168,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     # in the jobs panel) when the trash holds something to purge; the look at the trash runs in the background
     threading.Thread(target=_purge_old_trash, args=(kb, trash, settings.trash_days), name="kb-trash-purge",
                      daemon=True).start()
-    threading.Thread(target=_re_embed_after_a_model_change, name="kb-model-change", daemon=True,
+    threading.Thread(target=_reindex_what_changed, name="kb-reindex-changed", daemon=True,
                      args=(kb, metadata, dense_embedder is not None, documents.profile)).start()
     try:
         jobs.sweep()  # after recovery: a dead job's interrupted write is settled; the job is shown failed
@@ -219,7 +220,7 @@ def _every_document_embedded(metadata: MetadataStore, model: str, max_age: float
         with lock:
             if time.monotonic() - float(last[0]) >= max_age:
                 try:
-                    last[1] = metadata.count_embedded_otherwise(model) == 0
+                    last[1] = metadata.count_indexed_otherwise(model) == 0
                 except KnowledgeBaseError:
                     last[1] = False
                 last[0] = time.monotonic()
@@ -227,23 +228,31 @@ def _every_document_embedded(metadata: MetadataStore, model: str, max_age: float
     return complete
 
 
-def _re_embed_after_a_model_change(kb: KnowledgeBase, metadata: MetadataStore, dense: bool, profile: str) -> None:
+def _reindex_what_changed(kb: KnowledgeBase, metadata: MetadataStore, dense: bool, profile: str) -> None:
     """Documents indexed by another model (or whose dense vectors were left for later) have no chunks - or only
-    placeholders - in this model's collection: a reconcile job re-indexes them, full text first for all, then
+    placeholders - in this model's collection, and documents chunked by an older cleaning (`CONTENT_VERSION`)
+    serve what it left in (MDX component lines, say): a reconcile job re-indexes them, full text first for all, then
     the dense vectors (`Reconciler._check_vectors`), while lookups go on. Once the model has loaded: the job
     needs it, and the opening does not wait for it."""
     try:
-        stale = metadata.count_embedded_otherwise(profile)  # one COUNT, not every row read at each opening
+        # one COUNT each, not every row read at each opening
+        stale = metadata.count_indexed_otherwise(profile, CONTENT_VERSION)
         if not stale:
             return
         if dense and not kb.wait_for_model().ready:
             return  # a model that failed to load: its state says so; a reconcile could not embed either
-        log.warning("%d documents were indexed by another model than %s: re-indexing them as a job", stale, profile)
+        other_model = metadata.count_indexed_otherwise(profile)
+        if other_model:
+            log.warning("%d documents were indexed by another model than %s: re-indexing them as a job",
+                        other_model, profile)
+        if stale > other_model:
+            log.warning("%d documents were chunked by an older cleaning (before version %d): re-indexing them as "
+                        "a job", stale - other_model, CONTENT_VERSION)
         kb.start_job("reconcile")
     except KnowledgeBaseError as exc:  # closed at once (a short command), or the database is away: next time
-        log.info("the re-embedding job was not started: %s", exc)
+        log.info("the re-indexing job was not started: %s", exc)
     except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again
-        log.error("could not start re-embedding after a model change: %s", exc)
+        log.error("could not start re-indexing after a model or cleaning change: %s", exc)
 
 
 def _fulltext_index(settings: Settings, collection: str) -> SqliteFullTextIndex | None:

@@ -40,7 +40,7 @@ def test_migration_creates_both_tables_and_is_idempotent(store):
     tables = set(inspect(store._engine).get_table_names())
     assert {"api_document", "tool_call", "tool_call_dropped", "query_history", "kb_job", "eval_query", "eval_run",
             "eval_outcome", "alembic_version"} <= tables
-    assert store.current_revision() == head_revision() == "0010"
+    assert store.current_revision() == head_revision() == "0011"
 
 
 def test_query_history_is_per_actor_and_round_trips_on_both_databases(store):
@@ -90,6 +90,29 @@ def test_migration_0010_goes_down_and_up_again(store):
     assert not evaluation & set(inspect(store._engine).get_table_names())
     store.migrate()
     assert evaluation <= set(inspect(store._engine).get_table_names())
+
+
+def test_migration_0011_goes_down_and_up_again_keeping_the_documents(store):
+    """The content version is a new nullable column: rows written before it read as None (re-indexed at the
+    next opening), and a round trip down and up keeps them."""
+    from alembic import command
+
+    from kb_core.storage.metadata_store import _alembic_config
+
+    doc_id = store.save_document(DocumentValues(**{**VALUES.__dict__, "content_version": 2}))
+    assert store.get(doc_id).content_version == 2
+    with store._engine.connect() as connection:
+        cfg = _alembic_config()
+        cfg.attributes["connection"] = connection
+        command.downgrade(cfg, "0010")
+        connection.commit()
+    columns = {c["name"] for c in inspect(store._engine).get_columns("api_document")}
+    assert "content_version" not in columns
+    store.migrate()
+    assert store.get(doc_id).content_version is None
+    assert store.get(doc_id).file_path == VALUES.file_path
+    assert store.count_indexed_otherwise(VALUES.embedding_model) == 0
+    assert store.count_indexed_otherwise(VALUES.embedding_model, 2) == 1
 
 
 def test_status_is_stored_as_varchar(store):

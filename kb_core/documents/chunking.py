@@ -26,6 +26,11 @@ from kb_core.documents.sections import scan_headings
 # The heading of the chunk that restates a document's frontmatter (title, summary, keywords) for search:
 # L1 recognises it, and answers with that document's body instead of repeating its metadata.
 FRONTMATTER_HEADING = "(frontmatter)"
+# What cleaning and chunking make of a file, as a number stored with each indexed document: bump it when either
+# changes what is indexed, and the next opening re-indexes the documents of an older version as a reconcile job
+# (their files did not change, so nothing else would). None (a row from before the number): 1. 2: MDX/JSX
+# component lines cleaned away (issue 34).
+CONTENT_VERSION = 2
 DEFAULT_MAX_CHARS = 800
 DEFAULT_OVERLAP = 100
 # What L1 indexes of one document. Indexing costs about as much per character as tokenising it twice (jieba for

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 from kb_core.access import acting_name
-from kb_core.documents.chunking import FRONTMATTER_HEADING, Chunk, chunk_markdown
+from kb_core.documents.chunking import CONTENT_VERSION, FRONTMATTER_HEADING, Chunk, chunk_markdown
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.folder import KnowledgeFolder, checked_sha256, decode_markdown
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
@@ -349,7 +349,8 @@ class DocumentService:
             raise DocumentConflictError(file_path, None, current)
 
     def is_current(self, row: DocumentRecord, digest: str, target: Path) -> bool:
-        if row.content_sha256 != digest or row.status != DocumentStatus.INDEXED:
+        if row.content_sha256 != digest or row.status != DocumentStatus.INDEXED or \
+                row.content_version != CONTENT_VERSION:  # chunked by older cleaning: made again
             return False
         if row.embedding_model != self.profile and not (dense_missing(row) and not self.dense_ready()):
             return False
@@ -402,6 +403,7 @@ class DocumentService:
             chunk_count=len(prepared.chunks),
             embedding_model=FULLTEXT_PROFILE if prepared.dense_missing else self.profile,
             last_error=DENSE_MISSING if prepared.dense_missing else None,
+            content_version=CONTENT_VERSION,
         )
         undo: list[tuple[str, Callable[[], None]]] = []
         doc_id: int | None = existing.id if existing is not None else None
@@ -715,7 +717,7 @@ class DocumentService:
                                else None),
                 content_sha256=sha256(data), size_bytes=len(data), chunk_count=len(prep.chunks),
                 embedding_model=FULLTEXT_PROFILE if prep.dense_missing else self.profile,
-                last_error=DENSE_MISSING if prep.dense_missing else None)
+                last_error=DENSE_MISSING if prep.dense_missing else None, content_version=CONTENT_VERSION)
                 for file_path, category, name, data, prep in items]
             ids: list[int] = []
             try:

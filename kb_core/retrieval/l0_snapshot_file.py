@@ -8,7 +8,8 @@ keyed (issue 30): reading it can build strings, numbers, lists and flat arrays, 
     magic line  "KB-L0-SNAPSHOT 5\\n"
     tag         HMAC-SHA-256 of the rest, keyed by this user's snapshot key (`snapshot_key.py`)
     length      8 bytes, little-endian: the manifest's length
-    manifest    JSON: the knowledge base's directory, display prefix and entry schema, the byte order, the
+    manifest    JSON: the knowledge base's directory, display prefix, entry schema and content version (the
+                cleaning that made the entries' sections, `chunking.CONTENT_VERSION`), the byte order, the
                 counts, the small parts of the saved index, and where each blob lies in the body
     body        the blobs: display paths (NUL-joined UTF-8), file versions (32 packed bytes each: size,
                 modification and change times, inode), which files are L0 documents, the entries' matched
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kb_core.documents.chunking import CONTENT_VERSION
 from kb_core.documents.entry import KnowledgeEntry, entries_of_columns, entry_columns
 from kb_core.documents.folder import read_regular
 from kb_core.retrieval import l0_index_data
@@ -114,7 +116,8 @@ def load_with_index(path: Path, base_dir: Path, prefix: str | None = None
         return None, None
     try:
         manifest, body = _verified(path, data)
-        if manifest.get("base") != str(base_dir) or manifest.get("schema") != list(SCHEMA) or (
+        if manifest.get("base") != str(base_dir) or manifest.get("schema") != list(SCHEMA) or \
+                manifest.get("content") != CONTENT_VERSION or (
                 prefix is not None and manifest.get("prefix") != prefix):
             log.info("the L0 snapshot %s is of another folder or version, scanning in full", path)
             return None, None
@@ -206,6 +209,7 @@ def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = No
     for name, data in columns.items():
         add(blobs, f"entry.{name}", data)
     manifest: dict[str, Any] = {"base": str(base_dir), "prefix": prefix, "schema": list(SCHEMA),
+                                "content": CONTENT_VERSION,
                                 "byteorder": sys.byteorder, "count": len(paths), "blobs": blobs,
                                 "entry_columns": list(columns), "entry_extra": extra}
     if index is not None:

@@ -57,6 +57,8 @@ class ApiDocument(Base):
     pending_owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
     # who made the last change: a console user's e-mail, or a service identity ("agent", "cli", "mcp", "watcher")
     changed_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # what cleaning and chunking made its chunks (`chunking.CONTENT_VERSION`); NULL: before the number existed
+    content_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class ToolCall(Base):

@@ -64,6 +64,7 @@ class DocumentValues:
     chunk_count: int
     embedding_model: str | None
     last_error: str | None = None
+    content_version: int | None = None  # `chunking.CONTENT_VERSION` of its chunks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -504,11 +505,14 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
         with self._read() as session:
             return int(session.scalar(select(func.count()).select_from(ApiDocument)) or 0)
 
-    def count_embedded_otherwise(self, model: str) -> int:
-        """Documents whose vectors another model made, or none yet (dense vectors left for later)."""
+    def count_indexed_otherwise(self, model: str, content_version: int | None = None) -> int:
+        """Documents whose vectors another model made, or none yet (dense vectors left for later); with
+        `content_version`, also those whose chunks an older cleaning made (NULL: before the number)."""
+        stale = (ApiDocument.embedding_model != model) | ApiDocument.embedding_model.is_(None)
+        if content_version is not None:
+            stale = stale | (ApiDocument.content_version != content_version) | ApiDocument.content_version.is_(None)
         with self._read() as session:
-            return int(session.scalar(select(func.count()).select_from(ApiDocument).where(
-                (ApiDocument.embedding_model != model) | ApiDocument.embedding_model.is_(None))) or 0)
+            return int(session.scalar(select(func.count()).select_from(ApiDocument).where(stale)) or 0)
 
     def count_chunks(self) -> int:
         with self._read() as session:
