@@ -222,7 +222,8 @@ if tab_trash is not None and tab_trash.open:
 if tab_maintenance.open and not may_administer:
     with tab_maintenance:
         st.info(f"Reconcile and re-index need the admin role; you are signed in as a {kb.actor.role.label}.")
-        render_jobs_panel(kb, ("reconcile", "reindex_all"), key="maintenance", details=_maintenance_details)
+        render_jobs_panel(kb, ("reconcile", "reindex_all"), key="maintenance", details=_maintenance_details,
+                          nothing_to_type=True)
 elif tab_maintenance.open:
     with tab_maintenance:
         st.markdown("**Reconcile** brings disk, database, Milvus and L0 into agreement: it indexes `.md` files "
@@ -239,9 +240,9 @@ elif tab_maintenance.open:
         st.caption("Both run as jobs on the server, one heavy job at a time (others queue): closing this tab does not "
                    "stop them, and every tab shows their progress here.")
         show_flash("maintenance")
-        # refresh_own: this tab holds no text field, so the end of a job started here reruns the page at once
+        # this tab holds no text field: the end of any reconcile or re-index reruns the page at once
         render_jobs_panel(kb, ("reconcile", "reindex_all"), key="maintenance", details=_maintenance_details,
-                          refresh_own=True)
+                          nothing_to_type=True)
         st.markdown("**Settings** this process runs with (`KB_*`, `kb.yaml`; the Milvus token and database password "
                     "are hidden)")
         st.dataframe([{"setting": name, "value": value} for name, value in kb.settings.described()],

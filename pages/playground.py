@@ -21,7 +21,7 @@ from kb_core import (
     split_body,
 )
 from pages.shell import bench_view
-from pages.shell.jobs_panel import render_jobs_panel
+from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.label_view import render_label_control, served_parts
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.views import flash, show_flash
@@ -117,9 +117,12 @@ def _run_again(entry: HistoryEntry) -> None:
 def _index_now() -> None:
     """A button callback: index the folder as a reconcile job on the server (it goes on if this tab closes)."""
     try:
-        state.index_job = kb.start_job("reconcile").id
+        job = kb.start_job("reconcile")
     except KnowledgeBaseError as exc:
         flash("index-now", "error", str(exc))
+    else:
+        state.index_job = job.id
+        started_here(job)  # its end redraws the page (the panel below)
 
 
 indexing = None
@@ -143,7 +146,8 @@ elif unindexed > 0:
                     "and the search index, so lookups can find them by meaning as well as by keyword.")
         show_flash("index-now")
         if indexing is not None:  # running on the server: its progress, refreshed every second
-            render_jobs_panel(kb, ("reconcile",), key="index-now", recent=0)
+            # the user pressed Index now and waits for it: its end redraws the page (the banner, the counts)
+            render_jobs_panel(kb, ("reconcile",), key="index-now", recent=0, refresh_own=True)
         elif kb.actor.may(Role.ADMIN):
             st.button(f"Index {unindexed} document{'s' if unindexed != 1 else ''} now", key="index-now",
                       type="primary", on_click=_index_now)

@@ -530,8 +530,8 @@ def test_re_index_all_goes_on_after_the_tab_closes_and_a_new_tab_sees_it_end(lar
     ended = fresh.get_by_text("Re-index all (job 1, succeeded", exact=False)
     expect(ended).to_be_visible(timeout=240_000)  # the panel notices the end by itself (a rerun of the panel alone)
     expect(ended).to_contain_text(f"{REINDEXED} re-indexed")
-    if watched:  # it ended while this tab looked on: the rest of the page waits to be redrawn
-        expect(fresh.get_by_role("button", name="Show the changes")).to_be_visible()
+    # ended while this tab looked on or before: Maintenance has nothing to type into, so it redrew itself
+    expect(fresh.get_by_role("button", name="Show the changes")).to_have_count(0)
     expect(fresh.get_by_test_id("stProgress")).to_have_count(0)
     row = _job_row(root, 1)
     assert row.state.value == "succeeded" and row.done == row.total == REINDEXED

@@ -2,7 +2,7 @@
 at once; the panel shows running and queued jobs of any session or process with progress, an ETA and a cancel
 button, how the latest one ended and the recent ones; the upload page hands its batch to a job. A job that ends
 while the panel refreshes itself leaves the rest of the page alone (someone may be typing there): the panel offers
-"Show the changes"; only the Maintenance tab, which has nothing to type into, reruns for a job it started itself.
+"Show the changes"; the Maintenance tab, which has nothing to type into, reruns for any job that ends.
 
 Rows another process would write are made here through the job store with this process's identity (so no
 sweep takes them for a dead process's), which lets a test put a job exactly where it wants it. AppTest runs no
@@ -195,10 +195,13 @@ def test_the_upload_page_hands_the_batch_to_a_job_and_shows_its_result(app_root)
     assert os.environ["KB_APP_ROOT"] == str(app_root) and Path(app_root / "kb.sqlite3").exists()
 
 
-def test_a_job_ending_leaves_the_page_alone_until_show_the_changes_is_pressed(jobs):
-    job = jobs.create("reconcile", ELSEWHERE, ProcessIdentity.current(), {"delete_missing": False}, total=10)
+def test_a_job_ending_leaves_a_page_with_fields_alone_until_show_the_changes_is_pressed(jobs):
+    """The upload page has fields to type into (a category, file names): another session's job ending there
+    does not rerun it; the panel says so and offers the rerun."""
+    job = jobs.create("import", ELSEWHERE, ProcessIdentity.current(), {"files": [], "notes": []}, total=10)
     jobs.claim(job.id)
-    at = maintenance()
+    at = run_page("upload")
+    assert not at.exception, at.exception
     assert whole_page(at) and at.get("progress") and SHOW_CHANGES not in {b.label for b in at.button}
     run_panel(at)  # the panel refreshes itself: the job still runs
     assert not whole_page(at) and at.get("progress") and [b.label for b in at.button] == ["Cancel"]
@@ -209,16 +212,32 @@ def test_a_job_ending_leaves_the_page_alone_until_show_the_changes_is_pressed(jo
         run_panel(at)
         assert not whole_page(at), "the end of a job reran the whole page"
         assert not at.get("progress") and [b.label for b in at.button] == [SHOW_CHANGES]
-        assert any(m.value.startswith(f"🔔 **Reconcile** · job {job.id} · succeeded — ended after this page was "
-                                      "drawn") for m in at.markdown)
-        assert any(f"Reconcile (job {job.id}, succeeded" in s.value for s in at.success)
+        assert any(m.value.startswith(f"🔔 **Folder import** · job {job.id} · succeeded — ended after this page "
+                                      "was drawn") for m in at.markdown)
+        assert any(f"Folder import (job {job.id}, succeeded" in s.value for s in at.success)
 
-    at.button(key="jobs-show-changes-maintenance").click().run()
+    at.button(key="jobs-show-changes-upload").click().run()
     assert not at.exception, at.exception
-    assert whole_page(at) and at.button(key="reindex-all")  # the upload test below: the changes show then
+    assert whole_page(at)
     assert SHOW_CHANGES not in {b.label for b in at.button} and not any("🔔" in m.value for m in at.markdown)
     run_panel(at)  # nothing new has ended since the page was drawn
     assert SHOW_CHANGES not in {b.label for b in at.button}
+
+
+def test_the_maintenance_tab_shows_the_changes_of_another_sessions_job_at_once(jobs):
+    """Maintenance has nothing to type into: a job of another session ending there redraws the page at once
+    (the counts and lists it changed), with no button to press (issue 34)."""
+    job = jobs.create("reconcile", ELSEWHERE, ProcessIdentity.current(), {"delete_missing": False}, total=10)
+    jobs.claim(job.id)
+    at = maintenance()
+    run_panel(at)  # the panel refreshes itself: the job still runs
+    assert not whole_page(at) and at.get("progress")
+    jobs.finish(job.id, JobState.SUCCEEDED, summary="10 unchanged", stage="", done=10, total=10,
+                counts={"unchanged": 10}, errors=(), error_count=0, result=None)
+    run_panel(at)
+    assert whole_page(at), "the end of a job did not redraw a page with nothing to type into"
+    assert any(f"Reconcile (job {job.id}, succeeded" in s.value for s in at.success)
+    assert SHOW_CHANGES not in {b.label for b in at.button} and at.button(key="reindex-all")
 
 
 def test_the_maintenance_tab_shows_the_changes_of_the_job_it_started_at_once(heavy_lock, synced_sample):
@@ -254,3 +273,26 @@ def test_the_upload_page_waits_for_show_the_changes_even_for_its_own_job(heavy_l
     assert whole_page(at) and any(h.value == "Result" for h in at.subheader)  # what the job did, above
     assert list(at.dataframe[0].value["result"]) == ["indexed"]
     assert not any(b.label.startswith("Uploading…") for b in at.button)
+
+
+def test_the_playground_redraws_itself_when_its_index_now_job_ends(app_root, sample_root):
+    """*Index now*: the user waits for exactly that job, so its end redraws the page (the banner says what was
+    indexed, the button is gone) without "Show the changes" (issue 34)."""
+    at = run_page("playground")  # the sample is on disk, nothing indexed yet
+    store = MetadataStore(f"sqlite:///{app_root / 'kb.sqlite3'}")
+    lock = store.lock("kbjob", "heavy")
+    try:
+        assert lock.acquire(0)
+        at.button(key="index-now").click().run()  # queued while the test holds the lock
+        assert not at.exception, at.exception
+        assert at.get("progress") or any("queued" in m.value for m in at.markdown)
+        lock.release()
+        wait_for_jobs(app_root)
+        run_panel(at)
+        assert any(s.value.startswith("Indexed:") for s in at.success), "the page was not redrawn"
+        assert SHOW_CHANGES not in {b.label for b in at.button}
+        assert not any(b.label.startswith("Index ") for b in at.button)
+    finally:
+        with contextlib.suppress(Exception):
+            lock.release()
+        store.dispose()

@@ -11,10 +11,12 @@ preview. The panel says the job ended and offers **Show the changes**, a button 
 user wants it. (The timer's run is the panel's own rerun already, drawn from the jobs read anew: no
 `st.rerun(scope="fragment")` is needed, and Streamlit refuses one during a whole-page run.)
 
-Only where a call site states that its view holds nothing to type into (`refresh_own=True`: Documents →
-Maintenance, the Trash tab) does a job *this session* started (noted with `started_here`) rerun the page by
-itself when it ends, as the user who pressed the button is waiting for exactly that; a job of another tab,
-session or process never does."""
+Where a call site states that its view holds nothing to type into (`nothing_to_type=True`: Documents →
+Maintenance, the Trash tab) any job the panel shows reruns the page by itself when it ends — this tab's, another
+tab's or another process's: there is no text to lose, and a page that still says "not indexed yet" after the job
+that indexed it is wrong. Where a call site says only that the user waits for the job they started
+(`refresh_own=True`: the playground's *Index now*), a job *this session* started (noted with `started_here`)
+reruns the page when it ends; jobs of others leave such a page as it is."""
 
 from __future__ import annotations
 
@@ -104,12 +106,12 @@ def _ended(job: JobRecord, details: Callable[[JobRecord], None] | None, kb: Know
 
 def render_jobs_panel(kb: KnowledgeBase, kinds: Sequence[str], *, key: str, recent: int = 5,
                       details: Callable[[JobRecord], None] | None = None,
-                      refresh_own: bool = False) -> list[JobRecord]:
+                      refresh_own: bool = False, nothing_to_type: bool = False) -> list[JobRecord]:
     """The jobs of `kinds`; `details` renders the latest ended job's result (the page's own view of it); with
-    `recent=0` only the active jobs. `refresh_own=True` states that the page around this call shows nothing to
-    type into: a job this session started (`started_here`) reruns the whole page once it ends; any other ending
-    job, or any job with `refresh_own=False`, leaves the page as it is and the panel offers "Show the changes".
-    Returns the jobs as this run read them."""
+    `recent=0` only the active jobs. `nothing_to_type=True` states that the page around this call shows nothing
+    to type into: any job of the panel reruns the whole page once it ends. `refresh_own=True`: a job this session
+    started (`started_here`) does. Any other ending job leaves the page as it is and the panel offers "Show the
+    changes". Returns the jobs as this run read them."""
     try:
         jobs = kb.jobs(max(recent, 1) + 10, kinds)
     except KnowledgeBaseError as exc:
@@ -134,8 +136,8 @@ def render_jobs_panel(kb: KnowledgeBase, kinds: Sequence[str], *, key: str, rece
         if whole_page:  # the page was drawn with every job's outcome so far
             state.pop(f"_jobs-ended-{key}", None)
         elif seen - now:  # a job ended during a rerun of the panel alone
-            if refresh_own and (seen - now) & state.get(STARTED_HERE, set()):
-                st.rerun()  # the job this tab started, on a view with nothing to type into: show what it changed
+            if nothing_to_type or (refresh_own and (seen - now) & state.get(STARTED_HERE, set())):
+                st.rerun()  # show what it changed: nothing typed can be lost, or the user waits for this job
             state[f"_jobs-ended-{key}"] = state.get(f"_jobs-ended-{key}", set()) | (seen - now)
         show_flash(f"jobs-{key}")
         if ended_meanwhile := state.get(f"_jobs-ended-{key}"):

@@ -24,7 +24,7 @@ def render_trash(kb: KnowledgeBase) -> None:
                "tick or click a row to restore or purge it.")
     show_flash("trash")
     # the purge at opening, or the button's; no text field on this tab: the button's purge reruns it once it ends
-    render_jobs_panel(kb, ("purge_trash",), key="trash", recent=1, refresh_own=True)
+    render_jobs_panel(kb, ("purge_trash",), key="trash", recent=1, nothing_to_type=True)
     if not items:
         st.info("The trash is empty.")
         return
