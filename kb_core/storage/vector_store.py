@@ -99,6 +99,17 @@ def _describe(exc: Exception) -> str:
 _PLACEHOLDER = {0: 1.0}  # the `sparse` of a collection without BM25: Milvus refuses an empty sparse vector
 
 
+def _skip_per_character_checks() -> None:
+    """pymilvus' row packing hands each VARCHAR value to a check written for a column: it loops over the
+    string's characters, testing that each is a `str` no longer than the field's maximum - always true of a
+    character, so it can never fail for text, only cost time (a fifth of a 1,200-page reconcile: 2.6 s for
+    77,000 values). Our rows are cut to each field's length before they are sent (`upsert`), and the server
+    checks lengths itself."""
+    from pymilvus.client import entity_helper
+
+    entity_helper.CHECK_STR_ARRAY = False
+
+
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -172,6 +183,8 @@ class MilvusVectorStore:
     def _connect(self) -> Any:
         from pymilvus import MilvusClient
         from pymilvus.exceptions import MilvusException
+
+        _skip_per_character_checks()
 
         address, extra = self._uri, {}
         if is_local_uri(self._uri):
