@@ -9,11 +9,12 @@ Debian's Chromium through playwright:
 - a `?doc=<category/file.md>` link opened in a new tab (a new Streamlit session; the browser has loaded the
   console before, so its scripts are cached; the very first open, cold server and cold browser, is reported
   apart): the load event, the document's inspector visible (its title and its "Raw file" tab), and settled
-  (the running indicator gone and the sidebar's status drawn, the last thing every page renders);
+  (the script run ended and the sidebar's status drawn, the last thing every page renders);
 - playground round trips: a query typed into "Query" and "Look up" pressed, until the new answer's "Why"
   caption (its new request id) is shown and the run has ended. The server side is the lookup's own `total`
   from that caption (what `lookup_knowledge` took in the server, the same run); "beyond the lookup" is the
   round trip minus it. An L0 query (a document's exact keyword) and an L1 question (no keyword) alternate.
+- for both, the page's script run: from its "running" to its "notRunning" state as the browser learns of them.
 
 Every wait is a condition polled on each animation frame in the page, never a fixed sleep. The server is
 stopped (its whole process group) at the end and on errors.
@@ -52,17 +53,17 @@ TIMEOUT_MS = 180_000  # a busy 2-core machine
 GOAL_LINK_S, GOAL_BEYOND_S = 3.0, 1.0  # issue 34: a `?doc=` link settled, a round trip beyond the lookup
 STALE_ENV = ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")  # would name another KB
 # Questions without any keyword of the corpus, in the words of its bodies: L1 (BM25) answers them
-QUESTIONS = ["Who should be paged when a problem lasts longer than five minutes?",
-             "Where are the relations between the services described?",
-             "Which dashboard should I check first when something happens?"]
+QUESTIONS = ["When should I page the on-call owner?",
+             "Where is the relation between the slow query and the memory leak described?",
+             "Which dashboard should I check first?"]
 
 # -- conditions checked in the page on every animation frame --------------------------------------------------
-# Streamlit's running indicator fades out for 200 ms (a CSS transition, class StatusWidget-exit) before it
-# is removed: from the start of the fade the run is over, so that counts as idle already.
-_IDLE = """(() => { const w = document.querySelector('[data-testid=stStatusWidget]');
-  return !w || w.className.includes('StatusWidget-exit'); })()"""
-_SETTLED = f"""() => {_IDLE} && [...document.querySelectorAll('[data-testid=stSidebar] h1, [data-testid=stSidebar] h2,
-  [data-testid=stSidebar] h3')].some(h => h.innerText.trim() === 'Status')"""
+# The run has ended when the app's script-run state (the `data-test-script-state` attribute of stApp, which
+# Streamlit's own browser tests read) is "notRunning". Its running indicator (stStatusWidget, what the tests
+# wait on) is no use for timing: it appears only after a run has lasted 500 ms and fades out for 200 ms more.
+_IDLE = "document.querySelector('[data-testid=stApp]')?.dataset.testScriptState === 'notRunning'"
+_SETTLED = f"""() => {_IDLE} && [...document.querySelectorAll('[data-testid=stSidebar] :is(h1, h2, h3)')]
+  .some(h => h.innerText.trim() === 'Status')"""
 _INSPECTOR = """(title) => { const main = document.querySelector('[data-testid=stMain]');
   return !!main && [...main.querySelectorAll('h3')].some(h => h.innerText.includes(title))
     && [...main.querySelectorAll('[role=tab]')].some(t => t.innerText.includes('Raw file')); }"""
@@ -70,6 +71,16 @@ _INSPECTOR = """(title) => { const main = document.querySelector('[data-testid=s
 _WHY = """[...document.querySelectorAll('[data-testid=stMain] [data-testid=stCaptionContainer]')]
   .map(e => e.innerText).find(t => t.startsWith('request '))"""
 _NEW_ANSWER = f"(previous) => {{ const why = {_WHY}; return why && why !== previous ? why : false; }}"
+# In every page: the script-run state's changes with their time on the page's clock, sampled on each frame, so
+# that the server's script run (from "running" to "notRunning", as the browser learns of them) can be told apart
+# from what comes before it (loading, connecting, sending the form) and after it (drawing).
+_RECORDER = """window.__states = []; const sample = () => {
+  const state = document.querySelector('[data-testid=stApp]')?.dataset.testScriptState;
+  if (state && state !== window.__states.at(-1)?.[1]) window.__states.push([performance.now(), state]);
+  requestAnimationFrame(sample); }; requestAnimationFrame(sample);"""
+_RUN_S = """(since) => { const states = window.__states.filter(([t]) => t >= since);
+  const start = states.find(([, s]) => s === 'running'), end = states.findLast(([, s]) => s === 'notRunning');
+  return start && end && end[0] > start[0] ? (end[0] - start[0]) / 1000 : null; }"""
 
 
 def build(root: Path, docs: int, runs: int) -> dict[str, Any]:
@@ -86,7 +97,7 @@ def build(root: Path, docs: int, runs: int) -> dict[str, Any]:
         links.append({"doc": f"{path.parent.name}/{path.name}", "title": title})
     queries = {"L0 keyword": [corpus.keywords[i][0] for i in picks],
                "L1 question": [QUESTIONS[k % len(QUESTIONS)] for k in range(runs)]}
-    kb = open_knowledge_base(bench_settings(root), load_model=False)
+    kb = open_knowledge_base(bench_settings(root, embedding_fallback="none"), load_model=False)
     try:
         started = time.perf_counter()
         report = kb.reconcile()
@@ -117,7 +128,10 @@ def serve(root: Path, log: Path) -> Iterator[str]:
     settings = bench_settings(root)
     env = {k: v for k, v in os.environ.items() if k not in STALE_ENV}
     env.update(KB_APP_ROOT=str(root), KB_EMBEDDING_MODEL=NO_MODEL, KB_DATABASE_URL=settings.database_url,
-               KB_MILVUS_URI=settings.milvus_uri, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+               KB_MILVUS_URI=settings.milvus_uri, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               # BM25 only, as the knowledge base was indexed: with the built-in fallback model the server would
+               # start re-indexing every document as a job while it is being timed
+               KB_EMBEDDING_FALLBACK="none")
     command = [sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.headless", "true",
                "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false",
                "--server.fileWatcherType", "none"]
@@ -158,15 +172,18 @@ def open_link(context, url: str, link: dict[str, str]) -> dict[str, float]:
         shown = time.perf_counter()
         page.wait_for_function(_SETTLED, polling="raf")
         settled = time.perf_counter()
+        run_s = page.evaluate(_RUN_S, 0)
     finally:
         page.close()
-    return {"load_s": loaded - started, "inspector_s": shown - started, "settled_s": settled - started}
+    return {"load_s": loaded - started, "run_s": run_s, "inspector_s": shown - started,
+            "settled_s": settled - started}
 
 
 def round_trip(page, query: str) -> dict[str, float]:
     """One "Look up": seconds to the new answer shown, to the run's end, and the server's lookup total."""
     page.get_by_role("textbox", name="Query", exact=True).fill(query)
     previous = page.evaluate(f"() => {_WHY} || null")
+    since = page.evaluate("() => performance.now()")
     started = time.perf_counter()
     page.get_by_role("button", name="Look up").click()
     why = page.wait_for_function(_NEW_ANSWER, arg=previous, polling="raf").json_value()
@@ -176,14 +193,18 @@ def round_trip(page, query: str) -> dict[str, float]:
     total = re.search(r"total ([\d.]+) ms", why)
     if total is None:
         raise RuntimeError(f"no lookup total in the answer's caption: {why!r}")
-    lookup_s = float(total.group(1)) / 1000
-    return {"answer_s": shown - started, "idle_s": idle - started, "lookup_s": lookup_s,
-            "beyond_s": idle - started - lookup_s}
+    lookup_ms = float(total.group(1))
+    return {"answer_s": shown - started, "idle_s": idle - started, "run_s": page.evaluate(_RUN_S, since),
+            "lookup_ms": lookup_ms, "beyond_s": idle - started - lookup_ms / 1000}
 
 
-def _summary(samples: list[dict[str, float]]) -> dict[str, Any]:
-    return {key: {"median": round(statistics.median(s[key] for s in samples), 3),
-                  "max": round(max(s[key] for s in samples), 3)} for key in samples[0]}
+def _summary(samples: list[dict[str, float | None]]) -> dict[str, Any]:
+    summary = {}
+    for key in samples[0]:
+        values = [s[key] for s in samples if s[key] is not None]  # a script run the page did not see: none
+        summary[key] = {"median": round(statistics.median(values), 3), "max": round(max(values), 3)} \
+            if values else None
+    return summary
 
 
 def measure(url: str, built: dict[str, Any], runs: int) -> dict[str, Any]:
@@ -194,9 +215,10 @@ def measure(url: str, built: dict[str, Any], runs: int) -> dict[str, Any]:
         try:
             context = browser.new_context(viewport=VIEWPORT)
             context.set_default_timeout(TIMEOUT_MS)
+            context.add_init_script(_RECORDER)
             # the server's first session opens the knowledge base; the browser fetches the console's scripts
             first = open_link(context, url, built["links"][0])
-            links = [open_link(context, url, built["links"][k % runs]) for k in range(runs)]
+            links = [open_link(context, url, link) for link in built["links"]]
             page = context.new_page()
             page.goto(f"{url}/", wait_until="load")
             page.get_by_role("textbox", name="Query", exact=True).wait_for()
@@ -207,7 +229,7 @@ def measure(url: str, built: dict[str, Any], runs: int) -> dict[str, Any]:
                     trips[kind].append(round_trip(page, asked[k]))
         finally:
             browser.close()
-    return {"first_link": {key: round(value, 3) for key, value in first.items()}, "link": _summary(links),
+    return {"first_link": {key: value and round(value, 3) for key, value in first.items()}, "link": _summary(links),
             "round_trip": {kind: _summary(samples) for kind, samples in trips.items()},
             "samples": {"link_settled_s": [round(s["settled_s"], 3) for s in links],
                         **{f"{kind} idle_s": [round(s["idle_s"], 3) for s in samples]
@@ -216,23 +238,30 @@ def measure(url: str, built: dict[str, Any], runs: int) -> dict[str, Any]:
 
 def render_browser(r: dict[str, Any]) -> list[str]:
     """The table (printed by the benchmark, and in docs/performance.md by benchmarks/make_docs.py)."""
-    def row(what: str, cell: dict[str, float], goal: str = "") -> str:
-        return f"| {what} | {cell['median']:.2f} s | {cell['max']:.2f} s | {goal} |"
+    def row(what: str, cell: dict[str, float] | None, goal: str = "", unit: str = "s") -> str:
+        if cell is None:
+            return f"| {what} | – | – | {goal} |"
+        digits = 1 if unit == "ms" else 2
+        median, most = (f"{cell[k]:.{digits}f} {unit}" for k in ("median", "max"))
+        return f"| {what} | {median} | {most} | {goal} |"
 
     link, first = r["link"], r["first_link"]
-    lines = [f"| at {r['documents']:,} documents, {r['runs']} runs | median | max | goal |", "|---|---|---|---|",
-             row("`?doc=` link: load event", link["load_s"]), row("`?doc=` link: inspector shown", link["inspector_s"]),
+    lines = [f"| at {r['documents']:,} documents, {r['runs']} runs of each | median | max | goal |",
+             "|---|---|---|---|",
+             row("`?doc=` link: load event", link["load_s"]),
+             row("`?doc=` link: the page's script run (server)", link["run_s"]),
+             row("`?doc=` link: inspector shown", link["inspector_s"]),
              row("`?doc=` link: settled", link["settled_s"], f"≤ {r['goal_link_s']:g} s")]
     for kind, t in r["round_trip"].items():
-        lines += [row(f"{kind}: answer shown", t["answer_s"]), row(f"{kind}: round trip (idle)", t["idle_s"]),
-                  f"| {kind}: the lookup itself (server) | {t['lookup_s']['median'] * 1000:.1f} ms | "
-                  f"{t['lookup_s']['max'] * 1000:.1f} ms | |",
+        lines += [row(f"{kind}: answer shown", t["answer_s"]), row(f"{kind}: round trip, until idle", t["idle_s"]),
+                  row(f"{kind}: the page's script run (server)", t["run_s"]),
+                  row(f"{kind}: the lookup itself (server)", t["lookup_ms"], unit="ms"),
                   row(f"{kind}: round trip beyond the lookup", t["beyond_s"], f"≤ {r['goal_beyond_s']:g} s")]
     worst_beyond = max(t["beyond_s"]["max"] for t in r["round_trip"].values())
     met = link["settled_s"]["max"] <= r["goal_link_s"] and worst_beyond <= r["goal_beyond_s"]
     lines += ["", f"Goals {'met' if met else 'NOT met'} (every run within them). The very first link, on a fresh "
               f"server and a fresh browser: settled in {first['settled_s']:.2f} s (load event {first['load_s']:.2f} "
-              f"s). Load average {r['load'][0]} before, {r['load'][1]} after."]
+              f"s, script run {first['run_s'] or 0:.2f} s). Load average {r['load'][0]} before, {r['load'][1]} after."]
     return lines
 
 

@@ -7,7 +7,8 @@
 Inputs (all in docs/):
 
 - `bench-l0-results.json`, `bench-l1-results.json`, `bench-lookups-results.json`, `bench-feed-results.json`,
-  `bench-pages-results.json`, `bench-trees-results.json`, `bench-zh-results.json`, `bench-l0-change-results.json`:
+  `bench-pages-results.json`, `bench-trees-results.json`, `bench-zh-results.json`, `bench-l0-change-results.json`,
+  `bench-browser-results.json` (written there by `python -m benchmarks.bench_browser` itself):
   the JSON the benchmarks write (`kb bench ... --json FILE`; the feed, trees, zh and l0_change benchmarks'
   `--json FILE`), copied here after a run. Two
   optional keys are added by hand: `date` (the day of the run) and `notes` (sentences about that run that the
@@ -119,6 +120,7 @@ def render_performance(docs: Path = DOCS) -> str:
     zh_dense = _load(docs, "bench-zh-dense-results.json")
     cold = _load(docs, "bench-cold-results.json")
     ingest = _load(docs, "bench-ingest-results.json")
+    browser = _load(docs, "bench-browser-results.json")
     sources = ", ".join(f"docs/{n}" for n, r in (("bench-l0-results.json", l0), ("bench-l1-results.json", l1),
                                                  ("bench-lookups-results.json", lookups),
                                                  ("bench-feed-results.json", feed),
@@ -129,7 +131,8 @@ def render_performance(docs: Path = DOCS) -> str:
                                                  ("bench-l0-change-results.json", change),
                                                  ("bench-open-results.json", opening),
                                                  ("bench-cold-results.json", cold),
-                                                 ("bench-ingest-results.json", ingest)) if r)
+                                                 ("bench-ingest-results.json", ingest),
+                                                 ("bench-browser-results.json", browser)) if r)
     out = [GENERATED.format(sources=sources), "", "# Performance", ""]
     out += _para(
         "Every figure on this page comes from the JSON a benchmark run wrote (named under each section, with the",
@@ -145,6 +148,8 @@ def render_performance(docs: Path = DOCS) -> str:
             "python -m benchmarks.bench_zh      # the zh section alone: lookups on a Chinese-heavy knowledge base",
             "python -m benchmarks.bench_l0_change   # one applied change to L0, before and after deltas",
             "python -m benchmarks.bench_open --docs 10000 100000   # L0 open with and without the saved snapshot",
+            "python -m benchmarks.bench_browser --docs 1000 --runs 7   # a ?doc= link and playground round trips "
+            "in Chromium",
             "```", ""]
     out += _para(
         "`--quick` also renders the pages at 50 documents (`--page-docs`, `--page-runs`). The change-feed "
@@ -184,6 +189,8 @@ def render_performance(docs: Path = DOCS) -> str:
         out += _feed(feed)
     if pages:
         out += _pages(pages)
+    if browser:
+        out += _browser(browser)
     if trees:
         out += _trees(trees)
     if zh:
@@ -489,6 +496,24 @@ def _pages(report: dict[str, Any]) -> list[str]:
             f"{min(uncached):.1f}–{max(uncached):.1f} s. The console computes the summaries in the background right "
             "after opening, so a curator's first click does not pay for them.", ""]
     return [*out, *_notes(report), *([""] if report.get("notes") else [])]
+
+
+def _browser(report: dict[str, Any]) -> list[str]:
+    from benchmarks.bench_browser import render_browser
+
+    return ["## In a real browser: a `?doc=` link and a playground round trip", "",
+            f"`{report['command']}`, {_when(report)}; {_machine(report.get('machine'))}; JSON in "
+            "[bench-browser-results.json](bench-browser-results.json).", "",
+            "`streamlit run app.py` over the page benchmark's generated documents (BM25 only), driven by Chromium "
+            "on the same machine through playwright; every wait is a condition checked on each frame in the page. "
+            "A `?doc=` link is opened in a new tab of a browser that has loaded the console before: its load "
+            "event, the document's inspector shown (title and tabs), settled (the script run ended, the sidebar "
+            "status drawn). A round trip types a query into the playground and presses *Look up*, until the new "
+            "answer is shown and the run has ended; the lookup itself is the `total` the answer's *Why* caption "
+            "gives (what `lookup_knowledge` took in the server), and beyond it is the rest of the round trip. The "
+            "page's script run is the time between the running and not-running states as the browser learns of "
+            "them. The L0 query is a document's exact keyword, the L1 question has no keyword.", "",
+            *render_browser(report), "", *_notes(report), *([""] if report.get("notes") else [])]
 
 
 def _cold(report: dict[str, Any]) -> list[str]:
