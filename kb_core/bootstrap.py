@@ -30,6 +30,7 @@ from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher, tuning_for
 from kb_core.retrieval.lookup import HybridLookup
+from kb_core.retrieval.scoped_documents import ScopedDocuments
 from kb_core.settings import Settings, load_settings
 from kb_core.storage.call_spool import CallSpool, spool_at
 from kb_core.storage.embedding import FlagEmbedder
@@ -146,7 +147,8 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
                            documents=documents, reconciler=reconciler, trash=trash,
                            lookup=HybridLookup(index, searcher, default_language=settings.default_language,
-                                               body_suggester=body_identifiers),
+                                               body_suggester=body_identifiers,
+                                               scope_ids=ScopedDocuments(metadata, index).ids),
                            searcher=searcher, follower=follower, watcher=watcher, metrics=metrics, jobs=jobs)
         if settings.metrics_port:
             if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):

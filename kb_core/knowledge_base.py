@@ -57,6 +57,7 @@ from kb_core.retrieval.keyword_plan import KeywordPlan
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
 from kb_core.retrieval.reading import DocumentReader
+from kb_core.retrieval.scope import ALL, Scope
 from kb_core.settings import Settings
 from kb_core.storage.embedding import ModelState
 from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
@@ -202,29 +203,40 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         return self._settings
 
     # -- queries -------------------------------------------------------------------------------------
-    def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
+    def lookup(self, query: str, section_title: str | None = None, scope: Scope | None = None) -> LookupResult:
         """L0, then L1 when needed (`HybridLookup`). A query longer than the tool's limit (`MAX_QUERY_CHARS`,
         2,000 characters) is refused with `InvalidInputError` before anything reads it: tokenising 100,000
-        characters takes tens of seconds, and no question needs them."""
+        characters takes tens of seconds, and no question needs them. `scope` (`kb_core.retrieval.scope.Scope`):
+        only the pages it admits exist for this lookup."""
         if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
             raise InvalidInputError(f"the query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,} are "
                                     "accepted (as by lookup_knowledge): ask with the words that matter")
-        result = self._lookup.lookup(query, section_title)
+        result = self._lookup.lookup(query, section_title, scope)
         self._metrics.observe_lookup(result)
         return result
 
-    def lookup_knowledge(self, query: str, section_title: str | None = None, *, caller: str = "python") -> dict:
-        """The agent tool: exactly the spec's JSON (plus `error` for refused arguments). Logged to `tool_call`."""
-        return self.call_tool({"query": query, "section_title": section_title}, caller=caller).payload
+    def lookup_knowledge(self, query: str, section_title: str | None = None, *, category: str | None = None,
+                         language: str | None = None, caller: str = "python", scope: Scope | None = None) -> dict:
+        """The agent tool: exactly the spec's JSON (plus `error` for refused arguments). Logged to `tool_call`.
+        `category` (a folder, with its sub-folders) and `language` narrow the question; `scope`: what the
+        caller may read (default: every page)."""
+        arguments = {"query": query, "section_title": section_title}
+        arguments.update({k: v for k, v in (("category", category), ("language", language)) if v is not None})
+        return self.call_tool(arguments, caller=caller, scope=scope).payload
 
-    def read_document_tool(self, source: str, section_title: str | None = None, *, caller: str = "python") -> dict:
+    def read_document_tool(self, source: str, section_title: str | None = None, *, language: str | None = None,
+                           caller: str = "python", scope: Scope | None = None) -> dict:
         """The `read_document` agent tool: the document at `source` (a source from an answer, or
         `category/file.md`) served like a lookup's primary, or its section `section_title`; an `error` result for
-        a source that is no indexed document. Logged to `tool_call`. (`read_document` is the raw file text.)"""
-        return self.call_tool({"source": source, "section_title": section_title}, caller=caller,
-                              tool=READ_TOOL_NAME).payload
+        a source that is no indexed document (or one `scope` does not admit). `language`: the page's version in
+        that language. Logged to `tool_call`. (`read_document` is the raw file text.)"""
+        arguments = {"source": source, "section_title": section_title}
+        if language is not None:
+            arguments["language"] = language
+        return self.call_tool(arguments, caller=caller, tool=READ_TOOL_NAME, scope=scope).payload
 
-    def call_tool(self, arguments: object, *, caller: str = "python", tool: str = TOOL_NAME) -> ToolResponse:
+    def call_tool(self, arguments: object, *, caller: str = "python", tool: str = TOOL_NAME,
+                  scope: Scope | None = None) -> ToolResponse:
         """A tool (`lookup_knowledge` by default, or `read_document`) with raw arguments, returning the payload
         *and* the result (a lookup's has the trace: the playground's view). An unknown `tool` name gives an
         error result (not logged), as an agent that made one up should read."""
@@ -235,7 +247,7 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
                                 0.0)
         # the request id every log line of this call carries, and the one the call log and the trace show
         with log_context(request_id=new_request_id(), caller=caller):
-            response = handler.call(arguments, caller=caller)
+            response = handler.call(arguments, caller=caller, scope=scope or ALL)
             if isinstance(response.result, LookupResult):
                 self._metrics.observe_lookup(response.result)
             self._metrics.observe_tool_call(tool, found=bool(response.payload.get("found")), error=response.error)

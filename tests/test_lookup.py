@@ -4,6 +4,7 @@ the real Milvus searcher is exercised by the storage tests."""
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime
 
 import pytest
 from conftest import RecordingL1
@@ -63,6 +64,8 @@ def test_req_5_1_unique_match_returns_l0_only(index, sample_root):
     result = HybridLookup(index, RecordingL1([hit(CACHE)])).lookup("ERR_TIMEOUT")
     text = (sample_root / PAYMENT).read_text(encoding="utf-8")
     expected_content = text if len(text) <= 2000 else text[:2000] + "..."
+    # when the page last changed (issue 35): the sample's frontmatter has no `updated`, so the file's time
+    modified = datetime.fromtimestamp((sample_root / PAYMENT).stat().st_mtime, UTC)
     assert result.to_dict() == {
         "found": True,
         "primary": {
@@ -73,6 +76,7 @@ def test_req_5_1_unique_match_returns_l0_only(index, sample_root):
             # the frontmatter's `sections` names, not the headings, when the document has them
             "availableSections": ["超时排查"],
             "section": None,
+            "updated": modified.isoformat(timespec="seconds").replace("+00:00", "Z"),
         },
         "supplement": None,
     }

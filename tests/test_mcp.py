@@ -54,7 +54,7 @@ def test_lists_the_tool_as_spec_7_1_describes(server):
     tool = tools[0]
     assert tool.description == TOOL_DESCRIPTION
     assert tool.input_schema["required"] == ["query"]
-    assert set(tool.input_schema["properties"]) == {"query", "section_title"}
+    assert set(tool.input_schema["properties"]) == {"query", "section_title", "category", "language"}  # issue 35
     # one sentence each tells an agent how to read past the first 2,000 characters
     assert "availableSections" in tool.description and "section_title" in tool.description
     assert "availableSections" in str(tool.input_schema["properties"]["section_title"])

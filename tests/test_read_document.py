@@ -198,7 +198,7 @@ def test_both_tools_as_function_calling_schemas():
     assert read["function"]["name"] == READ_TOOL_NAME == "read_document"
     params = read["function"]["parameters"]
     assert params["required"] == ["source"] and params["additionalProperties"] is False
-    assert set(params["properties"]) == {"source", "section_title"}
+    assert set(params["properties"]) == {"source", "section_title", "language"}  # issue 35
     assert "availableSections" in params["properties"]["section_title"]["description"]
     description = read["function"]["description"]
     assert "supplement" in description and "alternatives" in description and "'read'" in description

@@ -33,7 +33,7 @@ def test_req_7_1_tool_metadata():
     assert "error code" in function["description"] and "supplement" in function["description"]
     params = function["parameters"]
     assert params["required"] == ["query"]
-    assert set(params["properties"]) == {"query", "section_title"}
+    assert set(params["properties"]) == {"query", "section_title", "category", "language"}  # issue 35
     assert "availableSections" in function["description"] and "section_title" in function["description"]
     assert "availableSections" in params["properties"]["section_title"]["description"]
     json.dumps(schema)  # hand it to any framework as plain JSON

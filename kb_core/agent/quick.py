@@ -30,7 +30,7 @@ class _L1Asked(BaseException):
 
 
 class _NoL1:
-    def search(self, query: str, top_k: int = 3, category: str | None = None) -> list[L1Hit]:
+    def search(self, query: str, top_k: int = 3, category: str | None = None, **_scope: Any) -> list[L1Hit]:
         raise _L1Asked
 
 

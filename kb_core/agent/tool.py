@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from kb_core.errors import ToolArgumentError, UnknownSourceError
+from kb_core.errors import InvalidInputError, ToolArgumentError, UnknownSourceError
 from kb_core.logs import current_request_id
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
 from kb_core.retrieval.reading import DocumentReader, ReadResult
+from kb_core.retrieval.scope import ALL, Scope, check_categories, check_languages
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,18 @@ SECTION_TITLE_DESCRIPTION = (
     "Optional: one of primary.availableSections from a previous answer (or a heading's text); the primary's "
     "content is then that section instead of the document's first 2,000 characters."
 )
+CATEGORY_DESCRIPTION = (
+    "Optional: only documents of this category, a folder of the knowledge base with its sub-folders (e.g. "
+    "'gateway' or 'ops/runbooks'); the sources of earlier answers show the folders. Narrows both the keyword "
+    "match and the passage search, so a narrowed question still gets its best passages."
+)
+LANGUAGE_DESCRIPTION = (
+    "Optional: only documents in this language, a tag such as 'en' or 'zh' (zh-CN is zh)."
+)
+FILTER_PROPERTIES: dict[str, Any] = {
+    "category": {"type": ["string", "null"], "description": CATEGORY_DESCRIPTION, "maxLength": 255},
+    "language": {"type": ["string", "null"], "description": LANGUAGE_DESCRIPTION, "maxLength": 35},
+}
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -63,6 +76,7 @@ INPUT_SCHEMA: dict[str, Any] = {
             "type": ["string", "null"],
             "description": SECTION_TITLE_DESCRIPTION,
         },
+        **FILTER_PROPERTIES,
     },
     "required": ["query"],
     "additionalProperties": False,
@@ -100,6 +114,8 @@ READ_INPUT_SCHEMA: dict[str, Any] = {
             "type": ["string", "null"],
             "description": READ_SECTION_TITLE_DESCRIPTION,
         },
+        "language": {"type": ["string", "null"], "maxLength": 35,
+                     "description": "Optional: the page's version in this language ('en', 'zh'), when it has one."},
     },
     "required": ["source"],
     "additionalProperties": False,
@@ -126,9 +142,10 @@ def openai_tool_schemas() -> list[dict[str, Any]]:
 def validate_arguments(arguments: Any) -> tuple[str, str | None]:
     if not isinstance(arguments, Mapping):
         raise ToolArgumentError(f"arguments must be an object with a 'query' string, got {type(arguments).__name__}")
-    unknown = sorted(set(arguments) - {"query", "section_title"})
+    unknown = sorted(set(arguments) - {"query", "section_title", "category", "language"})
     if unknown:
-        raise ToolArgumentError(f"unknown argument(s): {', '.join(map(str, unknown))}; expected query, section_title")
+        raise ToolArgumentError(f"unknown argument(s): {', '.join(map(str, unknown))}; expected query, section_title, "
+                                "category, language")
     query = arguments.get("query")
     if query is None:
         raise ToolArgumentError("missing required argument 'query'")
@@ -145,9 +162,10 @@ def validate_read_arguments(arguments: Any) -> tuple[str, str | None]:
     """(source, section_title) of a `read_document` call, or `ToolArgumentError` saying what is wrong."""
     if not isinstance(arguments, Mapping):
         raise ToolArgumentError(f"arguments must be an object with a 'source' string, got {type(arguments).__name__}")
-    unknown = sorted(set(arguments) - {"source", "section_title"})
+    unknown = sorted(set(arguments) - {"source", "section_title", "language"})
     if unknown:
-        raise ToolArgumentError(f"unknown argument(s): {', '.join(map(str, unknown))}; expected source, section_title")
+        raise ToolArgumentError(f"unknown argument(s): {', '.join(map(str, unknown))}; expected source, section_title, "
+                                "language")
     source = arguments.get("source")
     if source is None:
         raise ToolArgumentError("missing required argument 'source'")
@@ -158,6 +176,26 @@ def validate_read_arguments(arguments: Any) -> tuple[str, str | None]:
     if len(source) > MAX_SOURCE_CHARS:
         raise ToolArgumentError(f"'source' is {len(source)} characters; at most {MAX_SOURCE_CHARS} are accepted")
     return source.strip(), _section_title(arguments)
+
+
+def narrowed(arguments: Mapping[str, Any], scope: Scope, *, category: bool = True) -> Scope:
+    """The caller's scope narrowed by the call's optional `category` and `language` (`ToolArgumentError` for
+    one that is not a string, a valid folder path or a language tag)."""
+    values = {}
+    for name in ("category", "language") if category else ("language",):
+        value = arguments.get(name)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
+        if not isinstance(value, str):
+            raise ToolArgumentError(f"'{name}' must be a string or null, got {type(value).__name__}")
+        try:
+            values[name] = check_categories(value, name) if name == "category" else check_languages(value, name)
+        except InvalidInputError as exc:
+            raise ToolArgumentError(str(exc)) from None
+    if not values:
+        return scope
+    return Scope(categories=values.get("category", scope.categories), languages=values.get("language", scope.languages),
+                 audiences=scope.audiences, allowed_categories=scope.allowed_categories, rule=scope.rule)
 
 
 def _section_title(arguments: Mapping[str, Any]) -> str | None:
@@ -370,7 +408,7 @@ class _AgentTool:
     def __init__(self, recorder: CallRecorder | None = None):
         self._recorder = recorder
 
-    def _answer(self, arguments: Any) -> LookupResult | ReadResult:
+    def _answer(self, arguments: Any, scope: Scope) -> LookupResult | ReadResult:
         raise NotImplementedError
 
     @staticmethod
@@ -381,12 +419,14 @@ class _AgentTool:
     def _section_asked(result: Any) -> bool:
         return False
 
-    def call(self, arguments: Any, *, caller: str = "python") -> ToolResponse:
+    def call(self, arguments: Any, *, caller: str = "python", scope: Scope = ALL) -> ToolResponse:
+        """`scope`: what this caller may read (a named token's audiences and categories); the arguments'
+        `category` and `language` narrow it further."""
         started = time.perf_counter()
         result: LookupResult | ReadResult | None = None
         error: str | None = None
         try:
-            result = self._answer(arguments)
+            result = self._answer(arguments, scope)
             payload = result.to_dict()
         except ToolArgumentError as exc:
             error = f"invalid arguments: {exc}"
@@ -429,9 +469,9 @@ class LookupTool(_AgentTool):
         super().__init__(recorder)
         self._lookup = lookup
 
-    def _answer(self, arguments: Any) -> LookupResult:
+    def _answer(self, arguments: Any, scope: Scope) -> LookupResult:
         query, section = validate_arguments(arguments)
-        return self._lookup.lookup(query, section)
+        return self._lookup.lookup(query, section, narrowed(arguments, scope))
 
     @staticmethod
     def _request_id(result: Any) -> str | None:
@@ -452,9 +492,10 @@ class ReadDocumentTool(_AgentTool):
         super().__init__(recorder)
         self._reader = reader
 
-    def _answer(self, arguments: Any) -> ReadResult:
+    def _answer(self, arguments: Any, scope: Scope) -> ReadResult:
         source, section = validate_read_arguments(arguments)
-        return self._reader.read(source, section)
+        languages = narrowed(arguments, ALL, category=False).languages
+        return self._reader.read(source, section, scope=scope, language=languages[0] if languages else None)
 
     @staticmethod
     def _request_id(result: Any) -> str | None:

@@ -34,9 +34,9 @@ class KnowledgeEntry:
     summary, sections) are one compact blob (`_pack`: JSON, data only), decoded when read (about five
     microseconds), equal bytes for equal values."""
 
-    __slots__ = ("file_path", "keywords", "category", "lang", "group", "ignored_keywords", "_cold")
+    __slots__ = ("file_path", "keywords", "category", "lang", "group", "ignored_keywords", "audience", "_cold")
     FIELDS = ("file_path", "title", "keywords", "summary", "category", "ignored_keywords", "sections",
-              "section_names", "lang", "group")
+              "section_names", "lang", "group", "audience", "updated", "version")
 
     file_path: str
     keywords: tuple[str, ...]  # what L0 matches
@@ -44,22 +44,25 @@ class KnowledgeEntry:
     lang: str  # `en`, `zh`, ... (see `language.document_language`)
     group: str  # the translation group it shares with its other language versions (`language.translation_key`)
     ignored_keywords: tuple[tuple[str, str], ...]
+    audience: tuple[str, ...]  # frontmatter `audience`: the groups that may read it (empty: everyone)
 
     def __init__(self, file_path: str, title: str, keywords: Iterable[str], summary: str,
                  category: str | None = None, ignored_keywords: Iterable[tuple[str, str]] = (),
                  sections: Iterable[str] | None = None, section_names: Iterable[tuple[str, str]] = (),
-                 lang: str = "und", group: str = ""):
+                 lang: str = "und", group: str = "", audience: Iterable[str] = (), updated: str = "",
+                 version: str = ""):
         """`ignored_keywords`: frontmatter keywords L0 ignores, with the reason (weak ones such as `e`, `的`,
         `1`, and any beyond the 64th); `sections`: `availableSections`, computed when the entry is built (never
         at lookup time), None without headings; `section_names`: frontmatter `sections` found in the body
-        (curator's name, heading path)."""
+        (curator's name, heading path); `audience`: who may read it (`retrieval.scope`); `updated`, `version`:
+        the frontmatter's, as text ("" without)."""
         cold = (_text(title), _text(summary), None if sections is None else tuple(map(_text, sections)),
-                tuple((_text(n), _text(h)) for n, h in section_names))
+                tuple((_text(n), _text(h)) for n, h in section_names), _text(updated), _text(version))
         _init(self, file_path, tuple(_intern(_text(k)) for k in keywords),
               None if category is None else _intern(_text(category)), _intern(_text(lang)), _text(group),
-              tuple((_text(k), _text(r)) for k, r in ignored_keywords), _pack(cold))
+              tuple((_text(k), _text(r)) for k, r in ignored_keywords), _audience(audience), _pack(cold))
 
-    def _cold_fields(self) -> tuple[str, str, tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
+    def _cold_fields(self) -> tuple[str, str, tuple[str, ...] | None, tuple[tuple[str, str], ...], str, str]:
         return _unpack(self._cold)
 
     @property
@@ -78,8 +81,19 @@ class KnowledgeEntry:
     def section_names(self) -> tuple[tuple[str, str], ...]:
         return self._cold_fields()[3]
 
+    @property
+    def updated(self) -> str:
+        """The frontmatter's `updated` (or `date`), as written; "" without."""
+        return self._cold_fields()[4]
+
+    @property
+    def version(self) -> str:
+        """The frontmatter's `version`, as written; "" without."""
+        return self._cold_fields()[5]
+
     def _key(self) -> tuple[Any, ...]:
-        return self.file_path, self.keywords, self.category, self.lang, self.group, self.ignored_keywords, self._cold
+        return (self.file_path, self.keywords, self.category, self.lang, self.group, self.ignored_keywords,
+                self.audience, self._cold)
 
     def __eq__(self, other: object) -> bool:
         if self is other:
@@ -99,7 +113,7 @@ class KnowledgeEntry:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _restore, (self.file_path, self.keywords, self.category, self.lang, self.group, self.ignored_keywords,
-                          self._cold)
+                          self.audience, self._cold)
 
     def __repr__(self) -> str:
         return f"KnowledgeEntry({', '.join(f'{name}={getattr(self, name)!r}' for name in self.FIELDS)})"
@@ -136,11 +150,14 @@ class KnowledgeEntry:
             section_names=shape.names if shape else (),
             lang=document_language(relative, fm.extra, text),
             group=translation_key(relative, fm.extra),
+            audience=audience_of(fm.extra),
+            updated=_scalar(fm.extra.get("updated", fm.extra.get("date"))),
+            version=_scalar(fm.extra.get("version")),
         )
 
 
 _COMPRESS_FROM = 128  # bytes: a blob of headings and prose this long compresses by about a third
-_NO_COLD = ("", "", None, ())
+_NO_COLD = ("", "", None, (), "", "")
 
 
 def _pack(cold: tuple[Any, ...]) -> bytes:
@@ -155,11 +172,13 @@ def _pack(cold: tuple[Any, ...]) -> bytes:
     return data
 
 
-def _unpack(data: bytes) -> tuple[str, str, tuple[str, ...] | None, tuple[tuple[str, str], ...]]:
+def _unpack(data: bytes) -> tuple[str, str, tuple[str, ...] | None, tuple[tuple[str, str], ...], str, str]:
     try:
-        title, summary, sections, names = _loads(zlib.decompress(data) if data[:1] == b"\x78" else data)
-        if type(title) is not str or type(summary) is not str:
-            raise ValueError("title and summary are text")
+        title, summary, sections, names, updated, version = _loads(
+            zlib.decompress(data) if data[:1] == b"\x78" else data)
+        if type(title) is not str or type(summary) is not str or type(updated) is not str or \
+                type(version) is not str:
+            raise ValueError("title, summary, updated and version are text")
         if sections is not None:
             sections = tuple(sections)
             if not all(type(s) is str for s in sections):
@@ -168,7 +187,7 @@ def _unpack(data: bytes) -> tuple[str, str, tuple[str, ...] | None, tuple[tuple[
     except (ValueError, TypeError, zlib.error) as exc:  # only a forged snapshot can hold such a blob
         _log.warning("an L0 entry's title, summary and sections are unreadable (%s): read as empty", exc)
         return _NO_COLD
-    return title, summary, sections, names
+    return title, summary, sections, names, updated, version
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
@@ -178,22 +197,47 @@ _init_field = object.__setattr__
 
 
 def _init(entry: KnowledgeEntry, file_path: str, keywords: tuple[str, ...], category: str | None, lang: str,
-          group: str, ignored: tuple[tuple[str, str], ...], cold: bytes) -> None:
+          group: str, ignored: tuple[tuple[str, str], ...], audience: tuple[str, ...], cold: bytes) -> None:
     _init_field(entry, "file_path", file_path)
     _init_field(entry, "keywords", keywords)
     _init_field(entry, "category", category)
     _init_field(entry, "lang", lang)
     _init_field(entry, "group", group)
     _init_field(entry, "ignored_keywords", ignored)
+    _init_field(entry, "audience", audience)
     _init_field(entry, "_cold", cold)
 
 
 def _restore(file_path: str, keywords: tuple[str, ...], category: str | None, lang: str, group: str,
-             ignored: tuple[tuple[str, str], ...], cold: bytes) -> KnowledgeEntry:
+             ignored: tuple[tuple[str, str], ...], audience: tuple[str, ...], cold: bytes) -> KnowledgeEntry:
     """Unpickling: the fields as pickled (strings shared between entries stay shared: pickle keeps identity)."""
     entry = _new(KnowledgeEntry)
-    _init(entry, file_path, keywords, category, lang, group, ignored, cold)
+    _init(entry, file_path, keywords, category, lang, group, ignored, audience, cold)
     return entry
+
+
+_audiences: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _audience(groups: Iterable[str]) -> tuple[str, ...]:
+    """Sorted, distinct, one tuple shared by every entry with the same groups (most have none, or a few sets)."""
+    key = tuple(sorted({_intern(_text(g)) for g in groups}))
+    return _audiences.setdefault(key, key) if len(_audiences) < 10_000 else key
+
+
+def audience_of(extra: Mapping[str, Any]) -> tuple[str, ...]:
+    """The frontmatter's `audience`: a group name or a list of them (blank names and other values ignored)."""
+    value = extra.get("audience")
+    values = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    return tuple(v.strip() for v in values if isinstance(v, str) and v.strip())
+
+
+def _scalar(value: object) -> str:
+    """A frontmatter date or version as text (YAML reads `2026-11-30` as a date: ISO 8601 again)."""
+    if value is None or isinstance(value, (dict, list, bool)):
+        return ""
+    iso = getattr(value, "isoformat", None)
+    return str(iso() if callable(iso) else value).strip()[:64]
 
 
 _new = object.__new__
@@ -212,6 +256,9 @@ def entry_columns(entries: Sequence[KnowledgeEntry]) -> tuple[dict[str, bytes], 
         keywords += [code(k, len(ids)) for k in e.keywords]
         counts.append(len(e.keywords))
     categories = [-1 if e.category is None else code(e.category, len(ids)) for e in entries]
+    audience: list[int] = []
+    for e in entries:
+        audience += [code(g, len(ids)) for g in e.audience]
     langs = [code(e.lang, len(ids)) for e in entries]
     groups = [code(e.group, len(ids)) for e in entries]
     strings = list(ids)
@@ -220,6 +267,7 @@ def entry_columns(entries: Sequence[KnowledgeEntry]) -> tuple[dict[str, bytes], 
         "string_ends": _ends(len(s) for s in strings),
         "keywords": _int32(keywords), "keyword_ends": _ends(counts),
         "category": _int32(categories), "lang": _int32(langs), "group": _int32(groups),
+        "audience": _int32(audience), "audience_ends": _ends(len(e.audience) for e in entries),
         "cold": b"".join(e._cold for e in entries), "cold_ends": _ends(len(e._cold) for e in entries),
     }
     ignored = [[n, [list(pair) for pair in e.ignored_keywords]] for n, e in enumerate(entries) if e.ignored_keywords]
@@ -241,7 +289,10 @@ def entries_of_columns(paths: Sequence[str], arrays: Mapping[str, bytes | memory
     cold_ends = _read_ends(arrays["cold_ends"], len(cold_data))
     categories, langs, groups = (_read_ids(arrays[name], len(table), allow_none=name == "category")
                                  for name in ("category", "lang", "group"))
-    if not (len(keyword_ends) == len(cold_ends) == len(categories) == len(langs) == len(groups) == n):
+    audience_ids = _read_ids(arrays["audience"], len(table))
+    audience_ends = _read_ends(arrays["audience_ends"], len(audience_ids))
+    if not (len(keyword_ends) == len(cold_ends) == len(categories) == len(langs) == len(groups) ==
+            len(audience_ends) == n):
         raise ValueError("entry columns of inconsistent lengths")
     ignored: dict[int, tuple[tuple[str, str], ...]] = {}
     listed = extra.get("ignored_keywords") if isinstance(extra, dict) else None
@@ -257,12 +308,15 @@ def entries_of_columns(paths: Sequence[str], arrays: Mapping[str, bytes | memory
         raise ValueError("an entry without its title and summary")
     words = [table[i] for i in keyword_ids]
     starts, cold_starts = _starts(keyword_ends), _starts(cold_ends)
+    groups_of = [table[i] for i in audience_ids]
     return list(map(_restore, paths,
                     [tuple(words[a:b]) for a, b in zip(starts, keyword_ends, strict=True)],
                     [None if i < 0 else table[i] for i in categories],
                     [table[i] for i in langs],
                     [table[i] for i in groups],
                     [ignored.get(row, ()) for row in range(n)] if ignored else [()] * n,
+                    [_audience(groups_of[a:b]) if b > a else () for a, b in
+                     zip(_starts(audience_ends), audience_ends, strict=True)],
                     [cold_data[a:b] for a, b in zip(cold_starts, cold_ends, strict=True)]))
 
 

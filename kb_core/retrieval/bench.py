@@ -21,18 +21,16 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kb_core.documents.folder import category_problem
-from kb_core.documents.language import normalize_language
 from kb_core.errors import InvalidInputError
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import L1_TOP_K, L1Hit, LookupResult
+from kb_core.retrieval.scope import check_categories, check_languages
 from kb_core.terms import term_spans
 
 __all__ = ["MAX_TOP_K", "MIN_TOP_K", "BenchOptions", "BenchRow", "BenchRun", "HistoryEntry", "Retriever",
            "bench_link_params", "bench_rows", "history_entry", "parse_bench_link"]
 
 MIN_TOP_K, MAX_TOP_K = 1, 20
-UNDETERMINED = "und"  # the language of a text whose script says nothing (`language.document_language`)
 
 
 class Retriever(enum.StrEnum):
@@ -137,33 +135,12 @@ def _retriever(value: object) -> Retriever:
                                 f"{', '.join(r.value for r in Retriever)}") from None
 
 
-def _strings(values: object, what: str) -> list[str]:
-    if isinstance(values, str):
-        values = (values,)
-    if not isinstance(values, Collection) or not all(isinstance(v, str) for v in values):
-        raise InvalidInputError(f"{what} must be a list of strings, got {values!r}")
-    return [v.strip() for v in values if v.strip()]
-
-
 def _categories(values: object) -> tuple[str, ...]:
-    found = []
-    for category in _strings(values, "categories"):
-        category = category.strip("/")
-        problem = category_problem(category)
-        if problem is not None:
-            raise InvalidInputError(f"invalid category {category!r}: {problem}")
-        found.append(category)
-    return tuple(sorted(set(found)))
+    return check_categories(values)
 
 
 def _languages(values: object) -> tuple[str, ...]:
-    found = []
-    for tag in _strings(values, "languages"):
-        language = UNDETERMINED if tag.lower() == UNDETERMINED else normalize_language(tag)
-        if language is None:
-            raise InvalidInputError(f"unknown language {tag!r}: use a tag such as en, zh or zh-CN (und: undetermined)")
-        found.append(language)
-    return tuple(sorted(set(found)))
+    return check_languages(values)
 
 
 # -- links -------------------------------------------------------------------------------------------------------

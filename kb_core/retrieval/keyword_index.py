@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from kb_core.documents import synonyms as synonyms_module
 from kb_core.documents.entry import KnowledgeEntry, entry_of_bytes, entry_of_file, split_keywords
 from kb_core.documents.folder import KnowledgeFolder, file_version, read_regular
@@ -35,6 +37,7 @@ from kb_core.errors import InvalidInputError
 from kb_core.retrieval import l0_snapshot_file
 from kb_core.retrieval.keyword_delta import DeltaSnapshot
 from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, L0View, RankedMatches, Snapshot
+from kb_core.retrieval.scope import Scope
 from kb_core.terms import normalize_term
 
 if TYPE_CHECKING:
@@ -79,6 +82,8 @@ class KnowledgeIndex:
         self._merged_synonyms: tuple[synonyms_module.Groups | None, synonyms_module.Groups] = (None, ())
         self._synonym_signature: tuple[int, int] | None = None
         self._snapshot: L0View = Snapshot((), matching, generic_docs=generic_docs, synonyms=self.synonyms())
+        # the positions each scope admits, for the current view only (rebuilt once per view and scope)
+        self._masks: tuple[L0View | None, dict[Scope, np.ndarray]] = (None, {})
         self._write_lock = threading.RLock()
         self._warm_lock = threading.Lock()
         self._warming = False  # a background thread builds the current snapshot's suggester
@@ -596,6 +601,7 @@ class KnowledgeIndex:
                         self._apply(changes)
 
     WRITTEN_MAX = 10_000  # own writes remembered for the change feed (forgetting one only costs a re-read)
+    SCOPE_MASKS = 64  # scopes whose masks are kept for the current view (callers, filters)
 
     def add(self, entry: KnowledgeEntry, *, sha256: str | None = None) -> None:
         """Add an entry at the end, or replace the entry with the same `file_path` in place. The very entry L0
@@ -634,10 +640,34 @@ class KnowledgeIndex:
         view = self._snapshot
         return [view.entries[p] for p in view.match(query).positions_in_index_order()]
 
-    def match(self, query: str) -> RankedMatches:
+    def match(self, query: str, scope: Scope | None = None) -> RankedMatches:
         """The matched documents, ranked (the lookup's primary is the first), with the keywords that matched
-        each. A lazy sequence: `len()` is the total; only the items read are built."""
-        return self._snapshot.match(query if isinstance(query, str) else "")
+        each. A lazy sequence: `len()` is the total; only the items read are built. `scope`: only the documents
+        it admits count (`retrieval.scope`), before anything is ranked or counted."""
+        view = self._snapshot
+        return view.match(query if isinstance(query, str) else "", self.scope_mask(scope, view))
+
+    def scope_mask(self, scope: Scope | None, view: L0View | None = None) -> np.ndarray | None:
+        """Which positions of the current view `scope` admits (None: every one). Built once per view and scope,
+        one test per distinct (category, language, audience) - a fraction of a millisecond per 1,000 documents."""
+        if scope is None or scope.everything:
+            return None
+        view = view or self._snapshot
+        owner, masks = self._masks
+        if owner is not view:
+            masks = {}
+            self._masks = (view, masks)
+        mask = masks.get(scope)
+        if mask is None:
+            if len(masks) >= self.SCOPE_MASKS:
+                masks.clear()
+            mask = masks[scope] = view.scope_mask(scope.admits_entry)
+        return mask
+
+    def in_scope(self, scope: Scope | None) -> int | None:
+        """How many documents `scope` admits (None: no scope, all of them)."""
+        mask = self.scope_mask(scope)
+        return None if mask is None else int(np.count_nonzero(mask))
 
     def suggest(self, query: str, limit: int = 3, lang: str | None = None) -> list[Suggestion]:
         """"Did you mean": keywords a typing slip away from the identifiers of a query that hit nothing
@@ -645,26 +675,29 @@ class KnowledgeIndex:
         on a background thread builds each new snapshot's."""
         return self._snapshot.suggester().suggest(query, limit, lang)
 
-    def titled(self, query: str) -> list[KnowledgeEntry]:
+    def titled(self, query: str, scope: Scope | None = None) -> list[KnowledgeEntry]:
         """The documents whose title equals the query (normalised): a curated name, weighed like a keyword by
-        lookups that only mention keywords or match none."""
+        lookups that only mention keywords or match none (only those `scope` admits)."""
         view = self._snapshot
         term = normalize_term(query) if isinstance(query, str) else ""
-        return [view.entries[view.position[p]] for p in view.titled(term) if p in view.position] if term else []
+        found = [view.entries[view.position[p]] for p in view.titled(term) if p in view.position] if term else []
+        return found if scope is None or scope.everything else [e for e in found if scope.admits_entry(e)]
 
     def get(self, file_path: str) -> KnowledgeEntry | None:
         view = self._snapshot
         pos = view.position.get(file_path)
         return None if pos is None else view.entries[pos]
 
-    def versions(self, file_path: str) -> tuple[KnowledgeEntry, ...]:
-        """Every language version of a document's page (itself included), in index order."""
+    def versions(self, file_path: str, scope: Scope | None = None) -> tuple[KnowledgeEntry, ...]:
+        """Every language version of a document's page (itself included), in index order (only those `scope`
+        admits)."""
         view = self._snapshot
         pos = view.position.get(file_path)
         if pos is None:
             return ()
         members = view.group_members.get(int(view.group_of[pos]), (pos,))
-        return tuple(view.entries[i] for i in members)
+        found = tuple(view.entries[i] for i in members)
+        return found if scope is None or scope.everything else tuple(e for e in found if scope.admits_entry(e))
 
     @property
     def snapshot(self) -> Snapshot:

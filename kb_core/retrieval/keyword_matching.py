@@ -26,7 +26,7 @@ from __future__ import annotations
 import bisect
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import groupby
 from typing import TYPE_CHECKING, Any, overload
@@ -96,8 +96,23 @@ class L0View:
     aliases: tuple[str, ...]
     alias_terms: tuple[tuple[int, ...], ...]
 
-    def match(self, query: str) -> RankedMatches:
-        return match_query(self, query)
+    def match(self, query: str, allowed: np.ndarray | None = None) -> RankedMatches:
+        return match_query(self, query, allowed)
+
+    def scope_mask(self, admits: Callable[[KnowledgeEntry], bool]) -> np.ndarray:
+        """Which positions `admits` (a scope's test): one call per distinct (category, language, audience),
+        not per entry - entries share those values."""
+        decided: dict[tuple[Any, ...], bool] = {}
+        mask = np.zeros(self.size, dtype=bool)
+        entries = self.entries
+        for pos in range(self.size):
+            entry = entries[pos]
+            key = (entry.category, entry.lang, entry.audience)
+            ok = decided.get(key)
+            if ok is None:
+                ok = decided[key] = admits(entry)
+            mask[pos] = ok
+        return mask
 
     def is_generic(self, claimants: int) -> bool:
         return claimants > self.generic_limit
@@ -509,9 +524,10 @@ def synonym_tables(groups: tuple[tuple[str, ...], ...], term_id: Mapping[str, in
     return tuple(aliases), tuple(tuple(sorted(ids)) for ids in aliases.values()), automaton
 
 
-def match_query(view: L0View, query: str) -> RankedMatches:
+def match_query(view: L0View, query: str, allowed: np.ndarray | None = None) -> RankedMatches:
     """The ranked hits of `query` on a view: a `Snapshot`, or a `keyword_delta.DeltaSnapshot` over one (both
-    give the same spans, synonyms and terms for the same entries; only their term ids may differ)."""
+    give the same spans, synonyms and terms for the same entries; only their term ids may differ). `allowed`:
+    only these positions count (a scope's mask, `scope_mask`), before anything is ranked or counted."""
     term = normalize_term(query) if isinstance(query, str) else ""
     if not term or not view.has_terms:
         return RankedMatches(view, frozenset(), frozenset())
@@ -546,7 +562,7 @@ def match_query(view: L0View, query: str) -> RankedMatches:
     exact = view.term_id.get(term) if words else None
     return RankedMatches(view, frozenset(inside | containing), inside, via,
                          coverage=_Coverage(content_mask(term), spans_of) if words else None,
-                         exact=exact if exact is not None and exact >= 0 else None)
+                         exact=exact if exact is not None and exact >= 0 else None, allowed=allowed)
 
 
 @dataclass(frozen=True)
@@ -588,7 +604,7 @@ class RankedMatches(Sequence[L0Match]):
 
     def __init__(self, snapshot: Any, counting: frozenset[int], inside: frozenset[int],
                  via: dict[int, str] | None = None, *, coverage: _Coverage | None = None,
-                 exact: int | None = None):
+                 exact: int | None = None, allowed: np.ndarray | None = None):
         self._snapshot = snapshot
         self._coverage = coverage
         self._exact = exact if exact in counting else None
@@ -596,8 +612,15 @@ class RankedMatches(Sequence[L0Match]):
         self._inside = inside
         self._via = via or {}  # term id -> the synonym the query used for it
         self._mask: np.ndarray | None = None  # every matched position, when more than one term counts
+        self._allowed = allowed  # the positions in the caller's scope (None: all)
         if not counting:
             self._total = 0
+        elif allowed is not None:  # a scope: the positions outside it never match
+            matched = np.zeros(snapshot.size, dtype=bool)
+            for term_id in counting:
+                matched[snapshot.postings[term_id]] = True
+            self._mask = matched & allowed
+            self._total = int(np.count_nonzero(self._mask))
         elif len(counting) == 1:
             self._total = len(snapshot.postings[next(iter(counting))])
         else:
@@ -622,7 +645,7 @@ class RankedMatches(Sequence[L0Match]):
         seen: np.ndarray | None = None
         if self._exact is not None:
             seen = np.zeros(snapshot.size, dtype=bool)
-            positions = snapshot.postings[self._exact]
+            positions = self._in_scope(snapshot.postings[self._exact])
             seen[positions] = True
             if len(positions):
                 yield positions
@@ -635,8 +658,8 @@ class RankedMatches(Sequence[L0Match]):
         ordered = sorted(self._counting - {self._exact}, key=lambda t: (*rank(t), t))
         for _key, group in groupby(ordered, key=rank):
             term_ids = list(group)
-            positions = snapshot.postings[term_ids[0]] if len(term_ids) == 1 else \
-                np.unique(np.concatenate([snapshot.postings[t] for t in term_ids]))
+            positions = self._in_scope(snapshot.postings[term_ids[0]] if len(term_ids) == 1 else
+                                       np.unique(np.concatenate([snapshot.postings[t] for t in term_ids])))
             if seen is None:
                 seen = np.zeros(snapshot.size, dtype=bool)
             else:
@@ -644,6 +667,9 @@ class RankedMatches(Sequence[L0Match]):
             seen[positions] = True
             if len(positions):
                 yield positions
+
+    def _in_scope(self, positions: np.ndarray) -> np.ndarray:
+        return positions if self._allowed is None else positions[self._allowed[positions]]
 
     def _index_order(self) -> np.ndarray:
         if self._mask is not None:

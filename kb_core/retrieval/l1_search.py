@@ -105,8 +105,10 @@ class VectorSearcher:
         """Dense search runs only when the collection has vectors and the model has finished loading."""
         return bool(self._store.has_dense and self._embedder is not None and self._embedder.state.ready)
 
-    def search(self, query: str, top_k: int = 3, category: str | None = None) -> list[L1Hit]:
-        return self._search(query, top_k, category)
+    def search(self, query: str, top_k: int = 3, category: str | None = None,
+               doc_ids: Collection[int] | None = None) -> list[L1Hit]:
+        """The relevant passages; `doc_ids`: searched only within these documents (a caller's scope)."""
+        return self._search(query, top_k, category, doc_ids=doc_ids)
 
     def search_with(self, query: str, *, top_k: int, retrievers: Collection[str] = RETRIEVERS,
                     doc_ids: Collection[int] | None = None,

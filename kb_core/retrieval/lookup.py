@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -25,6 +26,7 @@ from kb_core.documents.language import DEFAULT_LANGUAGE, query_language
 from kb_core.logs import current_request_id, log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
 from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
+from kb_core.retrieval.scope import ALL, Scope
 from kb_core.terms import identifiers
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,8 @@ class L1Hit:
 
 @runtime_checkable
 class L1Searcher(Protocol):
+    """`doc_ids` is passed only for a scoped lookup (searchers without scopes need not take it)."""
+
     def search(self, query: str, top_k: int = 3, category: str | None = None) -> list[L1Hit]: ...
 
 
@@ -232,9 +236,13 @@ def page_key(index: KnowledgeIndex, path: str) -> str:
 
 class HybridLookup:
     def __init__(self, index: KnowledgeIndex, l1: L1Searcher, *, default_language: str = DEFAULT_LANGUAGE,
-                 body_suggester: Suggesting | None = None):
+                 body_suggester: Suggesting | None = None,
+                 scope_ids: Callable[[Scope], Collection[int]] | None = None):
+        """`scope_ids`: the ids of the documents a scope admits, which L1 searches within (None: scoped lookups
+        search nothing in L1 - a knowledge base without a database)."""
         self._index = index
         self._l1 = l1
+        self._scope_ids = scope_ids
         self._body_suggester = body_suggester  # identifiers in the pages' text, after the keywords
         self._default_language = default_language
         self._reader = DocumentReader(index)
@@ -245,20 +253,22 @@ class HybridLookup:
         if self._body_suggester is not None:
             self._body_suggester.refresh(wait=True)
 
-    def lookup(self, query: str, section_title: str | None = None) -> LookupResult:
+    def lookup(self, query: str, section_title: str | None = None, scope: Scope | None = None) -> LookupResult:
         """The answer to `query`; its request id is the call's (`log_context`) or a new one, and every record
-        logged meanwhile carries it."""
+        logged meanwhile carries it. `scope` (`retrieval.scope`): only the pages it admits exist for this call -
+        in L0 before its unique/several decision, inside L1's search, and in every source the answer names."""
         request_id = current_request_id() or new_request_id()
         with log_context(request_id=request_id):
-            return self._lookup(request_id, query, section_title)
+            return self._lookup(request_id, query, section_title, scope or ALL)
 
-    def _lookup(self, request_id: str, query: str, section_title: str | None) -> LookupResult:
+    def _lookup(self, request_id: str, query: str, section_title: str | None, scope: Scope) -> LookupResult:
         started = time.perf_counter()
         timings: dict[str, float] = {}
         language = query_language(query, self._default_language) if isinstance(query, str) else self._default_language
+        scoped = not scope.everything
 
         t = time.perf_counter()
-        matches = self._index.match(query)
+        matches = self._index.match(query, scope)
         total = len(matches)
         timings["l0"] = _ms(t)
         log.debug("[%s] L0 matched %d document(s)", request_id, total)
@@ -282,7 +292,7 @@ class HybridLookup:
             # one joined name (`tidb-server`, `User-Agent`) that a keyword is only a part of (`server`): the
             # name is another thing than the keyword, however much of it the keyword covers
             or (_joined_name(query) and not any(m.exact for m in matches[:TRACE_MATCHES])))
-        titled = [e for e in self._index.titled(query) if e.file_path not in stale] if words else []
+        titled = [e for e in self._index.titled(query, scope) if e.file_path not in stale] if words else []
         # an exact keyword answers as the spec says, unless another page is titled exactly so: then the two
         # curated names disagree, and the evidence decides (confidence low unless L1 agrees)
         weigh = mention or bool(titled) and not (first is not None and matches[first].exact and all(
@@ -300,9 +310,11 @@ class HybridLookup:
                 L1_CALLED_GENERIC if generic else L1_CALLED_SEVERAL if remaining else L1_CALLED_NONE
             t = time.perf_counter()
             try:
+                # a scope is searched within (the documents it admits), so a narrowed question still gets top-k
+                within = {} if not scoped else {"doc_ids": self._scope_ids(scope) if self._scope_ids else ()}
                 # weighing evidence needs L1's view of more pages than the three the answer shows
                 l1_hits = list(self._l1.search(query, top_k=L1_EVIDENCE_TOP_K if weigh else L1_TOP_K,
-                                               category=None))
+                                               category=None, **within))
             except Exception as exc:  # noqa: BLE001 - L1 failing must still return what L0 found
                 l1_error = f"{type(exc).__name__}: {exc}"
                 log.error("[%s] L1 search failed, answering with L0 only: %s", request_id, l1_error)
@@ -342,15 +354,18 @@ class HybridLookup:
         note = None
         if chosen is not None:
             entry = chosen.entry
-            versions = self._index.versions(entry.file_path)
+            versions = self._index.versions(entry.file_path, scope)
             if len(versions) > 1:
                 entry, primary_content = self._in_language(entry, primary_content, versions, language)
+            updated, version = self._reader.freshness(entry)
             primary = Primary(
                 content=primary_content or "",
                 source=entry.file_path,
                 confidence="high" if (agree or remaining == 1 and not generic and not weigh) else "low",
                 available_sections=entry.sections,
                 translations=tuple((v.file_path, v.lang) for v in versions if v.file_path != entry.file_path),
+                updated=updated,
+                version=version,
             )
             if isinstance(section_title, str) and section_title.strip():
                 t = time.perf_counter()
@@ -361,14 +376,14 @@ class HybridLookup:
                     "keywords, and L1 passages are not split by section")
         supplement = None
         if l1_hits:
-            best = self._supplement(l1_hits, primary, language)
+            best = self._supplement(l1_hits, primary, language, scope)
             if best is not None:
                 supplement = Supplement(content=best.content, source=best.source, retrievers=best.retrievers)
         if primary is None and supplement is None and decision == DECIDED_MISS:
             decision = DECIDED_NOTHING
         alternatives: tuple[Alternative, ...] = ()
         if (primary is not None and primary.confidence == "low") or (primary is None and supplement is not None):
-            alternatives = self._alternatives(matches, l1_hits, primary, supplement, stale, language)
+            alternatives = self._alternatives(matches, l1_hits, primary, supplement, stale, language, scope)
 
         suggestions: tuple[Suggestion, ...] = ()
         if (primary is None or primary.confidence == "low") and isinstance(query, str) and query.strip():
@@ -381,7 +396,11 @@ class HybridLookup:
                     if len(suggestions) < MAX_SUGGESTIONS and page_key(self._index, more.source) not in named:
                         named.add(page_key(self._index, more.source))
                         suggestions += (more,)
+            if scoped:  # a typo's page outside the scope does not exist for this call either
+                suggestions = tuple(s for s in suggestions if self._visible(s.source, scope))
             timings["suggest"] = _ms(t)
+        if scoped and note is None and primary is None and supplement is None and not self._index.in_scope(scope):
+            note = f"no document is in this call's scope ({scope.describe() or 'what this caller may read'})"
 
         head = [m for m in matches[:TRACE_MATCHES] if m.entry.file_path not in stale]
         if chosen is not None:
@@ -416,7 +435,12 @@ class HybridLookup:
         """The primary with `content` = the named section (cut like any answer), or unchanged and a note."""
         return self._reader.serve_section(primary, entry, title)
 
-    def _supplement(self, hits: list[L1Hit], primary: Primary | None, language: str) -> L1Hit | None:
+    def _visible(self, source: str, scope: Scope) -> bool:
+        entry = self._index.get(source)
+        return entry is not None and scope.admits_entry(entry)
+
+    def _supplement(self, hits: list[L1Hit], primary: Primary | None, language: str,
+                    scope: Scope = ALL) -> L1Hit | None:
         """L1's best passage from another page than the primary's (its translations are the same page), in the
         query's language when L1 found that page in several; when L1 found only the primary's page, its best
         passage that `primary.content` does not already show (else none: it would add nothing)."""
@@ -428,7 +452,7 @@ class HybridLookup:
         best = others[0]
         entry = self._index.get(best.source)
         if entry is not None and entry.lang != language:
-            in_language = {v.file_path for v in self._index.versions(best.source) if v.lang == language}
+            in_language = {v.file_path for v in self._index.versions(best.source, scope) if v.lang == language}
             best = next((h for h in others if h.source in in_language), best)
         return best
 
@@ -507,7 +531,8 @@ class HybridLookup:
         return None, None
 
     def _alternatives(self, matches: RankedMatches, l1_hits: list[L1Hit], primary: Primary | None,
-                      supplement: Supplement | None, stale: list[str], language: str) -> tuple[Alternative, ...]:
+                      supplement: Supplement | None, stale: list[str], language: str,
+                      scope: Scope = ALL) -> tuple[Alternative, ...]:
         """Up to five other candidate pages, best first: pages both tiers found, then pages a specific keyword
         matched, then L1's other pages, then pages only a generic keyword matched. One entry per page, in
         the query's language when the page has that version."""
@@ -539,7 +564,7 @@ class HybridLookup:
         for _cls, _order, path, why in sorted(ranked, key=lambda r: (r[0], r[1])):
             if path in taken:
                 continue
-            versions = self._index.versions(path)
+            versions = self._index.versions(path, scope)
             taken.update(v.file_path for v in versions)
             taken.add(path)
             entry = next((v for v in versions if v.lang == language), None) or self._index.get(path)

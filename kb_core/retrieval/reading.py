@@ -10,7 +10,9 @@ can be read through it.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -19,6 +21,7 @@ from kb_core.documents.sections import serve_section
 from kb_core.errors import UnknownSourceError
 from kb_core.logs import current_request_id, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.retrieval.scope import ALL, Scope
 
 PRIMARY_MAX_CHARS = 2000
 READ_MATCH_TYPE = "read"  # `primary.matchType` of a document served by `read_document`
@@ -33,6 +36,8 @@ class Primary:
     available_sections: tuple[str, ...] | None = None  # heading paths or curator's names; None: no headings
     section: str | None = None  # the heading path served instead of the document's head (`section_title`)
     translations: tuple[tuple[str, str], ...] = ()  # (source, lang) of the page's other language versions
+    updated: str | None = None  # ISO 8601: the frontmatter's `updated`/`date`, else the file's modification
+    version: str | None = None  # the frontmatter's `version`, when it has one
 
     def to_dict(self) -> dict[str, Any]:
         payload = {
@@ -45,6 +50,10 @@ class Primary:
         }
         if self.translations:  # only for a page with translations: the spec's shape is unchanged otherwise
             payload["translations"] = [{"source": source, "lang": lang} for source, lang in self.translations]
+        if self.updated is not None:  # how fresh the page is: an agent can tell a stale answer (issue 35)
+            payload["updated"] = self.updated
+        if self.version:
+            payload["version"] = self.version
         return payload
 
 
@@ -95,11 +104,30 @@ class DocumentReader:
         below = folder.relative_of(source)  # an absolute path under the base
         return self._index.get(folder.display_path(below)) if below else None
 
-    def read(self, source: object, section_title: str | None = None) -> ReadResult:
+    def freshness(self, entry: KnowledgeEntry) -> tuple[str | None, str | None]:
+        """(updated, version) of a served page: the frontmatter's `updated` (or `date`), else the file's
+        modification time, in ISO 8601 (UTC); the frontmatter's `version` or None."""
+        updated = entry.updated or None
+        if updated is None:
+            path = self._index.folder.resolve(entry.file_path)
+            try:
+                mtime = os.stat(path).st_mtime if path is not None else None
+            except OSError:
+                mtime = None
+            if mtime is not None:
+                updated = datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+        return updated, entry.version or None
+
+    def read(self, source: object, section_title: str | None = None, *, scope: Scope = ALL,
+             language: str | None = None) -> ReadResult:
         """The document as a primary (`matchType` "read", confidence "high"): its cleaned head cut at 2,000
-        characters, or with `section_title` that section (or the head and a `note`). `UnknownSourceError` when
-        `source` is no indexed document or its file can no longer be read."""
+        characters, or with `section_title` that section (or the head and a `note`); with `language`, the
+        page's version in that language when it has one. `UnknownSourceError` when `source` is no indexed
+        document the caller may read (`scope`: a page outside it reads as missing) or its file can no longer
+        be read."""
         entry = self.entry(source)
+        if entry is not None and not scope.may_read(entry.category, entry.audience):
+            entry = None  # not there for this caller: the same error as a missing page
         if entry is None:
             raise UnknownSourceError(
                 f"no indexed document at {_shown(source)}; pass a source from an answer (primary.source, "
@@ -109,7 +137,16 @@ class DocumentReader:
         if content is None:
             raise UnknownSourceError(f"{entry.file_path} is indexed but its file could not be read (deleted, "
                                      "moved or no longer a regular file); look it up again")
-        versions = self._index.versions(entry.file_path)
+        versions = [v for v in self._index.versions(entry.file_path) if scope.may_read(v.category, v.audience)]
+        note = None
+        if language is not None and entry.lang != language:
+            chosen = next((v for v in versions if v.lang == language), None)
+            read = chosen and self._index.read_document(chosen.file_path, PRIMARY_MAX_CHARS, clean=True)
+            if chosen is not None and read is not None:
+                entry, content = chosen, read
+            else:
+                note = f"{entry.file_path} has no version in language '{language}': served as it is ({entry.lang})"
+        updated, version = self.freshness(entry)
         primary = Primary(
             content=content,
             source=entry.file_path,
@@ -117,11 +154,13 @@ class DocumentReader:
             match_type=READ_MATCH_TYPE,
             available_sections=entry.sections,
             translations=tuple((v.file_path, v.lang) for v in versions if v.file_path != entry.file_path),
+            updated=updated,
+            version=version,
         )
         title = section_title.strip() if isinstance(section_title, str) else ""
-        note = None
         if title:
-            primary, note = self.serve_section(primary, entry, title)
+            primary, section_note = self.serve_section(primary, entry, title)
+            note = section_note or note
         return ReadResult(primary=primary, request_id=current_request_id() or new_request_id(),
                           section_title=title or None, note=note)
 
