@@ -118,8 +118,6 @@ _RENAMED: dict[str, tuple[str, str]] = {
     "MORE_SECTIONS": ("kb_core.documents.sections", "MORE"),
     "synonym_lines": ("kb_core.documents.synonyms", "as_lines"),
     "parse_synonym_lines": ("kb_core.documents.synonyms", "parse_lines"),
-    # the report of `reconcile`, named for the sync it replaced
-    "SyncReport": ("kb_core.documents.reconcile", "ReconcileReport"),
 }
 
 __all__ = sorted([*_EXPORTS, *_RENAMED])

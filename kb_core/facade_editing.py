@@ -76,15 +76,6 @@ class EditingFacade:
         check_unchanged(self._index, edit)  # a clear message before any work; if_match closes the race
         return self.upload(edit.file_name, edit.data, edit.category, progress=progress, if_match=edit.base_sha256)
 
-    def prepare_keyword_edit(self, file_path: str, keywords: Sequence[str]) -> FrontmatterEdit:
-        """The document rewritten with new frontmatter keywords (nothing else changed), and its upload preview:
-        `prepare_frontmatter_edit(file_path, keywords=keywords)`."""
-        return self.prepare_frontmatter_edit(file_path, keywords=keywords)
-
-    def save_keyword_edit(self, edit: FrontmatterEdit, *, progress: Progress | None = None) -> UploadOutcome:
-        """`save_frontmatter_edit`, under the keyword map's earlier name."""
-        return self.save_frontmatter_edit(edit, progress=progress)
-
     def prepare_keyword_addition(self, file_path: str, keyword: str) -> FrontmatterEdit:
         """The document with `keyword` added after its keywords (a "needs attention" query made a keyword), as a
         prepared edit; a document without frontmatter gets a block holding it. Curators only."""

