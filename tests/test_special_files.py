@@ -20,14 +20,13 @@ import pytest
 from conftest import assert_consistent, doc, internals
 
 from kb_core.documents.folder import (
-    FileTooLarge,
     KnowledgeFolder,
     checked_sha256,
     read_regular,
     validate_category,
     validate_file_name,
 )
-from kb_core.errors import InvalidInputError, UploadRejected
+from kb_core.errors import FileTooLarge, InvalidInputError, UploadRejected
 
 pytestmark = pytest.mark.timeout(60)
 

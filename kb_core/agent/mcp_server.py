@@ -42,7 +42,7 @@ from kb_core.agent.tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
 )
-from kb_core.errors import SettingsError
+from kb_core.errors import SettingsError, ToolTimeout
 from kb_core.http_guard import HttpLimits
 from kb_core.knowledge_base import KnowledgeBase
 from kb_core.logs import log_to_stderr
@@ -120,10 +120,6 @@ class CallDeadline:
                   what, self.timeout, self.abandoned)
         raise ToolTimeout(f"{what} did not answer within {self.timeout:g} s (KB_TOOL_TIMEOUT) and was given up; "
                           "try again, or another query")
-
-
-class ToolTimeout(Exception):
-    """A tool call past its deadline (or refused because too many are)."""
 
 
 def build_server(kb: KnowledgeBase, *, call_timeout: float | None = None,
