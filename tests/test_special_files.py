@@ -166,7 +166,7 @@ def _call_all(server, calls):
 
 
 def test_hanging_mcp_calls_time_out_and_later_calls_are_served(kb):
-    from kb_core.agent.mcp_server import build_server
+    from kb_core.mcp import build_server
 
     kb.upload("a.md", SECTIONED.encode(), "api")
     release = threading.Event()
@@ -202,7 +202,7 @@ def test_hanging_mcp_calls_time_out_and_later_calls_are_served(kb):
 
 
 def test_mcp_calls_on_a_document_replaced_by_a_fifo_answer_in_time(kb):
-    from kb_core.agent.mcp_server import build_server
+    from kb_core.mcp import build_server
 
     kb.upload("a.md", SECTIONED.encode(), "api")
     kb.upload("b.md", doc("Beta", ["BETA_KEY"]).encode(), "api")
