@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from kb_core.access import Role
-from kb_core.agent.tool import MAX_QUERY_CHARS
+from kb_core.agent.tool import check_query_length
 from kb_core.documents.document_edit import FrontmatterEdit, check_unchanged, current_fields, prepare_frontmatter_edit
 from kb_core.documents.frontmatter_edit import FrontmatterFields, clean_keywords
 from kb_core.documents.language import query_language
@@ -114,8 +114,7 @@ class EditingFacade:
         """The documents L1 finds for `query`, best first (the first is "the document L1 finds"): the same search
         and relevance check the agents' lookup runs, L1 alone, not logged as a tool call. At most `limit`
         (1-20)."""
-        if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
-            raise InvalidInputError(f"the query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,}")
+        check_query_length(query)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 20:
             raise InvalidInputError(f"limit must be a whole number from 1 to 20, not {limit!r}")
 
