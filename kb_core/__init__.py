@@ -13,10 +13,11 @@ Layout (each sub-package's docstring says what it owns and what it may import):
 - `kb_core.storage`: the adapters and their ports (SQL metadata + migrations, Milvus, embedding models);
 - `kb_core.jobs`: long work (reconcile, re-index all, uploads) as jobs of the knowledge base's process;
 - `kb_core.agent`: the agents' tools, `lookup_knowledge` and `read_document` (schemas, response model, call log
-  and its statistics, MCP server);
+  and its statistics);
 - top level: this public API, `settings`, `errors`, `terms` (text normalisation), `progress`, `stats`,
   `knowledge_base` (the `KnowledgeBase` facade) and `bootstrap` (the composition root);
-  the `kb` command (`cli`); `kb_core.testing` holds offline test helpers.
+  the `kb` command (`cli`) and the MCP server (`mcp`), above the facade; `kb_core.testing` holds offline test
+  helpers.
 """
 
 from __future__ import annotations
@@ -118,8 +119,6 @@ _RENAMED: dict[str, tuple[str, str]] = {
     "MORE_SECTIONS": ("kb_core.documents.sections", "MORE"),
     "synonym_lines": ("kb_core.documents.synonyms", "as_lines"),
     "parse_synonym_lines": ("kb_core.documents.synonyms", "parse_lines"),
-    # the report of `reconcile`, named for the sync it replaced
-    "SyncReport": ("kb_core.documents.reconcile", "ReconcileReport"),
 }
 
 __all__ = sorted([*_EXPORTS, *_RENAMED])

@@ -12,6 +12,7 @@ from typing import Any
 
 from kb_core import terms as text_analysis
 from kb_core.access import acting, service_actor
+from kb_core.agent.tool import error_payload
 from kb_core.documents.chunking import CONTENT_VERSION
 from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher, paths_changed_while_unwatched
@@ -308,6 +309,5 @@ def _on_default(call: Callable[[KnowledgeBase], dict]) -> dict:
         kb = default_knowledge_base()
     except Exception as exc:  # noqa: BLE001 - see above
         log.error("the knowledge base could not be opened: %s", exc)
-        return {"found": False, "primary": None, "supplement": None,
-                "error": f"the knowledge base could not be opened: {exc}"}
+        return error_payload(f"the knowledge base could not be opened: {exc}")
     return call(kb)

@@ -309,7 +309,7 @@ def _evaluate(args: list[str]) -> int:
 
 
 def _mcp(args: list[str]) -> int:
-    from kb_core.agent.mcp_server import main as mcp_main
+    from kb_core.mcp import main as mcp_main
 
     return mcp_main(args, prog=f"{PROG} mcp")
 

@@ -11,12 +11,15 @@ KnowledgeBaseError
 │   ├── MetadataStoreError   the SQL database
 │   ├── VectorStoreError     Milvus
 │   └── EmbeddingError       the embedding model
+├── FileTooLarge             a file at a document's path is larger than KB_MAX_UPLOAD_BYTES (also an OSError,
+│                            so every `except OSError` around a file read still catches it)
 ├── DocumentError            a document operation failed at `step`; what it changed was undone
 │   └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
 ├── DocumentConflictError    `upload(..., if_match=…)` found another version than the one the caller based it on
 │   │                        (or `create_only=True` found the name taken)
 │   ├── RestoreConflictError `restore(...)` found a file at the trashed document's path again (`replace=True`)
 │   └── EditConflictError    a prepared frontmatter edit whose file changed on disk since (also an UploadRejected)
+├── ToolTimeout              an MCP tool call past its deadline (KB_TOOL_TIMEOUT), or refused because too many are
 └── JobCancelledError        a job was cancelled: raised between two documents, so every store stays in agreement
 ```
 
@@ -24,6 +27,9 @@ Messages are written for the person who sees them: what failed, and what to do a
 """
 
 from __future__ import annotations
+
+import errno
+from pathlib import Path
 
 
 class KnowledgeBaseError(Exception):
@@ -66,6 +72,15 @@ class VectorStoreError(BackendError):
 
 class EmbeddingError(BackendError):
     """The embedding model is unavailable or failed on the given texts."""
+
+
+class FileTooLarge(KnowledgeBaseError, OSError):
+    """A file at a document's path is larger than the largest allowed document (`KB_MAX_UPLOAD_BYTES`). An
+    `OSError` too (errno EFBIG), as it was before it joined the family: file reads catch it with the others."""
+
+    def __init__(self, path: Path, size: int, max_bytes: int):
+        super().__init__(errno.EFBIG, f"{path} is {size:,} bytes, larger than the largest allowed document "
+                                      f"({max_bytes:,} bytes, KB_MAX_UPLOAD_BYTES)")
 
 
 class DocumentError(KnowledgeBaseError):
@@ -140,6 +155,11 @@ class EditConflictError(DocumentConflictError, UploadRejected):
 
 class AccessDeniedError(KnowledgeBaseError):
     """The acting user's role does not allow this (see `kb_core.access`); nothing was done."""
+
+
+class ToolTimeout(KnowledgeBaseError):
+    """A tool call past its deadline (or refused because too many are); the MCP server answers it as a tool
+    error with this message."""
 
 
 class JobCancelledError(KnowledgeBaseError):

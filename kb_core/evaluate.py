@@ -27,18 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kb_core.errors import KnowledgeBaseError
-from kb_core.scoring import (  # noqa: F401  (the scoring's names, as this module always had them)
-    EvaluationReport,
-    KindReport,
-    LabelledQuery,
-    QueryOutcome,
-    evaluate,
-    format_failures,
-    format_table,
-    load_queries,
-    parse_queries,
-    run_settings,
-)
+from kb_core.scoring import evaluate, format_failures, format_table, load_queries, run_settings
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.evaluate") -> int:

@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from kb_core.access import Role
-from kb_core.agent.tool import MAX_QUERY_CHARS
+from kb_core.agent.tool import check_query_length
 from kb_core.documents.document_edit import FrontmatterEdit, check_unchanged, current_fields, prepare_frontmatter_edit
 from kb_core.documents.frontmatter_edit import FrontmatterFields, clean_keywords
 from kb_core.documents.language import query_language
@@ -76,15 +76,6 @@ class EditingFacade:
         check_unchanged(self._index, edit)  # a clear message before any work; if_match closes the race
         return self.upload(edit.file_name, edit.data, edit.category, progress=progress, if_match=edit.base_sha256)
 
-    def prepare_keyword_edit(self, file_path: str, keywords: Sequence[str]) -> FrontmatterEdit:
-        """The document rewritten with new frontmatter keywords (nothing else changed), and its upload preview:
-        `prepare_frontmatter_edit(file_path, keywords=keywords)`."""
-        return self.prepare_frontmatter_edit(file_path, keywords=keywords)
-
-    def save_keyword_edit(self, edit: FrontmatterEdit, *, progress: Progress | None = None) -> UploadOutcome:
-        """`save_frontmatter_edit`, under the keyword map's earlier name."""
-        return self.save_frontmatter_edit(edit, progress=progress)
-
     def prepare_keyword_addition(self, file_path: str, keyword: str) -> FrontmatterEdit:
         """The document with `keyword` added after its keywords (a "needs attention" query made a keyword), as a
         prepared edit; a document without frontmatter gets a block holding it. Curators only."""
@@ -123,8 +114,7 @@ class EditingFacade:
         """The documents L1 finds for `query`, best first (the first is "the document L1 finds"): the same search
         and relevance check the agents' lookup runs, L1 alone, not logged as a tool call. At most `limit`
         (1-20)."""
-        if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
-            raise InvalidInputError(f"the query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,}")
+        check_query_length(query)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 20:
             raise InvalidInputError(f"limit must be a whole number from 1 to 20, not {limit!r}")
 

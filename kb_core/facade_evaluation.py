@@ -12,11 +12,12 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from kb_core.access import Role
+from kb_core.agent.tool import check_query_length
 from kb_core.errors import InvalidInputError
 from kb_core.jobs.model import JobKind, JobRecord
 from kb_core.jobs.runner import JobControl, Work
 from kb_core.scoring import EvaluationReport, LabelledQuery, evaluate, parse_queries, run_settings
-from kb_core.storage.evaluation_store import MAX_QUERY_CHARS, QuerySetInfo, StoredOutcome, StoredQuery, StoredRun
+from kb_core.storage.evaluation_store import QuerySetInfo, StoredOutcome, StoredQuery, StoredRun
 
 if TYPE_CHECKING:
     from kb_core.access import Actor
@@ -178,10 +179,11 @@ class EvaluationMixin:
         queries = parse_queries(data, "line")
         if not queries:
             raise InvalidInputError("the file has no labelled queries")
-        too_long = [i for i, q in enumerate(queries, 1) if len(q.query) > MAX_QUERY_CHARS]
-        if too_long:
-            raise InvalidInputError(f"queries longer than {MAX_QUERY_CHARS:,} characters (query number "
-                                    f"{', '.join(map(str, too_long[:20]))}): lookup refuses them")
+        for number, query in enumerate(queries, 1):
+            try:
+                check_query_length(query.query)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"query number {number}: {exc}") from None
         return self._metadata.put_labelled_queries(
             name, [StoredQuery(q.query, q.kind, q.expected) for q in queries], self._actor.name)
 
@@ -193,8 +195,7 @@ class EvaluationMixin:
         set_name = _set_name(set_name)
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the query is empty")
-        if len(query) > MAX_QUERY_CHARS:
-            raise InvalidInputError(f"the query has more than {MAX_QUERY_CHARS:,} characters")
+        check_query_length(query)
         if not isinstance(kind, str) or not kind.strip():
             raise InvalidInputError("the kind is empty")
         paths = tuple(dict.fromkeys(str(p).strip() for p in expected if str(p).strip()))

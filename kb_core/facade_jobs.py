@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kb_core.access import Role
+from kb_core.documents.trash import purge_age_days
 from kb_core.errors import DocumentConflictError, InvalidInputError, KnowledgeBaseError
 from kb_core.jobs.runner import Work
 from kb_core.jobs.work import keyword_plan_work, purge_trash_work
@@ -82,8 +83,6 @@ class JobsFacade:
     # -- the trash purge -----------------------------------------------------------------------------------------
     def _purge_trash_job(self, older_than_days: float | None) -> tuple[dict[str, Any], Work]:
         self._actor.require(Role.CURATOR, "purge the trash")
-        days = self._settings.trash_days if older_than_days is None else older_than_days
-        if isinstance(days, bool) or not isinstance(days, (int, float)) or not 0 <= days < 100_000:
-            raise InvalidInputError(f"older_than_days must be a number of days from 0, not {older_than_days!r}")
+        days = purge_age_days(older_than_days, self._settings.trash_days)
         return {"older_than_days": days}, purge_trash_work(
             lambda progress: self.purge_trash(older_than_days=days, progress=progress), days)

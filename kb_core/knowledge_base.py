@@ -18,7 +18,6 @@ from kb_core.about import About, Part, package_versions
 from kb_core.access import Actor, Role, acting, service_actor
 from kb_core.agent.call_stats import REPLAY_CALLER, AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import (
-    MAX_QUERY_CHARS,
     READ_TOOL_NAME,
     TOOL_NAME,
     TOOL_NAMES,
@@ -26,6 +25,8 @@ from kb_core.agent.tool import (
     LookupTool,
     ReadDocumentTool,
     ToolResponse,
+    check_query_length,
+    error_payload,
 )
 from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
 from kb_core.documents.document_edit import (
@@ -38,7 +39,7 @@ from kb_core.documents.language import document_language
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
-from kb_core.documents.trash import Trash, TrashItem
+from kb_core.documents.trash import Trash, TrashItem, purge_age_days
 from kb_core.errors import AccessDeniedError, InvalidInputError, KnowledgeBaseError
 from kb_core.facade_editing import EditingFacade
 from kb_core.facade_evaluation import EvaluationMixin
@@ -205,12 +206,9 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
     # -- queries -------------------------------------------------------------------------------------
     def lookup(self, query: str, section_title: str | None = None, scope: Scope | None = None) -> LookupResult:
         """L0, then L1 when needed (`HybridLookup`). A query longer than the tool's limit (`MAX_QUERY_CHARS`,
-        2,000 characters) is refused with `InvalidInputError` before anything reads it: tokenising 100,000
-        characters takes tens of seconds, and no question needs them. `scope` (`kb_core.retrieval.scope.Scope`):
-        only the pages it admits exist for this lookup."""
-        if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
-            raise InvalidInputError(f"the query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,} are "
-                                    "accepted (as by lookup_knowledge): ask with the words that matter")
+        2,000 characters) is refused with `InvalidInputError` before anything reads it (`check_query_length`).
+        `scope` (`kb_core.retrieval.scope.Scope`): only the pages it admits exist for this lookup."""
+        check_query_length(query)
         result = self._lookup.lookup(query, section_title, scope)
         self._metrics.observe_lookup(result)
         return result
@@ -243,8 +241,7 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         handler = self._tools.get(tool) if isinstance(tool, str) else None
         if handler is None:
             error = f"unknown tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}"
-            return ToolResponse({"found": False, "primary": None, "supplement": None, "error": error}, None, error,
-                                0.0)
+            return ToolResponse(error_payload(error), None, error, 0.0)
         # the request id every log line of this call carries, and the one the call log and the trace show
         with log_context(request_id=new_request_id(), caller=caller):
             response = handler.call(arguments, caller=caller, scope=scope or ALL)
@@ -520,11 +517,8 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         knowledge base does this once in the background), or exactly `items` (`TrashItem`s or item ids, any
         age). The items removed. Curators only."""
         self._actor.require(Role.CURATOR, "purge the trash")
-        if older_than_days is not None and (isinstance(older_than_days, bool) or not isinstance(
-                older_than_days, (int, float)) or not 0 <= older_than_days < 100_000):
-            raise InvalidInputError(f"older_than_days must be a number of days from 0, not {older_than_days!r}")
+        days = purge_age_days(older_than_days, self._settings.trash_days)
         chosen = None if items is None else [self._trash_item(item) for item in items]
-        days = self._settings.trash_days if older_than_days is None else older_than_days
         with self._writing(Role.CURATOR, "purge the trash", "purge"):
             return self._trash.purge(timedelta(days=days), items=chosen, **_p(progress))
 

@@ -310,7 +310,7 @@ def test_cleaning_a_5_mb_body_with_a_licence_comment_copies_the_plain_lines_in_s
 @pytest.mark.timeout(60)
 def test_kb_lookup_refuses_a_100_000_character_query_before_any_tokenizer(open_kb, monkeypatch):
     from kb_core import terms
-    from kb_core.agent.tool import MAX_QUERY_CHARS
+    from kb_core.agent.tool import MAX_QUERY_CHARS  # the one limit (check_query_length)
 
     kb = open_kb()
     monkeypatch.setattr(terms, "_tokenizer", lambda: pytest.fail("a tokenizer ran"))

@@ -239,11 +239,10 @@ def test_reconcile_indexes_reports_and_deletes_missing(kb_env, capsys):
     assert "failed: knowledge_base/ops/broken.md" in out
 
 
-def test_repair_alias_is_reconcile(kb_env, capsys):
-    from kb_core.repair import main as repair_main
-
+def test_reconcile_without_arguments_reconciles_everything(kb_env, capsys):
+    """(Was the test of `python -m kb_core.repair`, an alias of `kb reconcile` that is gone: CHANGELOG.md.)"""
     write_doc(kb_env, "knowledge_base/ops/cache.md", CACHE)
-    assert repair_main([]) == 0
+    assert main(["reconcile"]) == 0
     assert _documents(kb_env) == ["knowledge_base/ops/cache.md"]
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import make_settings
 
-from kb_core.evaluate import evaluate, format_table, load_queries, main
+from kb_core.evaluate import main
+from kb_core.scoring import evaluate, format_table, load_queries
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUERIES = FIXTURES / "realistic_queries.jsonl"

@@ -13,9 +13,9 @@ from conftest import make_settings
 
 from kb_core.access import Actor, Role
 from kb_core.errors import AccessDeniedError, InvalidInputError
-from kb_core.evaluate import evaluate, load_queries
 from kb_core.facade_evaluation import compare_runs
 from kb_core.jobs.model import JobState
+from kb_core.scoring import evaluate, load_queries
 from kb_core.storage.evaluation_store import StoredOutcome, StoredRun
 
 FIXTURES = Path(__file__).parent / "fixtures"

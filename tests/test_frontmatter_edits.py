@@ -134,7 +134,7 @@ def test_only_curators_edit_and_kb_core_enforces_it(kb):
     viewer, curator = kb.as_user(VIEWER), kb.as_user(CURATOR)
     before = _disk(kb, GATE)
     for attempt in (lambda: viewer.prepare_frontmatter_edit(GATE, title="x"),
-                    lambda: viewer.prepare_keyword_edit(GATE, ["x"]),
+                    lambda: viewer.prepare_frontmatter_edit(GATE, keywords=["x"]),
                     lambda: viewer.prepare_keyword_addition(GATE, "x"),
                     lambda: viewer.prepare_keyword_rename("超时", "超时问题"),
                     lambda: viewer.prepare_keyword_removal("超时")):

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from kb_core.agent.mcp_server import build_server
 from kb_core.agent.tool import INPUT_SCHEMA, READ_INPUT_SCHEMA, READ_TOOL_DESCRIPTION, TOOL_DESCRIPTION
+from kb_core.mcp import build_server
 
 PAYMENT = "knowledge_base/api/payment-errors.md"
 CACHE = "knowledge_base/domain/cache-optimization.md"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import NO_MODEL, free_port
 
-from kb_core.agent.mcp_server import BearerTokenGate, load_tokens
 from kb_core.errors import SettingsError
+from kb_core.mcp import BearerTokenGate, load_tokens
 
 pytestmark = pytest.mark.processes
 

@@ -20,14 +20,13 @@ import pytest
 from conftest import assert_consistent, doc, internals
 
 from kb_core.documents.folder import (
-    FileTooLarge,
     KnowledgeFolder,
     checked_sha256,
     read_regular,
     validate_category,
     validate_file_name,
 )
-from kb_core.errors import InvalidInputError, UploadRejected
+from kb_core.errors import FileTooLarge, InvalidInputError, UploadRejected
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -110,7 +109,7 @@ def test_a_document_replaced_by_a_fifo_never_hangs_a_reader(kb):
     assert _quick(lambda: kb.read_document_tool(row.file_path, section_title="Setup"))["found"] is False
     assert _quick(lambda: kb.read_document(row.file_path, -1)) is None  # the inspector and its download
     assert _quick(lambda: kb.read_document(row.file_path)) is None
-    assert isinstance(_quick(lambda: kb.prepare_keyword_edit(row.file_path, ["x1"])), UploadRejected)
+    assert isinstance(_quick(lambda: kb.prepare_frontmatter_edit(row.file_path, keywords=["x1"])), UploadRejected)
     for reconcile in (lambda: kb.reconcile(), lambda: kb.reconcile(delete_missing=True),
                       lambda: kb.reconcile([str(path)], delete_missing=True)):
         report = _quick(reconcile, 10.0)
@@ -167,7 +166,7 @@ def _call_all(server, calls):
 
 
 def test_hanging_mcp_calls_time_out_and_later_calls_are_served(kb):
-    from kb_core.agent.mcp_server import build_server
+    from kb_core.mcp import build_server
 
     kb.upload("a.md", SECTIONED.encode(), "api")
     release = threading.Event()
@@ -203,7 +202,7 @@ def test_hanging_mcp_calls_time_out_and_later_calls_are_served(kb):
 
 
 def test_mcp_calls_on_a_document_replaced_by_a_fifo_answer_in_time(kb):
-    from kb_core.agent.mcp_server import build_server
+    from kb_core.mcp import build_server
 
     kb.upload("a.md", SECTIONED.encode(), "api")
     kb.upload("b.md", doc("Beta", ["BETA_KEY"]).encode(), "api")

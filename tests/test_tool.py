@@ -12,7 +12,7 @@ import pytest
 from conftest import internals
 
 from kb_core import TOOL_NAME, lookup_knowledge, openai_tool_schema, read_document
-from kb_core.agent.call_stats import misses_by_query, percentile
+from kb_core.agent.call_stats import needs_attention, percentile
 
 REPO = Path(__file__).resolve().parent.parent
 PAYMENT = "knowledge_base/api/payment-errors.md"
@@ -141,7 +141,7 @@ def test_module_level_helper_uses_the_default_knowledge_base(monkeypatch, sample
 def test_misses_are_grouped_by_query(sample_kb):
     for query in ["如何优化缓存", "如何优化缓存 ", "完全不存在的内容XYZ", "ERR_TIMEOUT"]:
         sample_kb.lookup_knowledge(query)
-    groups = misses_by_query(sample_kb.tool_calls())
+    groups = needs_attention(sample_kb.tool_calls())
     assert [(g.query.strip(), g.calls, g.not_found, g.l1_only) for g in groups] == [
         ("完全不存在的内容XYZ", 1, 1, 0), ("如何优化缓存", 2, 0, 2)]
     assert groups[1].sources == ("knowledge_base/domain/cache-optimization.md",)

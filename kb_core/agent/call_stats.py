@@ -12,8 +12,8 @@ from kb_core.storage.metadata_store import ToolCallRecord
 from kb_core.storage.tool_call_log import LOOKUP_TOOL, REPLAY_CALLER, Bucket, CallBucket
 from kb_core.terms import normalize_term
 
-__all__ = ["REPLAY_CALLER", "AttentionGroup", "Bucket", "CallBucket", "MissGroup", "bucket_for", "confidence_of",
-           "is_miss", "misses_by_query", "needs_attention", "percentile"]
+__all__ = ["REPLAY_CALLER", "AttentionGroup", "Bucket", "CallBucket", "bucket_for", "confidence_of", "is_miss",
+           "needs_attention", "percentile"]
 
 HOURLY_UP_TO = timedelta(days=2)  # a longer span in hours gives too many bars to read
 
@@ -39,9 +39,6 @@ class AttentionGroup:
     low_confidence: int  # an L0 answer among several claimants: a keyword is too generic
     last_seen: datetime
     sources: tuple[str, ...]  # what the answers offered
-
-
-MissGroup = AttentionGroup  # the earlier name
 
 
 def is_miss(call: ToolCallRecord) -> bool:
@@ -77,5 +74,3 @@ def needs_attention(calls: Sequence[ToolCallRecord]) -> list[AttentionGroup]:
         ))
     return sorted(result, key=lambda g: (-g.not_found, -g.calls, -g.last_seen.timestamp(), g.query))
 
-
-misses_by_query = needs_attention  # the earlier name

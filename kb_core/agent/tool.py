@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 TOOL_NAME = "lookup_knowledge"
 READ_TOOL_NAME = "read_document"
 TOOL_NAMES = (TOOL_NAME, READ_TOOL_NAME)
-MAX_QUERY_CHARS = 2000
+MAX_QUERY_CHARS = 2000  # the one query-length limit of kb_core: `check_query_length`
 MAX_SOURCE_CHARS = 1000
 TOOL_DESCRIPTION = (
     "Look up the team's knowledge base (error codes, API notes, runbooks). Prefer this tool whenever you meet "
@@ -153,8 +153,7 @@ def validate_arguments(arguments: Any) -> tuple[str, str | None]:
         raise ToolArgumentError(f"'query' must be a string, got {type(query).__name__}")
     if not query.strip():
         raise ToolArgumentError("'query' must not be empty or only white space")
-    if len(query) > MAX_QUERY_CHARS:
-        raise ToolArgumentError(f"'query' is {len(query)} characters; at most {MAX_QUERY_CHARS} are accepted")
+    check_query_length(query, ToolArgumentError)
     return query.strip(), _section_title(arguments)
 
 
@@ -395,7 +394,19 @@ class CallRecorder:
             log.warning(message)
 
 
-def _error_payload(message: str) -> dict[str, Any]:
+def check_query_length(query: object, error: type[InvalidInputError] = InvalidInputError) -> None:
+    """The one query-length rule of kb_core, with its one message: a query of more than `MAX_QUERY_CHARS`
+    characters is refused with `error` before anything reads it (the tools, `lookup`, the documents suggested
+    for a query, labelled queries). Tokenising 100,000 characters takes tens of seconds, and no question needs
+    them. Anything but a string is left to the caller's other checks."""
+    if isinstance(query, str) and len(query) > MAX_QUERY_CHARS:
+        raise error(f"the query is {len(query):,} characters; at most {MAX_QUERY_CHARS:,} are accepted (the "
+                    f"tools' query takes at most {MAX_QUERY_CHARS} characters): ask with the words that matter")
+
+
+def error_payload(message: str) -> dict[str, Any]:
+    """The one shape of a tool's error answer (a tool, an unknown tool, a knowledge base that cannot be
+    opened): the answer's fields, nothing found, and the message as `error`."""
     return {"found": False, "primary": None, "supplement": None, "error": message}
 
 
@@ -430,14 +441,14 @@ class _AgentTool:
             payload = result.to_dict()
         except ToolArgumentError as exc:
             error = f"invalid arguments: {exc}"
-            payload = _error_payload(error)
+            payload = error_payload(error)
         except UnknownSourceError as exc:
             error = str(exc)
-            payload = _error_payload(error)
+            payload = error_payload(error)
         except Exception as exc:  # noqa: BLE001 - an agent loop must get a readable answer, not a crash
             error = f"{self.failure}: {type(exc).__name__}: {exc}"
             log.exception("%s failed", self.name)
-            payload = _error_payload(error)
+            payload = error_payload(error)
         latency_ms = round((time.perf_counter() - started) * 1000, 3)
         if self._recorder is not None:
             logged = _loggable(arguments)

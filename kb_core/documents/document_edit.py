@@ -54,7 +54,7 @@ class FrontmatterEdit:
     def changed(self) -> bool:
         return bool(self.fields)
 
-    # the keyword edit's view (the keyword map and `prepare_keyword_edit` use these)
+    # the keyword edit's view (the keyword map's edits use these)
     @property
     def keywords(self) -> tuple[str, ...]:
         return self.edited.keywords
@@ -72,8 +72,6 @@ class FrontmatterEdit:
     def removed(self) -> tuple[str, ...]:
         return tuple(k for k in self.original.keywords if k not in self.edited.keywords)
 
-
-KeywordEdit = FrontmatterEdit  # the earlier name: a keyword edit is a frontmatter edit of `keywords`
 
 
 def _read(index: IndexedDocuments, file_path: str, max_bytes: int) -> tuple[bytes, str, str, str]:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from kb_core.documents.frontmatter import MAX_BLOCK_BYTES
-from kb_core.errors import UploadRejected
+from kb_core.errors import FileTooLarge, UploadRejected
 from kb_core.settings import resolve_path
 
 log = logging.getLogger(__name__)
@@ -249,14 +249,6 @@ def read_regular(path: Path, limit: int | None = None, *, max_bytes: int | None 
     finally:
         if fd >= 0:
             os.close(fd)
-
-
-class FileTooLarge(OSError):
-    """A file at a document's path is larger than the largest allowed document (`KB_MAX_UPLOAD_BYTES`)."""
-
-    def __init__(self, path: Path, size: int, max_bytes: int):
-        super().__init__(errno.EFBIG, f"{path} is {size:,} bytes, larger than the largest allowed document "
-                                      f"({max_bytes:,} bytes, KB_MAX_UPLOAD_BYTES)")
 
 
 def _kind(mode: int) -> str:

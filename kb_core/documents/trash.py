@@ -38,7 +38,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 from kb_core.documents.folder import KnowledgeFolder, read_regular, write_atomic
-from kb_core.errors import DocumentError
+from kb_core.errors import DocumentError, InvalidInputError
 from kb_core.progress import Progress, no_progress
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,17 @@ def _safe_relative(value: object) -> str | None:
     if path.is_absolute() or any(part in ("", ".", "..") or part.startswith(".") for part in path.parts):
         return None
     return path.as_posix()
+
+
+def purge_age_days(older_than_days: object, default: float) -> float:
+    """The one check of a purge's `older_than_days`: the days given (None: `default`, `KB_TRASH_DAYS`), a
+    number from 0, or `InvalidInputError`."""
+    if older_than_days is None:
+        return default
+    if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) \
+            or not 0 <= older_than_days < 100_000:
+        raise InvalidInputError(f"older_than_days must be a number of days from 0, not {older_than_days!r}")
+    return older_than_days
 
 
 def _aware(moment: datetime) -> datetime:

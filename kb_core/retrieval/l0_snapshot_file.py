@@ -50,6 +50,7 @@ from typing import Any
 from kb_core.documents.chunking import CONTENT_VERSION
 from kb_core.documents.entry import KnowledgeEntry, entries_of_columns, entry_columns
 from kb_core.documents.folder import read_regular
+from kb_core.errors import KnowledgeBaseError
 from kb_core.retrieval import l0_index_data
 from kb_core.retrieval.snapshot_key import snapshot_key
 
@@ -68,8 +69,9 @@ STALE_TEMP_AFTER = 3600.0  # seconds: a temp file this old is no save in flight,
 Record = tuple[bytes, KnowledgeEntry | None]
 
 
-class SnapshotInvalid(ValueError):
-    """The file is not a usable snapshot (the open scans in full)."""
+class SnapshotInvalid(KnowledgeBaseError, ValueError):
+    """The file is not a usable snapshot (the open scans in full). Caught where the snapshot is read; a
+    `ValueError` too, as the parsers' own errors are."""
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from kb_core.storage.db_models import Base, Id, LongText, utcnow
 
-MAX_QUERY_CHARS = 2000  # as the lookup tool accepts
-
 
 class EvalQuery(Base):
     __tablename__ = "eval_query"

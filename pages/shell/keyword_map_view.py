@@ -70,7 +70,7 @@ def _save(kb: KnowledgeBase, edit) -> None:
         return (f"{edit.file_path}: keywords saved and the document {outcome.action} ({', '.join(changes)}). "
                 "The map below is up to date.")
 
-    save_and_flash("keyword-edit", lambda: kb.save_keyword_edit(edit), saved)
+    save_and_flash("keyword-edit", lambda: kb.save_frontmatter_edit(edit), saved)
 
 
 def _render_keyword(kb: KnowledgeBase, row) -> None:
@@ -103,7 +103,7 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
                             help="Rewrites only the `keywords` of the file's frontmatter; comments, other fields "
                                  "and the body stay as they are. Saved through the normal upload path.")
         try:
-            edit = kb.prepare_keyword_edit(target, text.splitlines())
+            edit = kb.prepare_frontmatter_edit(target, keywords=text.splitlines())
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
             return
