@@ -40,7 +40,7 @@ from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.trash import Trash, TrashItem, purge_age_days
-from kb_core.errors import AccessDeniedError, InvalidInputError, KnowledgeBaseError
+from kb_core.errors import AccessDeniedError, InvalidInputError, KnowledgeBaseError, SettingsError
 from kb_core.facade_editing import EditingFacade
 from kb_core.facade_evaluation import EvaluationMixin
 from kb_core.facade_jobs import JobsFacade
@@ -58,7 +58,7 @@ from kb_core.retrieval.keyword_plan import KeywordPlan
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
 from kb_core.retrieval.reading import DocumentReader
-from kb_core.retrieval.scope import ALL, Scope
+from kb_core.retrieval.scope import ALL, AudienceRule, Scope
 from kb_core.settings import Settings
 from kb_core.storage.embedding import ModelState
 from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
@@ -160,6 +160,10 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         jobs: JobRunner | None = None,
     ):
         self._settings = settings
+        try:
+            self._audience_rule = AudienceRule.of_mapping(settings.audiences)
+        except InvalidInputError as exc:
+            raise SettingsError(f"auth.audiences (KB_AUDIENCES): {exc}") from None
         self._folder = folder
         self._index = index
         self._metadata = metadata
@@ -745,6 +749,11 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
             except Exception as exc:  # noqa: BLE001 - a driver's own error: say it, the page still shows the rest
                 servers.append(Part(name, f"unavailable: {type(exc).__name__}: {exc}"))
         return About(package_versions() + tuple(servers), tuple(self._settings.described()))
+
+    @property
+    def audience_rule(self) -> AudienceRule:
+        """The folders' default audiences (`kb.yaml` auth.audiences), for callers' scopes."""
+        return self._audience_rule
 
     # -- metrics -------------------------------------------------------------------------------------
     @property

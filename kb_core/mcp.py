@@ -25,7 +25,6 @@ document, however it hangs a reader, can take the server down.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import hmac
 import json
 import logging
@@ -33,11 +32,11 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from kb_core.agent.mcp_sessions import SessionShares
 from kb_core.agent.response import LookupResponse, ReadDocumentResponse
+from kb_core.agent.tokens import NamedToken, TokenTable, token_label
 from kb_core.agent.tool import (
     INPUT_SCHEMA,
     READ_INPUT_SCHEMA,
@@ -161,9 +160,10 @@ def _tool(kb: KnowledgeBase, name: str, description: str, input_schema: dict[str
         def model_dump_one_level(self) -> dict[str, Any]:
             return {"arguments": dict(self.model_extra or {})}
 
-    async def call(arguments: dict[str, Any]) -> CallToolResult:
+    async def call(arguments: dict[str, Any], ctx: Any = None) -> CallToolResult:
+        caller, scope = _caller(kb, ctx)
         try:
-            answer = await deadline.run(lambda: kb.call_tool(arguments, caller="mcp", tool=name), name)
+            answer = await deadline.run(lambda: kb.call_tool(arguments, caller=caller, tool=name, scope=scope), name)
         except ToolTimeout as exc:
             raise ToolError(str(exc)) from None
         if answer.error:
@@ -174,7 +174,20 @@ def _tool(kb: KnowledgeBase, name: str, description: str, input_schema: dict[str
 
     Arguments.__name__ = Arguments.__qualname__ = f"{name}Arguments"
     return Tool(fn=call, name=name, description=description, parameters=input_schema, is_async=True,
-                fn_metadata=FuncMetadata(arg_model=Arguments, output_model=response))
+                fn_metadata=FuncMetadata(arg_model=Arguments, output_model=response), context_kwarg="ctx")
+
+
+def _caller(kb: KnowledgeBase, ctx: Any) -> tuple[str, Any]:
+    """(the call log's caller, the caller's scope): the named token of the HTTP request that carried this call
+    (`BearerTokenGate`), or "mcp" reading everything (stdio, or HTTP on loopback without tokens)."""
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except (AttributeError, ValueError, LookupError):
+        request = None
+    token = getattr(request, "scope", {}).get("kb_caller") if request is not None else None
+    if not isinstance(token, NamedToken):
+        return "mcp", None
+    return token.name, token.scope(kb.audience_rule)
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -183,40 +196,32 @@ MAX_SESSIONS = 100
 
 
 def load_tokens(token: str | None = None, tokens_file: str | None = None) -> tuple[str, ...]:
-    """The accepted bearer tokens: `KB_MCP_TOKEN`, and one per line of `KB_MCP_TOKENS_FILE` (blank lines and
-    `#` comments skipped). A token shorter than 16 characters is refused: it could be guessed."""
-    tokens = [token.strip()] if token and token.strip() else []
-    if tokens_file:
-        try:
-            lines = Path(tokens_file).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise SettingsError(f"KB_MCP_TOKENS_FILE: cannot read {tokens_file}: {exc}") from exc
-        tokens += [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    short = [t for t in tokens if len(t) < 16]
-    if short:
-        raise SettingsError("an MCP token must be at least 16 characters (use e.g. `openssl rand -hex 32`)")
-    return tuple(dict.fromkeys(tokens))
+    """The accepted bearer tokens' secrets now: `KB_MCP_TOKEN`, and those of `KB_MCP_TOKENS_FILE` (YAML named
+    tokens, or one per line; `agent/tokens.py`). A token shorter than 16 characters is refused."""
+    return tuple(dict.fromkeys(t.secret for t in TokenTable(token, tokens_file).tokens()))
 
 
 class BearerTokenGate:
     """ASGI middleware: an HTTP request without `Authorization: Bearer <one of the tokens>` gets 401 and never
-    reaches the MCP app. Tokens are compared in constant time (`hmac.compare_digest`)."""
+    reaches the MCP app. Tokens are compared in constant time (`hmac.compare_digest`); the table is asked at
+    every request, so a token removed from the tokens file is refused from then on. The request carries who
+    the token is (`kb_caller`: a `NamedToken`), which the tools read for the call log and the caller's scope."""
 
-    def __init__(self, app: Any, tokens: Sequence[str]):
+    def __init__(self, app: Any, tokens: TokenTable | Sequence[str]):
+        self._app = app
+        self._tokens = tokens if isinstance(tokens, TokenTable) else _Fixed(tokens)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
         from mcp.server.auth.provider import AccessToken
 
-        self._app = app
-        self._tokens = [t.encode() for t in tokens]
-        # who each token is to the session manager: a session is used with the token that opened it only, and
-        # the tokens' shares of sessions are counted apart (`mcp_sessions`); a label, never the token itself
-        self._users = [AuthenticatedUser(AccessToken(token="", client_id=token_label(t), scopes=[])) for t in tokens]
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             which = self._which(dict(scope.get("headers") or ()).get(b"authorization"))
             if which is not None:
-                scope = {**scope, "user": self._users[which]}
+                # who the token is to the session manager: a session is used with the token that opened it only,
+                # and the tokens' shares of sessions are counted apart (`mcp_sessions`); a label, never the token
+                user = AuthenticatedUser(AccessToken(token="", client_id=which.label, scopes=[]))
+                scope = {**scope, "user": user, "kb_caller": which}
         if scope["type"] == "http" and scope.get("user") is None:
             body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
             await send({"type": "http.response.start", "status": 401,
@@ -230,22 +235,28 @@ class BearerTokenGate:
     def _allowed(self, header: bytes | None) -> bool:
         return self._which(header) is not None
 
-    def _which(self, header: bytes | None) -> int | None:
-        """The index of the token offered, or None."""
+    def _which(self, header: bytes | None) -> NamedToken | None:
+        """The token offered, or None."""
         if not header or not header[:7].lower() == b"bearer ":
             return None
-        offered = header[7:].strip()
-        # compare with every token, always: how long it takes says nothing about which one nearly matched
-        matches = [hmac.compare_digest(offered, token) for token in self._tokens]
-        return matches.index(True) if any(matches) else None
+        return self._tokens.which(header[7:].strip())
 
 
-def token_label(token: str) -> str:
-    """A token's name in logs and session ownership: a short digest, never the token."""
-    return "token-" + hashlib.sha256(token.encode()).hexdigest()[:8]
+class _Fixed:
+    """Bare tokens given in code (tests, embedding): each reads everything, named by its digest."""
+
+    def __init__(self, secrets: Sequence[str]):
+        self._tokens = [NamedToken(token_label(t), t) for t in secrets]
+
+    def which(self, offered: bytes) -> NamedToken | None:
+        found = None
+        for token in self._tokens:
+            if hmac.compare_digest(offered, token.secret.encode()) and found is None:
+                found = token
+        return found
 
 
-def serve_http(server: Any, *, host: str, port: int, tokens: Sequence[str],
+def serve_http(server: Any, *, host: str, port: int, tokens: TokenTable | Sequence[str],
                session_idle: float = SESSION_IDLE_SECONDS, max_sessions: int = MAX_SESSIONS,
                per_token_sessions: int | None = None, metrics: Any = None, limits: HttpLimits | None = None) -> None:
     """Streamable HTTP on `host:port`, behind the bearer-token gate when there are tokens. Beyond loopback
@@ -295,8 +306,8 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.mcp") 
     from kb_core.errors import KnowledgeBaseError
 
     try:
-        tokens = load_tokens(os.environ.get("KB_MCP_TOKEN"), os.environ.get("KB_MCP_TOKENS_FILE")) \
-            if args.http else ()
+        tokens: TokenTable | tuple[()] = TokenTable(os.environ.get("KB_MCP_TOKEN"),
+                                                    os.environ.get("KB_MCP_TOKENS_FILE")) if args.http else ()
         if args.http and args.host not in LOOPBACK and not tokens:  # say so before opening anything
             raise SettingsError(f"refusing to listen on {args.host} without a token: set KB_MCP_TOKEN or "
                                 "KB_MCP_TOKENS_FILE (or listen on 127.0.0.1)")

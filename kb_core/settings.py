@@ -46,6 +46,8 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("l0", "synonyms"): "l0_synonyms",
     ("l0", "snapshot"): "l0_snapshot",
     ("auth", "roles"): "roles",
+    ("auth", "audiences"): "audiences",
+    ("auth", "group-audiences"): "group_audiences",
     ("auth", "service-identity"): "service_identity",
     ("trash", "days"): "trash_days",
     ("jobs", "share"): "job_share",
@@ -130,6 +132,14 @@ class Settings(BaseSettings):
         default="kb_l0_snapshot.bin",
         description="KB_L0_SNAPSHOT: where L0 saves its entries so the next open parses only changed files "
                     "(relative to the app root); off: always scan in full")
+    audiences: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="KB_AUDIENCES: default audiences of folders (JSON: folder -> groups) for pages without "
+                    "frontmatter `audience`; a page with neither is for everyone")
+    group_audiences: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="KB_GROUP_AUDIENCES: the audiences a signed-in user's sign-in groups give (JSON: group -> "
+                    "audiences); users with no mapped group read only pages for everyone, admins every page")
     l0_synonyms: list[list[str]] = Field(
         default_factory=list,
         description="KB_L0_SYNONYMS: synonym groups (JSON list of lists) added to the knowledge base's "
