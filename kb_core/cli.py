@@ -1,6 +1,7 @@
 """`kb`: the one command of the knowledge base (`python -m kb_core` is the same).
 
-    kb lookup QUERY [--section TITLE]        the agent JSON for QUERY, exactly what `lookup_knowledge` returns
+    kb lookup QUERY [--section TITLE] [--category FOLDER] [--language TAG]
+                                             the agent JSON for QUERY, exactly what `lookup_knowledge` returns
     kb reconcile [PATH ...] [--delete-missing]
                                              make disk, database, Milvus and L0 agree (all files, or PATHs)
     kb reindex                               re-embed every document from its file (e.g. after a model change)
@@ -67,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "short question")
     lookup.add_argument("--section", metavar="TITLE", dest="section_title",
                         help="serve this section of the primary document (a name from primary.availableSections)")
+    lookup.add_argument("--category", metavar="FOLDER",
+                        help="only documents of this folder and its sub-folders (lookup_knowledge's category)")
+    lookup.add_argument("--language", metavar="TAG", help="only documents in this language (en, zh, ...)")
 
     reconcile = commands.add_parser(
         "reconcile", help="make disk, database, Milvus and L0 agree",
@@ -134,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return 2
         if options.command == "lookup":
-            return _lookup(options.query, options.section_title)
+            return _lookup(options.query, options.section_title,
+                           {k: v for k, v in (("category", options.category), ("language", options.language)) if v})
         if options.command == "jobs":
             return _jobs(options.limit, as_json=options.json)
         if options.command == "reindex":
@@ -156,7 +161,7 @@ def _exit_status(code: object) -> int:
 
 
 # -- commands of their own ------------------------------------------------------------------------------
-def _lookup(query: str, section_title: str | None) -> int:
+def _lookup(query: str, section_title: str | None, filters: dict[str, str] | None = None) -> int:
     log_to_stderr(logging.WARNING)  # KB_LOG_FILE, if set, gets INFO and above whatever this shows
     from kb_core.agent.quick import answer_from_l0
     from kb_core.errors import KnowledgeBaseError
@@ -166,17 +171,17 @@ def _lookup(query: str, section_title: str | None) -> int:
         settings = load_settings()
         if settings.log_file:
             configure_log_file(log_file_path(settings.log_file, settings.app_root))
-        answer = answer_from_l0(settings, query, section_title, caller="cli")
+        answer = answer_from_l0(settings, query, section_title, caller="cli", filters=filters or {})
     except KnowledgeBaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if answer is None:  # L1 is needed, or the files changed since the last clean close: the whole knowledge base
-        return _lookup_opened(settings, query, section_title)
+        return _lookup_opened(settings, query, section_title, filters or {})
     print(json.dumps(answer, ensure_ascii=False, indent=2))
     return 2 if answer.get("error") else 0
 
 
-def _lookup_opened(settings: Any, query: str, section_title: str | None) -> int:
+def _lookup_opened(settings: Any, query: str, section_title: str | None, filters: dict[str, str]) -> int:
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.errors import KnowledgeBaseError
 
@@ -187,7 +192,7 @@ def _lookup_opened(settings: Any, query: str, section_title: str | None) -> int:
         return 1
     try:
         kb.wait_for_model()  # a model still loading would leave L1 on full text only
-        answer = kb.lookup_knowledge(query, section_title, caller="cli")
+        answer = kb.lookup_knowledge(query, section_title, caller="cli", **filters)
     finally:
         kb.close()  # also flushes the call log
     print(json.dumps(answer, ensure_ascii=False, indent=2))

@@ -50,7 +50,15 @@ from kb_core.jobs.work import file_params, model_pull_work, reconcile_work, rein
 from kb_core.logs import log_context, new_request_id
 from kb_core.metrics import KnowledgeBaseMetrics
 from kb_core.progress import Progress
-from kb_core.retrieval.bench import BenchOptions, BenchRun, HistoryEntry, Retriever, bench_rows, history_entry
+from kb_core.retrieval.bench import (
+    BenchOptions,
+    BenchRun,
+    HistoryEntry,
+    Retriever,
+    agent_filters,
+    bench_rows,
+    history_entry,
+)
 from kb_core.retrieval.change_follower import ChangeFollower
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.keyword_map import KeywordHit, KeywordMap, keyword_hits, keyword_map
@@ -298,11 +306,13 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
             raise InvalidInputError(f"dense only needs the embedding model, which is {state.state} "
                                     f"({state.model_id}): choose L1 hybrid or BM25 only")
         doc_ids = self._bench_scope(options)
-        response = self.call_tool({"query": query, "section_title": section_title},
-                                  caller=REPLAY_CALLER if replay else self._actor.name[:64])
+        # one category and one language are what an agent can ask for too: the agent's call carries them
+        arguments = {"query": query, "section_title": section_title, **agent_filters(options)}
+        response = self.call_tool(arguments, caller=REPLAY_CALLER if replay else self._actor.name[:64])
         result = response.result if isinstance(response.result, LookupResult) else None
         languages = self._document_languages()
         run = BenchRun(query=query, section_title=section_title, options=options, payload=response.payload,
+                       arguments=arguments,
                        result=result, error=response.error, latency_ms=response.latency_ms,
                        searched=None if doc_ids is None else len(doc_ids), replay=replay,
                        **bench_rows(self._searcher, query, options, result, doc_ids,

@@ -204,8 +204,12 @@ def _agent_view(run) -> None:
     returned it (the bench's settings never change it). The same elements at the top level every time (what
     varies sits in containers), so a rerun replaces each in place and never shows two "Raw JSON" panels."""
     payload = run.payload
-    st.caption("The exact tool output: the `lookup_knowledge` answer an agent gets for this query (the test "
-               "bench's settings do not change it).")
+    filters = {k: v for k, v in run.arguments.items() if k in ("category", "language")}
+    asked = ", ".join(f"{k}={v!r}" for k, v in filters.items())
+    st.caption("The exact tool output: the `lookup_knowledge` answer an agent gets for this query"
+               + (escape_markdown(f" with {asked} (the bench's one category and one language, which an agent can "
+                                  "ask for too)") if asked else
+                  " (the bench's other settings do not change it; one category or one language would)") + ".")
     with st.container(key="answer-notes"):
         if run.error:
             st.error(escape_markdown(run.error))

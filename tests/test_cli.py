@@ -111,6 +111,23 @@ def test_lookup_serves_a_section_and_logs_the_call_as_cli(kb_env, capsys):
     assert calls[0].arguments["query"] == "ERR_TIMEOUT"
 
 
+def test_lookup_narrows_by_category_and_language(kb_env, capsys):
+    """`--category` and `--language` are lookup_knowledge's filters (issue 35): the keyword of a page outside
+    them answers nothing, on the L0 fast path and on the opened knowledge base alike."""
+    write_doc(kb_env, "knowledge_base/api/payment-errors.md", PAYMENT)
+    write_doc(kb_env, "knowledge_base/ops/cache.md", CACHE)
+    _indexed(kb_env)
+    status, out, _ = _run(capsys, "lookup", "ERR_TIMEOUT", "--category", "api", "--language", "zh")
+    assert status == 0 and json.loads(out)["primary"]["source"] == "knowledge_base/api/payment-errors.md"
+    status, out, _ = _run(capsys, "lookup", "ERR_TIMEOUT", "--category", "ops")
+    assert status == 0 and json.loads(out)["found"] is False
+    status, out, _ = _run(capsys, "lookup", "why does the eviction sweeper wake every ninety seconds",
+                          "--category", "api")
+    assert status == 0 and "ops/cache.md" not in out
+    status, out, _ = _run(capsys, "lookup", "ERR_TIMEOUT", "--category", "../x")
+    assert status == 2 and "invalid category" in json.loads(out)["error"]
+
+
 def test_lookup_with_a_refused_argument_exits_2_with_the_error_in_the_json(kb_env, capsys):
     status, out, _ = _run(capsys, "lookup", "   ")
     answer = json.loads(out)

@@ -145,12 +145,17 @@ def test_term_spans_are_what_the_relevance_check_counts():
 
 # -- runs -----------------------------------------------------------------------------------------------------
 def test_the_agents_answer_is_the_tool_output_whatever_the_options(bench_kb):
+    """Byte for byte the tool's answer to the call the bench shows: one category and one language go into that
+    call, as an agent would send them (issue 35); the other options narrow only the bench's rows."""
     for query in ("rate limiting", "LIMIT_REQ_DOC", "限流", "nothing like this exists XYZ42"):
-        expected = json.dumps(bench_kb.lookup_knowledge(query), ensure_ascii=False)
-        for options in (BenchOptions(), BenchOptions(retriever="bm25", top_k=20, categories=["gateway"],
-                                                     languages=["en"], min_score=0.5)):
+        for options, filters in ((BenchOptions(), {}),
+                                 (BenchOptions(retriever="bm25", top_k=20, categories=["gateway"], languages=["en"],
+                                               min_score=0.5), {"category": "gateway", "language": "en"}),
+                                 (BenchOptions(retriever="bm25", categories=["gateway", "ops"]), {})):
+            expected = json.dumps(bench_kb.lookup_knowledge(query, **filters), ensure_ascii=False)
             run = bench_kb.run_bench(query, options)
             assert json.dumps(run.payload, ensure_ascii=False) == expected, (query, options)
+            assert {k: v for k, v in run.arguments.items() if k in ("category", "language")} == filters
 
 
 def test_as_agents_get_it_shows_the_lookups_own_l1_rows(bench_kb):

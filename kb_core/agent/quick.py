@@ -45,7 +45,7 @@ class _Held:
 
 
 def answer_from_l0(settings: Settings, query: object, section_title: object = None, *,
-                   caller: str = "cli") -> dict[str, Any] | None:
+                   caller: str = "cli", filters: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The agent payload of `lookup_knowledge(query, section_title)` when L0 alone answers it and the files
     are as the L0 snapshot saved them; `None` when the whole knowledge base must answer (nothing recorded)."""
     if settings.l0_snapshot_path is None or not settings.l0_snapshot_path.is_file():
@@ -61,7 +61,7 @@ def answer_from_l0(settings: Settings, query: object, section_title: object = No
     tool = LookupTool(HybridLookup(index, _NoL1(), default_language=settings.default_language), held)
     try:
         with log_context(request_id=new_request_id(), caller=caller):
-            response = tool.call({"query": query, "section_title": section_title}, caller=caller)
+            response = tool.call({"query": query, "section_title": section_title, **(filters or {})}, caller=caller)
     except _L1Asked:
         return None
     spool_at(settings.app_root).record_tool_calls(held.records)

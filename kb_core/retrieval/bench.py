@@ -237,10 +237,22 @@ class BenchRun:
     timings_ms: dict[str, float] = field(default_factory=dict)
     replay: bool = False  # logged with caller `console-replay` (a link or the history ran it again)
     history_error: str | None = None  # the run could not be added to the history
+    arguments: dict[str, Any] = field(default_factory=dict)  # the agent call's, as sent (filters included)
 
     @property
     def score_name(self) -> str:
         return self.options.retriever.score_name
+
+
+def agent_filters(options: BenchOptions) -> dict[str, str]:
+    """The bench's filters an agent's call can carry too: one category, one language (lookup_knowledge takes
+    one of each); with several, the agent's call is unfiltered and only the bench rows are narrowed."""
+    filters = {}
+    if len(options.categories) == 1:
+        filters["category"] = options.categories[0]
+    if len(options.languages) == 1:
+        filters["language"] = options.languages[0]
+    return filters
 
 
 def bench_rows(searcher: VectorSearcher, query: str, options: BenchOptions, result: LookupResult | None,
@@ -258,7 +270,9 @@ def bench_rows(searcher: VectorSearcher, query: str, options: BenchOptions, resu
         elif trace.l1_error:
             note = "The agents' lookup ran L1, and it failed."
         else:
-            note = f"The L1 rows the agents' lookup used (top {L1_TOP_K}, both retrievers, no filter)."
+            narrowed = ", ".join(f"{k} {v}" for k, v in agent_filters(options).items())
+            note = (f"The L1 rows the agents' lookup used (top {L1_TOP_K}, both retrievers, "
+                    f"{'in ' + narrowed if narrowed else 'no filter'}).")
         rows = tuple(_row(i, hit, hit.score, text, language_of) for i, hit in enumerate(trace.l1_hits))
         return {"rows": rows, "note": note}
     if not text:
