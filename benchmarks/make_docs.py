@@ -121,6 +121,7 @@ def render_performance(docs: Path = DOCS) -> str:
     cold = _load(docs, "bench-cold-results.json")
     ingest = _load(docs, "bench-ingest-results.json")
     browser = _load(docs, "bench-browser-results.json")
+    scope = _load(docs, "bench-scope-results.json")
     sources = ", ".join(f"docs/{n}" for n, r in (("bench-l0-results.json", l0), ("bench-l1-results.json", l1),
                                                  ("bench-lookups-results.json", lookups),
                                                  ("bench-feed-results.json", feed),
@@ -132,7 +133,8 @@ def render_performance(docs: Path = DOCS) -> str:
                                                  ("bench-open-results.json", opening),
                                                  ("bench-cold-results.json", cold),
                                                  ("bench-ingest-results.json", ingest),
-                                                 ("bench-browser-results.json", browser)) if r)
+                                                 ("bench-browser-results.json", browser),
+                                                 ("bench-scope-results.json", scope)) if r)
     out = [GENERATED.format(sources=sources), "", "# Performance", ""]
     out += _para(
         "Every figure on this page comes from the JSON a benchmark run wrote (named under each section, with the",
@@ -150,6 +152,7 @@ def render_performance(docs: Path = DOCS) -> str:
             "python -m benchmarks.bench_open --docs 10000 100000   # L0 open with and without the saved snapshot",
             "python -m benchmarks.bench_browser --docs 1000 --runs 7   # a ?doc= link and playground round trips "
             "in Chromium",
+            "python -m benchmarks.bench_scope --docs 10000   # lookups with and without a caller's scope",
             "```", ""]
     out += _para(
         "`--quick` also renders the pages at 50 documents (`--page-docs`, `--page-runs`). The change-feed "
@@ -191,6 +194,8 @@ def render_performance(docs: Path = DOCS) -> str:
         out += _pages(pages)
     if browser:
         out += _browser(browser)
+    if scope:
+        out += _scope(scope)
     if trees:
         out += _trees(trees)
     if zh:
@@ -496,6 +501,15 @@ def _pages(report: dict[str, Any]) -> list[str]:
             f"{min(uncached):.1f}–{max(uncached):.1f} s. The console computes the summaries in the background right "
             "after opening, so a curator's first click does not pay for them.", ""]
     return [*out, *_notes(report), *([""] if report.get("notes") else [])]
+
+
+def _scope(report: dict[str, Any]) -> list[str]:
+    from benchmarks.bench_scope import render_scope
+
+    return ["## Scoped lookups: filters and audiences", "",
+            f"`{report['command']}`, {_when(report)}; {_machine(report.get('machine'))}; JSON in "
+            "[bench-scope-results.json](bench-scope-results.json).", "",
+            *render_scope(report), "", *_notes(report), *([""] if report.get("notes") else [])]
 
 
 def _browser(report: dict[str, Any]) -> list[str]:

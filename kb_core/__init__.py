@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "Role": "kb_core.access",
     "RoleMap": "kb_core.access",
     "SignedIn": "kb_core.access",
+    "audiences_of": "kb_core.access",
     "service_actor": "kb_core.access",
     "REPLAY_CALLER": "kb_core.agent.call_stats",
     "confidence_of": "kb_core.agent.call_stats",

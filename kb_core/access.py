@@ -43,6 +43,8 @@ class Actor:
 
     name: str
     role: Role
+    # the audiences whose pages it reads (`retrieval.scope`); None: every page (curators, admins, services)
+    audiences: frozenset[str] | None = None
 
     def require(self, role: Role, action: str) -> None:
         if self.role < role:
@@ -51,6 +53,17 @@ class Actor:
 
     def may(self, role: Role) -> bool:
         return self.role >= role
+
+
+def audiences_of(role: Role, groups: Iterable[str], group_audiences: Mapping[str, Iterable[str]]) -> \
+        frozenset[str] | None:
+    """What a signed-in user reads (issue 35): curators and admins manage the files, so every page; a viewer
+    the audiences its sign-in groups map to (`auth.group-audiences`), and pages for everyone. Without a
+    mapping nothing is limited (None)."""
+    if role >= Role.CURATOR or not group_audiences:
+        return None
+    mapped = {str(g).casefold(): tuple(a) for g, a in group_audiences.items()}
+    return frozenset(a for g in groups for a in mapped.get(str(g).casefold(), ()))
 
 
 def service_actor(name: str = "agent") -> Actor:

@@ -287,19 +287,21 @@ def default_knowledge_base() -> KnowledgeBase:
     return _default
 
 
-def lookup_knowledge(query: str, section_title: str | None = None) -> dict:
-    """The agent tool on the default knowledge base: `{found, primary, supplement}` (Spec 5), logged with
-    caller "python". Never raises: bad arguments, or a knowledge base that cannot be opened, return the same
+def lookup_knowledge(query: str, section_title: str | None = None, *, category: str | None = None,
+                     language: str | None = None) -> dict:
+    """The agent tool on the default knowledge base: `{found, primary, supplement}` (Spec 5), narrowed by
+    `category` and `language` when given, logged with the service identity (`KB_SERVICE_IDENTITY`) as caller.
+    Never raises: bad arguments, or a knowledge base that cannot be opened, return the same
     shape plus an `error` string."""
-    return _on_default(lambda kb: kb.lookup_knowledge(query, section_title, caller="python"))
+    return _on_default(lambda kb: kb.lookup_knowledge(query, section_title, category=category, language=language))
 
 
 def read_document(source: str, section_title: str | None = None) -> dict:
     """The `read_document` agent tool on the default knowledge base: the document at `source` (a source from a
-    `lookup_knowledge` answer) served like a primary, or its section `section_title`. Logged with caller
-    "python". Never raises: an unknown source, bad arguments, or a knowledge base that cannot be opened return
-    the same shape plus an `error` string."""
-    return _on_default(lambda kb: kb.read_document_tool(source, section_title, caller="python"))
+    `lookup_knowledge` answer) served like a primary, or its section `section_title`. Logged with the
+    service identity as caller. Never raises: an unknown source, bad arguments, or a knowledge base that cannot
+    be opened return the same shape plus an `error` string."""
+    return _on_default(lambda kb: kb.read_document_tool(source, section_title))
 
 
 def _on_default(call: Callable[[KnowledgeBase], dict]) -> dict:

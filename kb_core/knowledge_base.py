@@ -190,6 +190,8 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
                        READ_TOOL_NAME: ReadDocumentTool(DocumentReader(index), self._recorder)}
         self._clock = _WriteClock()  # shared with every `as_user` view of this knowledge base
         self._actor = service_actor(settings.service_identity)
+        if settings.service_audiences is not None:  # in-process agents limited to some audiences' pages
+            self._actor = dataclasses.replace(self._actor, audiences=frozenset(settings.service_audiences))
         self._summaries = SummaryCache(self._version)
         self._metrics = metrics or KnowledgeBaseMetrics()
         self._metrics.watch_state(self._status_for_metrics, follower)
@@ -226,7 +228,8 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         return result
 
     def lookup_knowledge(self, query: str, section_title: str | None = None, *, category: str | None = None,
-                         language: str | None = None, caller: str = "python", scope: Scope | None = None) -> dict:
+                         language: str | None = None, caller: str | None = None,
+                         scope: Scope | None = None) -> dict:
         """The agent tool: exactly the spec's JSON (plus `error` for refused arguments). Logged to `tool_call`.
         `category` (a folder, with its sub-folders) and `language` narrow the question; `scope`: what the
         caller may read (default: every page)."""
@@ -235,7 +238,7 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         return self.call_tool(arguments, caller=caller, scope=scope).payload
 
     def read_document_tool(self, source: str, section_title: str | None = None, *, language: str | None = None,
-                           caller: str = "python", scope: Scope | None = None) -> dict:
+                           caller: str | None = None, scope: Scope | None = None) -> dict:
         """The `read_document` agent tool: the document at `source` (a source from an answer, or
         `category/file.md`) served like a lookup's primary, or its section `section_title`; an `error` result for
         a source that is no indexed document (or one `scope` does not admit). `language`: the page's version in
@@ -245,18 +248,20 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
             arguments["language"] = language
         return self.call_tool(arguments, caller=caller, tool=READ_TOOL_NAME, scope=scope).payload
 
-    def call_tool(self, arguments: object, *, caller: str = "python", tool: str = TOOL_NAME,
+    def call_tool(self, arguments: object, *, caller: str | None = None, tool: str = TOOL_NAME,
                   scope: Scope | None = None) -> ToolResponse:
         """A tool (`lookup_knowledge` by default, or `read_document`) with raw arguments, returning the payload
         *and* the result (a lookup's has the trace: the playground's view). An unknown `tool` name gives an
-        error result (not logged), as an agent that made one up should read."""
+        error result (not logged), as an agent that made one up should read. `caller` (the call log's and the
+        metrics'): default the acting identity's name."""
         handler = self._tools.get(tool) if isinstance(tool, str) else None
+        caller = caller or self._actor.name[:64]  # the service identity in process, the user in the console
         if handler is None:
             error = f"unknown tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}"
             return ToolResponse(error_payload(error), None, error, 0.0)
         # the request id every log line of this call carries, and the one the call log and the trace show
         with log_context(request_id=new_request_id(), caller=caller):
-            response = handler.call(arguments, caller=caller, scope=scope or ALL)
+            response = handler.call(arguments, caller=caller, scope=scope or self._actor_scope())
             if isinstance(response.result, LookupResult):
                 self._metrics.observe_lookup(response.result)
             self._metrics.observe_tool_call(tool, found=bool(response.payload.get("found")), error=response.error)
@@ -759,6 +764,11 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
             except Exception as exc:  # noqa: BLE001 - a driver's own error: say it, the page still shows the rest
                 servers.append(Part(name, f"unavailable: {type(exc).__name__}: {exc}"))
         return About(package_versions() + tuple(servers), tuple(self._settings.described()))
+
+    def _actor_scope(self) -> Scope:
+        """What the acting user reads when a call names no scope: a viewer's mapped audiences, else every page."""
+        audiences = self._actor.audiences
+        return ALL if audiences is None else Scope(audiences=audiences, rule=self._audience_rule)
 
     @property
     def audience_rule(self) -> AudienceRule:

@@ -48,6 +48,7 @@ _YAML_KEYS: dict[tuple[str, ...], str] = {
     ("auth", "roles"): "roles",
     ("auth", "audiences"): "audiences",
     ("auth", "group-audiences"): "group_audiences",
+    ("auth", "service-audiences"): "service_audiences",
     ("auth", "service-identity"): "service_identity",
     ("trash", "days"): "trash_days",
     ("jobs", "share"): "job_share",
@@ -140,6 +141,10 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="KB_GROUP_AUDIENCES: the audiences a signed-in user's sign-in groups give (JSON: group -> "
                     "audiences); users with no mapped group read only pages for everyone, admins every page")
+    service_audiences: list[str] | None = Field(
+        default=None,
+        description="KB_SERVICE_AUDIENCES: the audiences in-process agents (the service identity) read (JSON "
+                    "list); default every page")
     l0_synonyms: list[list[str]] = Field(
         default_factory=list,
         description="KB_L0_SYNONYMS: synonym groups (JSON list of lists) added to the knowledge base's "

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import Actor, Role, RoleMap, SignedIn, load_settings
+from kb_core import Actor, Role, RoleMap, SignedIn, audiences_of, load_settings
 from pages.shell.exposure import sign_in_configured
 from pages.shell.safe import escape_markdown, inline_code
 
@@ -33,7 +33,7 @@ def console_access() -> tuple[Actor | None, Callable[[], None] | None]:
     role = _role_map().role_of_sign_in(who)
     if role is None:
         return None, lambda: _no_access_page(who)
-    return Actor(who.name, role), None
+    return Actor(who.name, role, audiences_of(role, who.groups, load_settings().group_audiences)), None
 
 
 _CLAIMS = ("email", "email_verified", "iss", "sub", "groups")
