@@ -5,7 +5,7 @@
                                              make disk, database, Milvus and L0 agree (all files, or PATHs)
     kb reindex                               re-embed every document from its file (e.g. after a model change)
     kb jobs [--limit N] [--json]             the jobs of every process: running, queued, how they ended
-    kb evaluate QUERIES.jsonl [--json OUT]   answer quality on labelled queries (`python -m kb_core.evaluate`)
+    kb evaluate QUERIES.jsonl [--json OUT]   answer quality on labelled queries
     kb mcp [--http [--port N]]               the MCP server for agents (`python -m kb_core.mcp`)
     kb migrate [REVISION] [--current]        bring the database to REVISION (`python -m kb_core.migrate`)
     kb bench ARGS                            the benchmarks, from a source checkout (`python -m benchmarks`)
@@ -34,8 +34,7 @@ _DELEGATED: dict[str, tuple[str, str]] = {
     "evaluate": ("answer quality on labelled queries",
                  "Runs every labelled query of a JSONL file through lookup on the configured knowledge base and "
                  "reports, per kind of query, how often an expected document is answered, the right primary, "
-                 "'high but wrong' and latency. Options: QUERIES.jsonl [--json OUT] [--failures N] [--sync]. "
-                 "Same as `python -m kb_core.evaluate`."),
+                 "'high but wrong' and latency. Options: QUERIES.jsonl [--json OUT] [--failures N] [--sync]."),
     "mcp": ("serve lookup_knowledge and read_document to agents over MCP",
             "Serves the lookup_knowledge and read_document tools over stdio (or with --http [--port 8765] over "
             "streamable HTTP on 127.0.0.1), on the same settings as the console. Options: [--http] [--port N] "
@@ -303,9 +302,10 @@ def _progress_printer() -> Callable[[str, int, int], None]:
 
 # -- commands handed to other modules -------------------------------------------------------------------
 def _evaluate(args: list[str]) -> int:
-    from kb_core.evaluate import main as evaluate_main
+    from kb_core.bootstrap import open_knowledge_base
+    from kb_core.evaluation.command import main as evaluate_main
 
-    return evaluate_main(args, prog=f"{PROG} evaluate")
+    return evaluate_main(args, open_kb=open_knowledge_base, prog=f"{PROG} evaluate")
 
 
 def _mcp(args: list[str]) -> int:

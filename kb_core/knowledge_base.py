@@ -41,8 +41,10 @@ from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.trash import Trash, TrashItem, purge_age_days
 from kb_core.errors import AccessDeniedError, InvalidInputError, KnowledgeBaseError, SettingsError
+from kb_core.evaluation.runs import OutcomeRow, RunComparison
+from kb_core.evaluation.scoring import LabelledQuery
+from kb_core.evaluation.service import EvaluationService
 from kb_core.facade_editing import EditingFacade
-from kb_core.facade_evaluation import EvaluationMixin
 from kb_core.facade_jobs import JobsFacade
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
 from kb_core.jobs.runner import JobRunner, Work
@@ -61,6 +63,7 @@ from kb_core.retrieval.reading import DocumentReader
 from kb_core.retrieval.scope import ALL, AudienceRule, Scope
 from kb_core.settings import Settings
 from kb_core.storage.embedding import ModelState
+from kb_core.storage.evaluation_store import QuerySetInfo, StoredRun
 from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
 from kb_core.summaries import SummaryCache
@@ -136,7 +139,7 @@ class KnowledgeBaseStatus:
         return "L1 runs on full text only (BM25)"
 
 
-class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
+class KnowledgeBase(EditingFacade, JobsFacade):
     """The facade: everything the console, the tools and agent code do goes through its methods. Its stores
     are its own; `open_knowledge_base()` (the composition root) builds it."""
 
@@ -178,6 +181,7 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         self._watcher = watcher
         self._jobs = jobs
         self._recorder = CallRecorder(metadata)
+        self._evaluation = EvaluationService(metadata, lookup, self._runner)
         self._tools = {TOOL_NAME: LookupTool(lookup, self._recorder),
                        READ_TOOL_NAME: ReadDocumentTool(DocumentReader(index), self._recorder)}
         self._clock = _WriteClock()  # shared with every `as_user` view of this knowledge base
@@ -673,6 +677,58 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
                 yield
         finally:
             self._clock.tick()
+
+    # -- evaluation (kb_core.evaluation.service) ------------------------------------------------------
+    def query_sets(self) -> list[QuerySetInfo]:
+        """The stored labelled query sets (name, how many queries, when last changed), by name."""
+        return self._evaluation.query_sets()
+
+    def query_set(self, name: str) -> list[LabelledQuery]:
+        """A set's labelled queries, in the order they were added."""
+        return self._evaluation.query_set(name)
+
+    def import_query_set(self, name: str, data: bytes | str) -> int:
+        """Add the labelled queries of a JSONL file (the format `kb evaluate` reads) to the set `name`, created
+        by its first query; a query already in the set gets the file's label. Malformed lines are refused with
+        their line numbers (`InvalidInputError`) and nothing is stored. How many queries the file had."""
+        self._actor.require(Role.CURATOR, "import labelled queries")
+        return self._evaluation.import_query_set(name, data, actor=self._actor.name)
+
+    def label_query(self, set_name: str, query: str, expected: Iterable[str], *, kind: str = "labelled") -> None:
+        """Store `query` in the set `set_name` (created by its first query) with the documents that answer it
+        (`category/file.md` paths, as answers name them; none: the knowledge base has no answer, and the query
+        must come back not found), replacing its label if it was in the set."""
+        self._actor.require(Role.CURATOR, "label queries")
+        self._evaluation.label_query(set_name, query, expected, kind=kind, actor=self._actor.name)
+
+    def unlabel_query(self, set_name: str, query: str) -> bool:
+        """Remove a query from a set; whether it was there."""
+        self._actor.require(Role.CURATOR, "remove labelled queries")
+        return self._evaluation.unlabel_query(set_name, query)
+
+    def start_evaluation(self, set_name: str) -> JobRecord:
+        """Run every query of the set through `lookup` and score the answers, as `kb evaluate` does, as an
+        `evaluate` job (returns at once, queued; curator). The run is stored when the job ends: its settings (L0
+        rule, L1 mode, model), each kind's metrics and each query's answer (`evaluation_runs()`). It takes its turn
+        like every job (one at a time per knowledge base), so it never measures a half-done re-index."""
+        self._actor.require(JobKind.EVALUATE.role, "start an evaluation run")
+        return self._evaluation.start(set_name, self._actor, self)
+
+    def evaluation_runs(self, limit: int = 100) -> list[StoredRun]:
+        """The stored runs, newest first (without each query's outcome: `evaluation_run(id)` has them)."""
+        return self._evaluation.runs(limit)
+
+    def evaluation_run(self, run_id: int) -> StoredRun | None:
+        return self._evaluation.run(run_id)
+
+    def evaluation_outcomes(self, run_id: int) -> list[OutcomeRow]:
+        """A run's answer to each of its queries, the wrong ones first (`VERDICTS`' order), in the run's order
+        within a verdict."""
+        return self._evaluation.outcomes(run_id)
+
+    def compare_evaluation_runs(self, before: int, after: int) -> RunComparison:
+        """Two runs side by side: the queries whose answer changed, and the headline metrics of each."""
+        return self._evaluation.compare(before, after)
 
     # -- status --------------------------------------------------------------------------------------
     def status(self, max_age: float | None = None) -> KnowledgeBaseStatus:
