@@ -7,15 +7,19 @@ stack (issue 32).
 
 Layout (each sub-package's docstring says what it owns and what it may import):
 
-- `kb_core.documents`: what a document is and how it gets in (frontmatter, validation, chunking, lint,
-  the document service that writes to every store);
+- `kb_core.documents`: what a document is and how it gets in (frontmatter, the folder and its path rule,
+  chunking, lint, the document service that writes to every store);
 - `kb_core.retrieval`: answering a query (L0 keyword index, L1 searcher, the hybrid lookup and its result);
-- `kb_core.storage`: the adapters and their ports (SQL metadata + migrations, Milvus, embedding models);
+- `kb_core.storage`: the adapters and their ports (SQL metadata + migrations and `kb migrate`, Milvus, embedding
+  models);
 - `kb_core.jobs`: long work (reconcile, re-index all, uploads) as jobs of the knowledge base's process;
 - `kb_core.agent`: the agents' tools, `lookup_knowledge` and `read_document` (schemas, response model, call log
   and its statistics);
-- top level: this public API, `settings`, `errors`, `terms` (text normalisation), `progress`, `stats`,
-  `knowledge_base` (the `KnowledgeBase` facade) and `bootstrap` (the composition root);
+- `kb_core.evaluation`: answer quality on labelled queries (scoring, runs, the service, `kb evaluate`);
+- `kb_core.ops`: logs, metrics, the guarded HTTP server, the percentile, versions, cached summaries;
+- top level: this public API, the base modules `settings`, `errors`, `terms` (text normalisation), `progress`,
+  `access`, then `knowledge_base` (the `KnowledgeBase` facade, with `facade_editing` and `facade_jobs`) and
+  `bootstrap` (the composition root);
   the `kb` command (`cli`) and the MCP server (`mcp`), above the facade; `kb_core.testing` holds offline test
   helpers.
 """
@@ -112,7 +116,7 @@ _EXPORTS: dict[str, str] = {
     "Supplement": "kb_core.retrieval.lookup",
     "Settings": "kb_core.settings",
     "load_settings": "kb_core.settings",
-    "percentile": "kb_core.stats",
+    "percentile": "kb_core.ops.stats",
 }
 # public names that are another name in their module
 _RENAMED: dict[str, tuple[str, str]] = {

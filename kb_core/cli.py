@@ -7,7 +7,7 @@
     kb jobs [--limit N] [--json]             the jobs of every process: running, queued, how they ended
     kb evaluate QUERIES.jsonl [--json OUT]   answer quality on labelled queries
     kb mcp [--http [--port N]]               the MCP server for agents (`python -m kb_core.mcp`)
-    kb migrate [REVISION] [--current]        bring the database to REVISION (`python -m kb_core.migrate`)
+    kb migrate [REVISION] [--current]        bring the database to REVISION
     kb bench ARGS                            the benchmarks, from a source checkout (`python -m benchmarks`)
 
 Every command reads the same settings as the console: env `KB_*` > `kb.yaml` at the application root >
@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kb_core.logs import configure_log_file, log_file_path, log_to_stderr
+from kb_core.ops.logs import configure_log_file, log_file_path, log_to_stderr
 
 PROG = "kb"
 
@@ -41,7 +41,7 @@ _DELEGATED: dict[str, tuple[str, str]] = {
             "[--log-level LEVEL]. Same as `python -m kb_core.mcp`."),
     "migrate": ("bring the database schema up to date",
                 "Migrates the configured database to REVISION (default head); --current only prints the current "
-                "revision. Opening the knowledge base migrates too. Same as `python -m kb_core.migrate`."),
+                "revision. Opening the knowledge base migrates too."),
     "bench": ("run the benchmarks (source checkout only)",
               "Runs the benchmarks with ARGS (for example --quick). They live in the top-level `benchmarks/` "
               "package of the source checkout, not in the installed kb_core: run `kb bench` (or "
@@ -315,7 +315,7 @@ def _mcp(args: list[str]) -> int:
 
 
 def _migrate(args: list[str]) -> int:
-    from kb_core.migrate import main as migrate_main
+    from kb_core.storage.migrate import main as migrate_main
 
     return migrate_main(args, prog=f"{PROG} migrate")
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from kb_core.about import About, Part, package_versions
 from kb_core.access import Actor, Role, acting, service_actor
 from kb_core.agent.call_stats import REPLAY_CALLER, AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import (
@@ -49,8 +48,10 @@ from kb_core.facade_jobs import JobsFacade
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
 from kb_core.jobs.runner import JobRunner, Work
 from kb_core.jobs.work import file_params, model_pull_work, reconcile_work, reindex_work, upload_work
-from kb_core.logs import log_context, new_request_id
-from kb_core.metrics import KnowledgeBaseMetrics
+from kb_core.ops.about import About, Part, package_versions
+from kb_core.ops.logs import log_context, new_request_id
+from kb_core.ops.metrics import KnowledgeBaseMetrics
+from kb_core.ops.summaries import SummaryCache
 from kb_core.progress import Progress
 from kb_core.retrieval.bench import BenchOptions, BenchRun, HistoryEntry, Retriever, bench_rows, history_entry
 from kb_core.retrieval.change_follower import ChangeFollower
@@ -66,7 +67,6 @@ from kb_core.storage.embedding import ModelState
 from kb_core.storage.evaluation_store import QuerySetInfo, StoredRun
 from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
-from kb_core.summaries import SummaryCache
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

@@ -37,6 +37,8 @@ IMPORT_RULES: dict[str, tuple[str, ...]] = {
     "kb_core.agent": (*_SERVICES, *_FACADE_AND_ABOVE),
     # the facade hands the evaluation service itself and the `kb` command hands `kb evaluate` its opener
     "kb_core.evaluation": _FACADE_AND_ABOVE,
+    # logs, metrics, the guarded HTTP server, the percentile: beside the base modules, which every layer may use
+    "kb_core.ops": ("kb_core.storage", "kb_core.jobs", *_ABOVE_STORAGE),
     "app": ("kb_core.",),
     "pages": ("kb_core.",),
 }

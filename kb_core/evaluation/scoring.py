@@ -15,7 +15,7 @@ from typing import Any
 
 from kb_core.documents.language import query_language
 from kb_core.errors import InvalidInputError
-from kb_core.stats import percentile
+from kb_core.ops.stats import percentile
 
 log = logging.getLogger(__name__)
 
