@@ -45,9 +45,10 @@ from kb_core.evaluation.scoring import LabelledQuery
 from kb_core.evaluation.service import EvaluationService
 from kb_core.facade_editing import EditingFacade
 from kb_core.facade_jobs import JobsFacade
+from kb_core.jobs.kinds import JobRequest, PreparedJob
+from kb_core.jobs.kinds import prepare as prepare_job
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
-from kb_core.jobs.runner import JobRunner, Work
-from kb_core.jobs.work import file_params, model_pull_work, reconcile_work, reindex_work, upload_work
+from kb_core.jobs.runner import JobRunner
 from kb_core.ops.about import About, Part, package_versions
 from kb_core.ops.logs import log_context, new_request_id
 from kb_core.ops.metrics import KnowledgeBaseMetrics
@@ -571,12 +572,12 @@ class KnowledgeBase(EditingFacade, JobsFacade):
         `"keyword_plan"` applies a `plan` (curator; see `apply_keyword_plan`), `"purge_trash"` purges what was
         deleted `older_than_days` ago (default `KB_TRASH_DAYS`; curator). One heavy job runs at a time per
         knowledge base, across processes; the others wait, queued."""
-        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, notes, plan,
-                                                         older_than_days)
+        job = self._prepare_job(kind, JobRequest(delete_missing, paths, files, notes, plan, older_than_days))
         try:
-            return self._runner().submit(job_kind, self._actor, params, work, total=total, staging=token)
+            return self._runner().submit(job.kind, self._actor, job.params, job.work, total=job.total,
+                                         staging=job.staging)
         except BaseException:
-            self._runner().staging.remove(token)
+            self._runner().staging.remove(job.staging)
             raise
 
     def run_job(self, kind: str, *, delete_missing: bool = False,
@@ -584,11 +585,12 @@ class KnowledgeBase(EditingFacade, JobsFacade):
                 progress: Progress | None = None) -> JobRecord:
         """As `start_job`, but run in the calling thread (in its turn) and return the job as it ended: the `kb`
         command runs reconcile this way, and the console shows it like any other job."""
-        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, (), None, None)
+        job = self._prepare_job(kind, JobRequest(delete_missing, paths, files))
         try:
-            return self._runner().run_here(job_kind, self._actor, params, work, total=total, progress=progress)
+            return self._runner().run_here(job.kind, self._actor, job.params, job.work, total=job.total,
+                                           progress=progress)
         finally:
-            self._runner().staging.remove(token)
+            self._runner().staging.remove(job.staging)
 
     def jobs(self, limit: int = 20, kinds: Iterable[str] | None = None) -> list[JobRecord]:
         """The newest jobs of every process (of `kinds`, or all), newest first, running and queued ones among
@@ -623,42 +625,10 @@ class KnowledgeBase(EditingFacade, JobsFacade):
             raise KnowledgeBaseError("this knowledge base has no job runner")
         return self._jobs
 
-    def _job(self, kind: str, delete_missing: bool, paths: Iterable[str | os.PathLike[str]] | None,
-             files: Sequence[JobFile], notes: Sequence[dict], plan: KeywordPlan | None,
-             older_than_days: float | None) -> tuple[JobKind, dict, Work, int, str | None]:
-        """Check the actor and the arguments; the job's kind, parameters, work, total and staging token."""
-        try:
-            job_kind = JobKind(kind)
-        except ValueError:
-            raise InvalidInputError(f"unknown job kind {kind!r}; the kinds are "
-                                    f"{', '.join(k.value for k in JobKind)}") from None
-        self._actor.require(job_kind.role, f"start a {job_kind.label.lower()} job")
-        if self._clock.closed:
-            raise KnowledgeBaseError("this knowledge base was closed: open it again to start a job")
-        if job_kind in (JobKind.UPLOAD, JobKind.IMPORT):
-            if not files:
-                raise InvalidInputError("an upload job needs at least one file")
-            runner = self._runner()
-            token = runner.staging.stage([bytes(f.data) for f in files])
-            described = file_params(files)
-            params = {"files": described, "staging": token, "notes": list(notes)}
-            return job_kind, params, upload_work(self, described, runner.staging, token, notes), len(files), token
-        if job_kind == JobKind.EVALUATE:
-            raise InvalidInputError("an evaluation run starts with start_evaluation(set_name)")
-        if files:
-            raise InvalidInputError(f"a {job_kind.label.lower()} job takes no files")
-        if job_kind == JobKind.KEYWORD_PLAN:
-            return (job_kind, *self._keyword_plan_job(plan), None)
-        if job_kind == JobKind.PURGE_TRASH:
-            return (job_kind, *self._purge_trash_job(older_than_days), 0, None)
-        if job_kind == JobKind.REINDEX_ALL:
-            return job_kind, {}, reindex_work(self), 0, None
-        if job_kind == JobKind.MODEL_PULL:
-            model = self._settings.embedding_model
-            return job_kind, {"model": model}, model_pull_work(model), 0, None
-        listed = None if paths is None else [os.fspath(p) for p in paths]
-        return (job_kind, {"delete_missing": delete_missing, "paths": listed},
-                reconcile_work(self, listed, delete_missing), 0, None)
+    def _prepare_job(self, kind: str, request: JobRequest) -> PreparedJob:
+        """Check the actor and the arguments, and prepare the job (`kb_core.jobs.kinds`, the one registry of
+        job kinds)."""
+        return prepare_job(kind, self, self._actor, request, self._runner, closed=self._clock.closed)
 
     @contextlib.contextmanager
     def _writing(self, role: Role, action: str, operation: str) -> Iterator[None]:
