@@ -32,10 +32,11 @@ from kb_core.documents.document_edit import (
     current_keywords,
 )
 from kb_core.documents.entry import KnowledgeEntry
-from kb_core.documents.folder import KnowledgeFolder, categories_below, category_folders
+from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher
 from kb_core.documents.language import document_language
 from kb_core.documents.lint import UploadPreview, preview_upload
+from kb_core.documents.path_rule import categories_below, category_folders
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.trash import Trash, TrashItem, purge_age_days
