@@ -40,8 +40,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb_core.documents.folder import category_problem, validate_file_name
 from kb_core.documents.frontmatter import parse_frontmatter
+from kb_core.documents.path_rule import category_problem, validate_file_name
 from kb_core.errors import KnowledgeBaseError
 
 

@@ -7,15 +7,19 @@ stack (issue 32).
 
 Layout (each sub-package's docstring says what it owns and what it may import):
 
-- `kb_core.documents`: what a document is and how it gets in (frontmatter, validation, chunking, lint,
-  the document service that writes to every store);
+- `kb_core.documents`: what a document is and how it gets in (frontmatter, the folder and its path rule,
+  chunking, lint, the document service that writes to every store);
 - `kb_core.retrieval`: answering a query (L0 keyword index, L1 searcher, the hybrid lookup and its result);
-- `kb_core.storage`: the adapters and their ports (SQL metadata + migrations, Milvus, embedding models);
+- `kb_core.storage`: the adapters and their ports (SQL metadata + migrations and `kb migrate`, Milvus, embedding
+  models);
 - `kb_core.jobs`: long work (reconcile, re-index all, uploads) as jobs of the knowledge base's process;
 - `kb_core.agent`: the agents' tools, `lookup_knowledge` and `read_document` (schemas, response model, call log
   and its statistics);
-- top level: this public API, `settings`, `errors`, `terms` (text normalisation), `progress`, `stats`,
-  `knowledge_base` (the `KnowledgeBase` facade) and `bootstrap` (the composition root);
+- `kb_core.evaluation`: answer quality on labelled queries (scoring, runs, the service, `kb evaluate`);
+- `kb_core.ops`: logs, metrics, the guarded HTTP server, the percentile, versions, cached summaries;
+- top level: this public API, the base modules `settings`, `errors`, `terms` (text normalisation), `progress`,
+  `access`, then `knowledge_base` (the `KnowledgeBase` facade, with `facade_editing` and `facade_jobs`) and
+  `bootstrap` (the composition root);
   the `kb` command (`cli`) and the MCP server (`mcp`), above the facade; `kb_core.testing` holds offline test
   helpers.
 """
@@ -51,8 +55,8 @@ _EXPORTS: dict[str, str] = {
     "clean_document": "kb_core.documents.cleaning",
     "FrontmatterEdit": "kb_core.documents.document_edit",
     "KnowledgeEntry": "kb_core.documents.entry",
-    "categories_below": "kb_core.documents.folder",
-    "category_folders": "kb_core.documents.folder",
+    "categories_below": "kb_core.documents.path_rule",
+    "category_folders": "kb_core.documents.path_rule",
     "Frontmatter": "kb_core.documents.frontmatter",
     "has_frontmatter": "kb_core.documents.frontmatter",
     "parse_frontmatter": "kb_core.documents.frontmatter",
@@ -77,10 +81,10 @@ _EXPORTS: dict[str, str] = {
     "RestoreConflictError": "kb_core.errors",
     "SettingsError": "kb_core.errors",
     "UploadRejected": "kb_core.errors",
-    "HEADLINE": "kb_core.facade_evaluation",
-    "ChangedQuery": "kb_core.facade_evaluation",
-    "RunComparison": "kb_core.facade_evaluation",
-    "compare_runs": "kb_core.facade_evaluation",
+    "HEADLINE": "kb_core.evaluation.runs",
+    "ChangedQuery": "kb_core.evaluation.runs",
+    "RunComparison": "kb_core.evaluation.runs",
+    "compare_runs": "kb_core.evaluation.runs",
     "JobFile": "kb_core.jobs.model",
     "JobKind": "kb_core.jobs.model",
     "JobRecord": "kb_core.jobs.model",
@@ -113,7 +117,7 @@ _EXPORTS: dict[str, str] = {
     "Supplement": "kb_core.retrieval.lookup",
     "Settings": "kb_core.settings",
     "load_settings": "kb_core.settings",
-    "percentile": "kb_core.stats",
+    "percentile": "kb_core.ops.stats",
 }
 # public names that are another name in their module
 _RENAMED: dict[str, tuple[str, str]] = {

@@ -6,9 +6,9 @@
                                              make disk, database, Milvus and L0 agree (all files, or PATHs)
     kb reindex                               re-embed every document from its file (e.g. after a model change)
     kb jobs [--limit N] [--json]             the jobs of every process: running, queued, how they ended
-    kb evaluate QUERIES.jsonl [--json OUT]   answer quality on labelled queries (`python -m kb_core.evaluate`)
+    kb evaluate QUERIES.jsonl [--json OUT]   answer quality on labelled queries
     kb mcp [--http [--port N]]               the MCP server for agents (`python -m kb_core.mcp`)
-    kb migrate [REVISION] [--current]        bring the database to REVISION (`python -m kb_core.migrate`)
+    kb migrate [REVISION] [--current]        bring the database to REVISION
     kb bench ARGS                            the benchmarks, from a source checkout (`python -m benchmarks`)
 
 Every command reads the same settings as the console: env `KB_*` > `kb.yaml` at the application root >
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from kb_core.logs import configure_log_file, log_file_path, log_to_stderr
+from kb_core.ops.logs import configure_log_file, log_file_path, log_to_stderr
 
 PROG = "kb"
 
@@ -35,15 +35,14 @@ _DELEGATED: dict[str, tuple[str, str]] = {
     "evaluate": ("answer quality on labelled queries",
                  "Runs every labelled query of a JSONL file through lookup on the configured knowledge base and "
                  "reports, per kind of query, how often an expected document is answered, the right primary, "
-                 "'high but wrong' and latency. Options: QUERIES.jsonl [--json OUT] [--failures N] [--sync]. "
-                 "Same as `python -m kb_core.evaluate`."),
+                 "'high but wrong' and latency. Options: QUERIES.jsonl [--json OUT] [--failures N] [--sync]."),
     "mcp": ("serve lookup_knowledge and read_document to agents over MCP",
             "Serves the lookup_knowledge and read_document tools over stdio (or with --http [--port 8765] over "
             "streamable HTTP on 127.0.0.1), on the same settings as the console. Options: [--http] [--port N] "
             "[--log-level LEVEL]. Same as `python -m kb_core.mcp`."),
     "migrate": ("bring the database schema up to date",
                 "Migrates the configured database to REVISION (default head); --current only prints the current "
-                "revision. Opening the knowledge base migrates too. Same as `python -m kb_core.migrate`."),
+                "revision. Opening the knowledge base migrates too."),
     "bench": ("run the benchmarks (source checkout only)",
               "Runs the benchmarks with ARGS (for example --quick). They live in the top-level `benchmarks/` "
               "package of the source checkout, not in the installed kb_core: run `kb bench` (or "
@@ -308,9 +307,10 @@ def _progress_printer() -> Callable[[str, int, int], None]:
 
 # -- commands handed to other modules -------------------------------------------------------------------
 def _evaluate(args: list[str]) -> int:
-    from kb_core.evaluate import main as evaluate_main
+    from kb_core.bootstrap import open_knowledge_base
+    from kb_core.evaluation.command import main as evaluate_main
 
-    return evaluate_main(args, prog=f"{PROG} evaluate")
+    return evaluate_main(args, open_kb=open_knowledge_base, prog=f"{PROG} evaluate")
 
 
 def _mcp(args: list[str]) -> int:
@@ -320,7 +320,7 @@ def _mcp(args: list[str]) -> int:
 
 
 def _migrate(args: list[str]) -> int:
-    from kb_core.migrate import main as migrate_main
+    from kb_core.storage.migrate import main as migrate_main
 
     return migrate_main(args, prog=f"{PROG} migrate")
 

@@ -1,7 +1,9 @@
 """The facade's jobs beyond reconcile, re-index all and uploads (a mixin of `KnowledgeBase`): a keyword plan
 applied as one job (the keyword map's bulk rename or removal), and the trash purge as a job (at every opening
 that finds something to purge, and from the Trash tab). Each job's parameters are plain values (a plan's items as
-dicts), stored with the job; the work itself is a callable the jobs runner runs."""
+dicts), stored with the job; the work itself is a callable the jobs runner runs. The registry of job kinds
+(`kb_core.jobs.kinds`) asks for these two kinds' preparations (`_keyword_plan_job`, `_purge_trash_job`): they
+need the keyword plan and the trash, which kb_core.jobs does not import."""
 
 from __future__ import annotations
 

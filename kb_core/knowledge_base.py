@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from kb_core.about import About, Part, package_versions
 from kb_core.access import Actor, Role, acting, service_actor
 from kb_core.agent.call_stats import REPLAY_CALLER, AttentionGroup, CallBucket, bucket_for, needs_attention
 from kb_core.agent.tool import (
@@ -33,22 +32,28 @@ from kb_core.documents.document_edit import (
     current_keywords,
 )
 from kb_core.documents.entry import KnowledgeEntry
-from kb_core.documents.folder import KnowledgeFolder, categories_below, category_folders
+from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher
 from kb_core.documents.language import document_language
 from kb_core.documents.lint import UploadPreview, preview_upload
+from kb_core.documents.path_rule import categories_below, category_folders
 from kb_core.documents.reconcile import Reconciler, ReconcileReport
 from kb_core.documents.service import DeleteOutcome, DocumentService, ReindexReport, UploadOutcome
 from kb_core.documents.trash import Trash, TrashItem, purge_age_days
 from kb_core.errors import AccessDeniedError, InvalidInputError, KnowledgeBaseError, SettingsError
+from kb_core.evaluation.runs import OutcomeRow, RunComparison
+from kb_core.evaluation.scoring import LabelledQuery
+from kb_core.evaluation.service import EvaluationService
 from kb_core.facade_editing import EditingFacade
-from kb_core.facade_evaluation import EvaluationMixin
 from kb_core.facade_jobs import JobsFacade
+from kb_core.jobs.kinds import JobRequest, PreparedJob
+from kb_core.jobs.kinds import prepare as prepare_job
 from kb_core.jobs.model import JobFile, JobKind, JobRecord
-from kb_core.jobs.runner import JobRunner, Work
-from kb_core.jobs.work import file_params, model_pull_work, reconcile_work, reindex_work, upload_work
-from kb_core.logs import log_context, new_request_id
-from kb_core.metrics import KnowledgeBaseMetrics
+from kb_core.jobs.runner import JobRunner
+from kb_core.ops.about import About, Part, package_versions
+from kb_core.ops.logs import log_context, new_request_id
+from kb_core.ops.metrics import KnowledgeBaseMetrics
+from kb_core.ops.summaries import SummaryCache
 from kb_core.progress import Progress
 from kb_core.retrieval.bench import (
     BenchOptions,
@@ -69,9 +74,9 @@ from kb_core.retrieval.reading import DocumentReader
 from kb_core.retrieval.scope import ALL, AudienceRule, Scope
 from kb_core.settings import Settings
 from kb_core.storage.embedding import ModelState
+from kb_core.storage.evaluation_store import QuerySetInfo, StoredRun
 from kb_core.storage.metadata_store import DocumentRecord, ToolCallRecord
 from kb_core.storage.ports import ChunkRow, ChunkStore, Embedder, MetadataRepository
-from kb_core.summaries import SummaryCache
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -144,7 +149,7 @@ class KnowledgeBaseStatus:
         return "L1 runs on full text only (BM25)"
 
 
-class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
+class KnowledgeBase(EditingFacade, JobsFacade):
     """The facade: everything the console, the tools and agent code do goes through its methods. Its stores
     are its own; `open_knowledge_base()` (the composition root) builds it."""
 
@@ -186,6 +191,7 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         self._watcher = watcher
         self._jobs = jobs
         self._recorder = CallRecorder(metadata)
+        self._evaluation = EvaluationService(metadata, lookup, self._runner)
         self._tools = {TOOL_NAME: LookupTool(lookup, self._recorder),
                        READ_TOOL_NAME: ReadDocumentTool(DocumentReader(index), self._recorder)}
         self._clock = _WriteClock()  # shared with every `as_user` view of this knowledge base
@@ -582,12 +588,12 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
         `"keyword_plan"` applies a `plan` (curator; see `apply_keyword_plan`), `"purge_trash"` purges what was
         deleted `older_than_days` ago (default `KB_TRASH_DAYS`; curator). One heavy job runs at a time per
         knowledge base, across processes; the others wait, queued."""
-        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, notes, plan,
-                                                         older_than_days)
+        job = self._prepare_job(kind, JobRequest(delete_missing, paths, files, notes, plan, older_than_days))
         try:
-            return self._runner().submit(job_kind, self._actor, params, work, total=total, staging=token)
+            return self._runner().submit(job.kind, self._actor, job.params, job.work, total=job.total,
+                                         staging=job.staging)
         except BaseException:
-            self._runner().staging.remove(token)
+            self._runner().staging.remove(job.staging)
             raise
 
     def run_job(self, kind: str, *, delete_missing: bool = False,
@@ -595,11 +601,12 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
                 progress: Progress | None = None) -> JobRecord:
         """As `start_job`, but run in the calling thread (in its turn) and return the job as it ended: the `kb`
         command runs reconcile this way, and the console shows it like any other job."""
-        job_kind, params, work, total, token = self._job(kind, delete_missing, paths, files, (), None, None)
+        job = self._prepare_job(kind, JobRequest(delete_missing, paths, files))
         try:
-            return self._runner().run_here(job_kind, self._actor, params, work, total=total, progress=progress)
+            return self._runner().run_here(job.kind, self._actor, job.params, job.work, total=job.total,
+                                           progress=progress)
         finally:
-            self._runner().staging.remove(token)
+            self._runner().staging.remove(job.staging)
 
     def jobs(self, limit: int = 20, kinds: Iterable[str] | None = None) -> list[JobRecord]:
         """The newest jobs of every process (of `kinds`, or all), newest first, running and queued ones among
@@ -634,42 +641,10 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
             raise KnowledgeBaseError("this knowledge base has no job runner")
         return self._jobs
 
-    def _job(self, kind: str, delete_missing: bool, paths: Iterable[str | os.PathLike[str]] | None,
-             files: Sequence[JobFile], notes: Sequence[dict], plan: KeywordPlan | None,
-             older_than_days: float | None) -> tuple[JobKind, dict, Work, int, str | None]:
-        """Check the actor and the arguments; the job's kind, parameters, work, total and staging token."""
-        try:
-            job_kind = JobKind(kind)
-        except ValueError:
-            raise InvalidInputError(f"unknown job kind {kind!r}; the kinds are "
-                                    f"{', '.join(k.value for k in JobKind)}") from None
-        self._actor.require(job_kind.role, f"start a {job_kind.label.lower()} job")
-        if self._clock.closed:
-            raise KnowledgeBaseError("this knowledge base was closed: open it again to start a job")
-        if job_kind in (JobKind.UPLOAD, JobKind.IMPORT):
-            if not files:
-                raise InvalidInputError("an upload job needs at least one file")
-            runner = self._runner()
-            token = runner.staging.stage([bytes(f.data) for f in files])
-            described = file_params(files)
-            params = {"files": described, "staging": token, "notes": list(notes)}
-            return job_kind, params, upload_work(self, described, runner.staging, token, notes), len(files), token
-        if job_kind == JobKind.EVALUATE:
-            raise InvalidInputError("an evaluation run starts with start_evaluation(set_name)")
-        if files:
-            raise InvalidInputError(f"a {job_kind.label.lower()} job takes no files")
-        if job_kind == JobKind.KEYWORD_PLAN:
-            return (job_kind, *self._keyword_plan_job(plan), None)
-        if job_kind == JobKind.PURGE_TRASH:
-            return (job_kind, *self._purge_trash_job(older_than_days), 0, None)
-        if job_kind == JobKind.REINDEX_ALL:
-            return job_kind, {}, reindex_work(self), 0, None
-        if job_kind == JobKind.MODEL_PULL:
-            model = self._settings.embedding_model
-            return job_kind, {"model": model}, model_pull_work(model), 0, None
-        listed = None if paths is None else [os.fspath(p) for p in paths]
-        return (job_kind, {"delete_missing": delete_missing, "paths": listed},
-                reconcile_work(self, listed, delete_missing), 0, None)
+    def _prepare_job(self, kind: str, request: JobRequest) -> PreparedJob:
+        """Check the actor and the arguments, and prepare the job (`kb_core.jobs.kinds`, the one registry of
+        job kinds)."""
+        return prepare_job(kind, self, self._actor, request, self._runner, closed=self._clock.closed)
 
     @contextlib.contextmanager
     def _writing(self, role: Role, action: str, operation: str) -> Iterator[None]:
@@ -688,6 +663,58 @@ class KnowledgeBase(EditingFacade, EvaluationMixin, JobsFacade):
                 yield
         finally:
             self._clock.tick()
+
+    # -- evaluation (kb_core.evaluation.service) ------------------------------------------------------
+    def query_sets(self) -> list[QuerySetInfo]:
+        """The stored labelled query sets (name, how many queries, when last changed), by name."""
+        return self._evaluation.query_sets()
+
+    def query_set(self, name: str) -> list[LabelledQuery]:
+        """A set's labelled queries, in the order they were added."""
+        return self._evaluation.query_set(name)
+
+    def import_query_set(self, name: str, data: bytes | str) -> int:
+        """Add the labelled queries of a JSONL file (the format `kb evaluate` reads) to the set `name`, created
+        by its first query; a query already in the set gets the file's label. Malformed lines are refused with
+        their line numbers (`InvalidInputError`) and nothing is stored. How many queries the file had."""
+        self._actor.require(Role.CURATOR, "import labelled queries")
+        return self._evaluation.import_query_set(name, data, actor=self._actor.name)
+
+    def label_query(self, set_name: str, query: str, expected: Iterable[str], *, kind: str = "labelled") -> None:
+        """Store `query` in the set `set_name` (created by its first query) with the documents that answer it
+        (`category/file.md` paths, as answers name them; none: the knowledge base has no answer, and the query
+        must come back not found), replacing its label if it was in the set."""
+        self._actor.require(Role.CURATOR, "label queries")
+        self._evaluation.label_query(set_name, query, expected, kind=kind, actor=self._actor.name)
+
+    def unlabel_query(self, set_name: str, query: str) -> bool:
+        """Remove a query from a set; whether it was there."""
+        self._actor.require(Role.CURATOR, "remove labelled queries")
+        return self._evaluation.unlabel_query(set_name, query)
+
+    def start_evaluation(self, set_name: str) -> JobRecord:
+        """Run every query of the set through `lookup` and score the answers, as `kb evaluate` does, as an
+        `evaluate` job (returns at once, queued; curator). The run is stored when the job ends: its settings (L0
+        rule, L1 mode, model), each kind's metrics and each query's answer (`evaluation_runs()`). It takes its turn
+        like every job (one at a time per knowledge base), so it never measures a half-done re-index."""
+        self._actor.require(JobKind.EVALUATE.role, "start an evaluation run")
+        return self._evaluation.start(set_name, self._actor, self)
+
+    def evaluation_runs(self, limit: int = 100) -> list[StoredRun]:
+        """The stored runs, newest first (without each query's outcome: `evaluation_run(id)` has them)."""
+        return self._evaluation.runs(limit)
+
+    def evaluation_run(self, run_id: int) -> StoredRun | None:
+        return self._evaluation.run(run_id)
+
+    def evaluation_outcomes(self, run_id: int) -> list[OutcomeRow]:
+        """A run's answer to each of its queries, the wrong ones first (`VERDICTS`' order), in the run's order
+        within a verdict."""
+        return self._evaluation.outcomes(run_id)
+
+    def compare_evaluation_runs(self, before: int, after: int) -> RunComparison:
+        """Two runs side by side: the queries whose answer changed, and the headline metrics of each."""
+        return self._evaluation.compare(before, after)
 
     # -- status --------------------------------------------------------------------------------------
     def status(self, max_age: float | None = None) -> KnowledgeBaseStatus:

@@ -46,10 +46,10 @@ from kb_core.agent.tool import (
     TOOL_NAME,
 )
 from kb_core.errors import SettingsError, ToolTimeout
-from kb_core.http_guard import HttpLimits
 from kb_core.knowledge_base import KnowledgeBase
-from kb_core.logs import log_to_stderr
-from kb_core.metrics import MetricsRoute
+from kb_core.ops.http_guard import HttpLimits
+from kb_core.ops.logs import log_to_stderr
+from kb_core.ops.metrics import MetricsRoute
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +262,7 @@ def serve_http(server: Any, *, host: str, port: int, tokens: TokenTable | Sequen
     """Streamable HTTP on `host:port`, behind the bearer-token gate when there are tokens. Beyond loopback
     without a token it refuses to start (`SettingsError`): anyone who reaches the port could call the tools.
     `metrics` (a Prometheus registry) is served at `/metrics`, behind the same gate."""
-    from kb_core.http_guard import serve
+    from kb_core.ops.http_guard import serve
 
     if host not in LOOPBACK and not tokens:
         raise SettingsError(f"refusing to listen on {host} without a token: set KB_MCP_TOKEN or "

@@ -21,19 +21,24 @@ ROOT = KB_CORE.parent
 # Bottom up: storage, then jobs, documents, retrieval; the facade (knowledge_base) and the composition root
 # (bootstrap) above them; the console (app.py, pages/) above all of it, through the public face only.
 # the facade and what stands on it: nothing below the facade imports any of them (no arrow runs back up)
-_FACADE_AND_ABOVE = ("kb_core.knowledge_base", "kb_core.facade_editing", "kb_core.facade_evaluation",
-                     "kb_core.facade_jobs", "kb_core.bootstrap", "kb_core.cli", "kb_core.mcp", "kb_core.evaluate",
-                     "kb_core.migrate")
-_ABOVE_STORAGE = ("kb_core.documents", "kb_core.retrieval", "kb_core.agent", *_FACADE_AND_ABOVE)
+_FACADE_AND_ABOVE = ("kb_core.knowledge_base", "kb_core.facade_editing", "kb_core.facade_jobs", "kb_core.bootstrap",
+                     "kb_core.cli", "kb_core.mcp")
+# the services the facade delegates to, below it and above the tools
+_SERVICES = ("kb_core.evaluation",)
+_ABOVE_STORAGE = ("kb_core.documents", "kb_core.retrieval", "kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE)
 IMPORT_RULES: dict[str, tuple[str, ...]] = {
     "kb_core.storage": _ABOVE_STORAGE,
     # jobs run work the facade hands them as callables: they know the storage and the base modules only
     "kb_core.jobs": _ABOVE_STORAGE,
     # retrieval may import documents, never the other way round
-    "kb_core.documents": ("kb_core.retrieval", "kb_core.agent", *_FACADE_AND_ABOVE),
-    "kb_core.retrieval": ("kb_core.agent", *_FACADE_AND_ABOVE),
+    "kb_core.documents": ("kb_core.retrieval", "kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE),
+    "kb_core.retrieval": ("kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE),
     # the agents' tools sit on retrieval; the MCP server that serves a facade is kb_core.mcp, above it
-    "kb_core.agent": _FACADE_AND_ABOVE,
+    "kb_core.agent": (*_SERVICES, *_FACADE_AND_ABOVE),
+    # the facade hands the evaluation service itself and the `kb` command hands `kb evaluate` its opener
+    "kb_core.evaluation": _FACADE_AND_ABOVE,
+    # logs, metrics, the guarded HTTP server, the percentile: beside the base modules, which every layer may use
+    "kb_core.ops": ("kb_core.storage", "kb_core.jobs", *_ABOVE_STORAGE),
     "app": ("kb_core.",),
     "pages": ("kb_core.",),
 }

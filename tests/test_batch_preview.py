@@ -18,7 +18,7 @@ from kb_core.documents.batch import (
     BatchFile,
     preview_batch,
 )
-from kb_core.documents.folder import categories_below, category_folders, suggest_category, validate_file_name
+from kb_core.documents.path_rule import categories_below, category_folders, suggest_category, validate_file_name
 from kb_core.errors import UploadRejected
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import text
 
 from kb_core.agent.call_stats import bucket_for, needs_attention
-from kb_core.stats import percentile
+from kb_core.ops.stats import percentile
 
 NOW = datetime.now(UTC).replace(minute=30, second=0, microsecond=0)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from kb_core.documents.folder import MAX_CATEGORY_CHARS
+from kb_core.documents.path_rule import MAX_CATEGORY_CHARS
 from kb_core.storage import vector_store
 from kb_core.storage.ports import ChunkRow
 from kb_core.storage.vector_store import MilvusVectorStore

@@ -192,7 +192,7 @@ def test_migrate(kb_env, capsys):
 
 
 def test_migrate_alias_still_works(kb_env, capsys):
-    from kb_core.migrate import main as migrate_main
+    from kb_core.storage.migrate import main as migrate_main
 
     assert migrate_main([]) == 0
     assert "revision" in capsys.readouterr().out

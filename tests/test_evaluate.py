@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import make_settings
 
-from kb_core.evaluate import main
-from kb_core.scoring import evaluate, format_table, load_queries
+from kb_core.cli import main as kb_main
+from kb_core.evaluation.scoring import evaluate, format_table, load_queries
 
 FIXTURES = Path(__file__).parent / "fixtures"
 QUERIES = FIXTURES / "realistic_queries.jsonl"
@@ -103,7 +103,7 @@ def test_evaluate_command_prints_the_table_and_writes_json(tmp_path, monkeypatch
     for key, value in {"KB_APP_ROOT": tmp_path, "KB_EMBEDDING_MODEL": "no-such-org/no-such-model"}.items():
         monkeypatch.setenv(key, str(value))
     out = tmp_path / "report.json"
-    assert main([str(queries), "--sync", "--json", str(out)]) == 0
+    assert kb_main(["evaluate", str(queries), "--sync", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "| keyword | 1 | 100.0 % |" in printed
     assert "| unknown_code | 1 | — | — | — | — | 0.0 % | 100.0 % |" in printed

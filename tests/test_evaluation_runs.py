@@ -1,4 +1,4 @@
-"""Evaluation in the console (kb_core/facade_evaluation.py): labelled query sets imported from JSONL or labelled
+"""Evaluation in the console (kb_core/evaluation/service.py): labelled query sets imported from JSONL or labelled
 one by one, evaluation runs as `evaluate` jobs scored by the same code as `kb evaluate`, two runs compared, and
 who may do what. Real stores: SQLite and MariaDB, Milvus Lite, the realistic fixture knowledge base."""
 
@@ -13,9 +13,9 @@ from conftest import make_settings
 
 from kb_core.access import Actor, Role
 from kb_core.errors import AccessDeniedError, InvalidInputError
-from kb_core.facade_evaluation import compare_runs
+from kb_core.evaluation.runs import compare_runs
+from kb_core.evaluation.scoring import evaluate, load_queries
 from kb_core.jobs.model import JobState
-from kb_core.scoring import evaluate, load_queries
 from kb_core.storage.evaluation_store import StoredOutcome, StoredRun
 
 FIXTURES = Path(__file__).parent / "fixtures"

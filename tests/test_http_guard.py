@@ -14,7 +14,7 @@ import urllib.request
 import pytest
 from conftest import doc, free_port
 
-from kb_core.http_guard import HttpLimits, OncePerInterval, start_in_thread
+from kb_core.ops.http_guard import HttpLimits, OncePerInterval, start_in_thread
 
 
 async def _hello(scope, receive, send):

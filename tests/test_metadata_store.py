@@ -187,7 +187,7 @@ def test_two_processes_migrating_at_once_both_succeed(db_url):
 
 
 def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
-    from kb_core.migrate import main
+    from kb_core.storage.migrate import main
 
     monkeypatch.setenv("KB_DATABASE_URL", f"sqlite:///{tmp_path / 'ops.sqlite3'}")
     monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))

@@ -18,8 +18,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kb_core.errors import KnowledgeBaseError
-from kb_core.logs import JsonLinesFormatter, configure_log_file, log_context
-from kb_core.metrics import KnowledgeBaseMetrics, MetricsRoute, loopback_host
+from kb_core.ops.logs import JsonLinesFormatter, configure_log_file, log_context
+from kb_core.ops.metrics import KnowledgeBaseMetrics, MetricsRoute, loopback_host
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

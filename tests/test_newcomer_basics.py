@@ -97,7 +97,7 @@ def test_streamlit_watches_the_source_files_only():
 def test_a_flood_of_one_message_is_counted_not_repeated():
     import logging
 
-    from kb_core.logs import RepeatFilter
+    from kb_core.ops.logs import RepeatFilter
 
     now = [100.0]
     lines: list[str] = []

@@ -19,13 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import assert_consistent, doc, internals
 
-from kb_core.documents.folder import (
-    KnowledgeFolder,
-    checked_sha256,
-    read_regular,
-    validate_category,
-    validate_file_name,
-)
+from kb_core.documents.folder import KnowledgeFolder, checked_sha256, read_regular
+from kb_core.documents.path_rule import validate_category, validate_file_name
 from kb_core.errors import FileTooLarge, InvalidInputError, UploadRejected
 
 pytestmark = pytest.mark.timeout(60)

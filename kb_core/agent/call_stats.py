@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from kb_core.stats import percentile
+from kb_core.ops.stats import percentile
 from kb_core.storage.metadata_store import ToolCallRecord
 from kb_core.storage.tool_call_log import LOOKUP_TOOL, REPLAY_CALLER, Bucket, CallBucket
 from kb_core.terms import normalize_term

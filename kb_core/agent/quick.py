@@ -15,7 +15,7 @@ from typing import Any
 
 from kb_core.agent.tool import LookupTool, stamped
 from kb_core.documents.folder import KnowledgeFolder
-from kb_core.logs import log_context, new_request_id
+from kb_core.ops.logs import log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.lookup import HybridLookup, L1Hit
 from kb_core.settings import Settings

@@ -1,16 +1,16 @@
 """Documents: what a document is and how it gets in.
 
 Owns the frontmatter parser (`frontmatter`) and its in-place rewriting (`frontmatter_edit`, `document_edit`),
-the knowledge-base folder (`folder`: where a document may live, file names, categories, reading and writing
-its file), the body's cleaning, headings and chunks (`cleaning`, `sections`, `chunking`), languages and
-translations (`language`), what L0 knows of a document (`entry`), the upload preview of a file (`lint`) and of
-a whole batch (`batch`), the curators' synonyms (`synonyms`), the document service (`service`) that writes a
-document to disk, database, Milvus and L0 together and undoes the earlier steps when a later one fails,
-reconcile (`reconcile`), the folder watcher (`folder_watcher`) and the trash deleted documents wait in
-(`trash`).
+the path rule (`path_rule`: which categories and file names are allowed), the knowledge-base folder (`folder`:
+display and disk paths, the scan, reading and writing a document's file), the body's cleaning, headings and
+chunks (`cleaning`, `sections`, `chunking`), languages and translations (`language`), what L0 knows of a
+document (`entry`), the upload preview of a file (`lint`) and of a whole batch (`batch`), the curators'
+synonyms (`synonyms`), the document service (`service`) that writes a document to disk, database, Milvus and
+L0 together and undoes the earlier steps when a later one fails, reconcile (`reconcile`), the folder watcher
+(`folder_watcher`) and the trash deleted documents wait in (`trash`).
 
 May import: kb_core's base modules (`errors`, `terms`, `progress`, `settings`, `access`) and `kb_core.storage`
 (its ports, and the record types and constants of the stores); never `kb_core.retrieval`, the agents, the jobs
-or the facade (`tests/test_architecture.py`, `IMPORT_RULES`). The pure parsers (`frontmatter`, `cleaning`,
-`sections`, `chunking`, `language`) import nothing but each other and the base modules.
+or the facade (`tests/test_architecture.py`, `IMPORT_RULES`). The pure parsers (`frontmatter`, `path_rule`,
+`cleaning`, `sections`, `chunking`, `language`) import nothing but each other and the base modules.
 """

@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from kb_core.documents.entry import IndexedDocuments, split_keywords
-from kb_core.documents.folder import MARKDOWN_SUFFIXES, suggest_category, validate_category
 from kb_core.documents.lint import (
     AMBIGUOUS_PREFIX,
     ERROR,
@@ -29,6 +28,7 @@ from kb_core.documents.lint import (
     inspect_upload,
     page_of,
 )
+from kb_core.documents.path_rule import MARKDOWN_SUFFIXES, suggest_category, validate_category
 from kb_core.errors import KnowledgeBaseError
 from kb_core.terms import normalize_term
 

@@ -23,7 +23,7 @@ class JobKind(enum.StrEnum):
     IMPORT = "import"  # a folder
     KEYWORD_PLAN = "keyword_plan"  # rename or remove a keyword across documents (the keyword map's plan)
     PURGE_TRASH = "purge_trash"  # remove trashed documents older than KB_TRASH_DAYS (at every opening)
-    EVALUATE = "evaluate"  # a labelled query set scored (kb_core/facade_evaluation.py)
+    EVALUATE = "evaluate"  # a labelled query set scored (kb_core/evaluation/service.py)
     MODEL_PULL = "model_pull"  # download KB_EMBEDDING_MODEL into the Hugging Face cache (kb model pull)
 
     @property

@@ -7,6 +7,7 @@ the matching rule; `keyword_delta`: a change applied as a delta over the last sn
 and the `read_document` tool), and the console's retrieval test bench (`bench`: L1's rows under options agents
 cannot set, beside the agents' own answer).
 
-May import: kb_core's base modules, `kb_core.documents.frontmatter` (L0 reads frontmatter) and
-`kb_core.storage.ports` (L1 talks to a `ChunkStore` and an `Embedder`, never to Milvus directly).
+May import: kb_core's base modules, `kb_core.ops` (the log context), `kb_core.documents` (L0 reads frontmatter
+and the folder) and `kb_core.storage.ports` (L1 talks to a `ChunkStore` and an `Embedder`, never to Milvus
+directly).
 """

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from kb_core.documents.language import DEFAULT_LANGUAGE, query_language
-from kb_core.logs import current_request_id, log_context, new_request_id
+from kb_core.ops.logs import current_request_id, log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
 from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
 from kb_core.retrieval.scope import ALL, Scope

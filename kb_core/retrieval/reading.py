@@ -19,7 +19,7 @@ from typing import Any
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.sections import serve_section
 from kb_core.errors import UnknownSourceError
-from kb_core.logs import current_request_id, new_request_id
+from kb_core.ops.logs import current_request_id, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.scope import ALL, Scope
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
-from kb_core.documents.folder import category_problem
 from kb_core.documents.language import normalize_language
+from kb_core.documents.path_rule import category_problem
 from kb_core.errors import InvalidInputError
 
 UNDETERMINED = "und"  # the language of a text whose script says nothing (`language.document_language`)

@@ -4,7 +4,7 @@
   `category/file.md` paths; `[]` = the knowledge base has no answer). A query is in a set once (a unique key on
   the set and the query's sha256): labelling it again (or importing it again) replaces its label.
 - `eval_run`: one evaluation run (an `evaluate` job): the set, who, when, the settings it ran with (L0 rule,
-  L1 mode, model) and the report's metrics per kind (`kb_core.scoring.KindReport` as a dict), JSON.
+  L1 mode, model) and the report's metrics per kind (`kb_core.evaluation.scoring.KindReport` as a dict), JSON.
 - `eval_outcome`: each query's answer in a run (found, primary, confidence, supplement, the other documents
   named, latency, in the query's language).
 

@@ -3,7 +3,7 @@ attention without loading every call into the page.
 
 Buckets are UTC hours or days, formatted by the database itself (each dialect has its own date function).
 Percentiles are nearest-rank, computed with window functions (SQLite >= 3.25, MariaDB >= 10.2, MySQL 8),
-the same definition as `kb_core.stats.percentile`.
+the same definition as `kb_core.ops.stats.percentile`.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ logging.getLogger("grpc._server").addFilter(_DropUnimplementedRpcNoise())
 
 _OUTPUT = ["doc_id", "source", "category", "chunk_no", "heading", "text"]
 MAX_TEXT = 65535
-# A category is a folder path of up to 255 characters (documents.folder.MAX_CATEGORY_CHARS; ASCII, so characters
+# A category is a folder path of up to 255 characters (documents.path_rule.MAX_CATEGORY_CHARS; ASCII, so characters
 # are bytes). Collections made before nested categories hold 64: their rows keep a cut category, which only a
 # category filter reads (`category_chars` says how long the open collection's are).
 CATEGORY_CHARS = 255

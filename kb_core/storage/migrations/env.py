@@ -1,5 +1,5 @@
 """Alembic environment. kb_core runs migrations itself (`MetadataStore.migrate`), handing over a connection
-in `config.attributes["connection"]`; the operator command `python -m kb_core.migrate` does the same."""
+in `config.attributes["connection"]`; the operator command `kb migrate` (kb_core/storage/migrate.py) does the same."""
 
 from alembic import context
 
@@ -10,7 +10,7 @@ target_metadata = Base.metadata
 
 connection = config.attributes.get("connection")
 if connection is None:  # pragma: no cover - always called through kb_core
-    raise RuntimeError("run migrations through `python -m kb_core.migrate`, which supplies the connection")
+    raise RuntimeError("run migrations through `kb migrate`, which supplies the connection")
 
 context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
 with context.begin_transaction():

@@ -1,5 +1,5 @@
 """api_document.category holds a folder path at any depth (`apisix/docs/en/latest/plugins`): up to 255
-characters (`documents.folder.MAX_CATEGORY_CHARS`)
+characters (`documents.path_rule.MAX_CATEGORY_CHARS`)
 
 Revision ID: 0005
 Revises: 0004

@@ -1,6 +1,6 @@
-"""The scoring of labelled queries, shared by `kb evaluate` (kb_core/evaluate.py, which explains each metric) and
-the console's evaluation runs (kb_core/facade_evaluation.py): parse the JSONL, run every query through `lookup`,
-score the answers per kind, and the settings a run's numbers depend on."""
+"""The scoring of labelled queries, shared by `kb evaluate` (kb_core/evaluation/command.py, which explains each
+metric) and the console's evaluation runs (kb_core/evaluation/service.py): parse the JSONL, run every query
+through `lookup`, score the answers per kind, and the settings a run's numbers depend on."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from kb_core.documents.language import query_language
 from kb_core.errors import InvalidInputError
-from kb_core.stats import percentile
+from kb_core.ops.stats import percentile
 
 log = logging.getLogger(__name__)
 

@@ -142,11 +142,11 @@ class KnowledgeBaseMetrics:
     # -- serving ---------------------------------------------------------------------------------------
     def serve(self, port: int, host: str = "127.0.0.1") -> bool:
         """Serve the registry over HTTP on `host:port` (any path answers with the metrics) until `close()`; on
-        loopback only to requests whose `Host` is loopback. Served by the guarded server (`kb_core.http_guard`:
+        loopback only to requests whose `Host` is loopback. Served by the guarded server (`kb_core.ops.http_guard`:
         deadlines for slow clients, a small cap on open connections), on a thread of its own: idle clients
         cannot take the host process's file descriptors. A port already taken (another process on the same
         settings) is logged, not raised."""
-        from kb_core.http_guard import HttpLimits, start_in_thread
+        from kb_core.ops.http_guard import HttpLimits, start_in_thread
 
         if self._server is not None:
             return True

@@ -26,7 +26,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger(__name__)
+# the name its log lines had before the module moved into ops/: log filters and alerts on it keep working
+log = logging.getLogger("kb_core.http_guard")
 
 __all__ = ["ConnectionGuard", "HttpLimits", "OncePerInterval", "quiet_http_logs", "serve", "start_in_thread"]
 

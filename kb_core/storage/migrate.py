@@ -1,5 +1,5 @@
-"""Operator command: `python -m kb_core.migrate [REVISION]` brings the configured database to REVISION
-(default: head). `KnowledgeBase` runs the same migration automatically when it opens."""
+"""Operator command: `kb migrate [REVISION]` (or `python -m kb_core.storage.migrate`) brings the configured
+database to REVISION (default: head). `KnowledgeBase` runs the same migration automatically when it opens."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kb_core.settings import load_settings
 from kb_core.storage.metadata_store import MetadataStore
 
 
-def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.migrate") -> int:
+def main(argv: list[str] | None = None, *, prog: str = "kb migrate") -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("revision", nargs="?", default="head",
                         help="the Alembic revision to migrate to (default: head, the newest)")

@@ -1,4 +1,4 @@
-"""Answer quality as a number: `python -m kb_core.evaluate QUERIES.jsonl [--json OUT]`.
+"""Answer quality as a number: `kb evaluate QUERIES.jsonl [--json OUT]`.
 
 Every labelled query runs through `lookup` on the configured knowledge base (env `KB_*`, `kb.yaml`; the
 tool-call log is left alone). A line of QUERIES.jsonl is
@@ -25,12 +25,15 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kb_core.errors import KnowledgeBaseError
-from kb_core.scoring import evaluate, format_failures, format_table, load_queries, run_settings
+from kb_core.evaluation.scoring import evaluate, format_failures, format_table, load_queries, run_settings
 
 
-def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.evaluate") -> int:
+def main(argv: list[str] | None = None, *, open_kb: Callable[[], Any], prog: str = "kb evaluate") -> int:
+    """The command; `open_kb` opens the configured knowledge base (the `kb` command hands it
+    `bootstrap.open_knowledge_base`: the command is run from above the facade, never imports it)."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("queries", help="JSONL file of labelled queries")
@@ -40,11 +43,9 @@ def main(argv: list[str] | None = None, *, prog: str = "python -m kb_core.evalua
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
-    from kb_core.bootstrap import open_knowledge_base
-
     try:
         queries = load_queries(args.queries)
-        kb = open_knowledge_base()
+        kb = open_kb()
     except KnowledgeBaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -77,6 +78,3 @@ def _progress_printer() -> Callable[[int, int], None]:
             print(f"{done}/{total} queries", file=sys.stderr)
     return show
 
-
-if __name__ == "__main__":
-    sys.exit(main())
