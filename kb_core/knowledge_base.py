@@ -270,7 +270,8 @@ class KnowledgeBase(EditingFacade, JobsFacade):
             response = handler.call(arguments, caller=caller, scope=scope or self._actor_scope())
             if isinstance(response.result, LookupResult):
                 self._metrics.observe_lookup(response.result)
-            self._metrics.observe_tool_call(tool, found=bool(response.payload.get("found")), error=response.error)
+            self._metrics.observe_tool_call(tool, found=bool(response.payload.get("found")), error=response.error,
+                                            caller=caller)
             log.log(logging.INFO if response.error else logging.DEBUG, "%s: %s in %.1f ms", tool,
                     response.error or ("found" if response.payload.get("found") else "not found"),
                     response.latency_ms, extra={"timings_ms": {"total": response.latency_ms}})

@@ -103,8 +103,9 @@ def test_a_lookup_then_read_document_of_its_supplement(server):
     assert document["primary"]["confidence"] == "high" and document["supplement"] is None
     assert _payload(section)["primary"]["section"] == "1. 超时类错误"
     kb.flush_call_log()
-    assert [(c.tool_name, c.caller) for c in kb.tool_calls()[:4]] == [  # newest first: the in-process read last
-        ("read_document", "python"), ("read_document", "mcp"), ("read_document", "mcp"), ("lookup_knowledge", "mcp")]
+    # newest first: the in-process read last, logged with the service identity (issue 35: named callers)
+    assert [(c.tool_name, c.caller) for c in kb.tool_calls()[:4]] == [
+        ("read_document", "agent"), ("read_document", "mcp"), ("read_document", "mcp"), ("lookup_knowledge", "mcp")]
 
 
 @pytest.mark.parametrize(("tool", "arguments", "message"), [

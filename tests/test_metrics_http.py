@@ -68,14 +68,15 @@ def test_metrics_of_the_mcp_server_behind_its_token(sample_root):
         lookups = sum(value("kb_lookup_duration_seconds_count", path=p) for p in ("l0_unique", "l0_l1", "l1_only"))
         assert lookups == 2 and value("kb_l1_errors_total") == 0
         assert value("kb_write_failures_total", operation="upload") == 0
+        assert value("kb_tool_calls_by_caller_total", caller="default") == 4  # KB_MCP_TOKEN's name (issue 35)
     finally:
         _stop(proc)
 
     lines = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()]
     lookups = [line for line in lines if line["logger"] == "kb_core.retrieval.lookup" and line["level"] == "INFO"]
-    assert len(lookups) == 2 and all(line["caller"] == "mcp" and len(line["request_id"]) == 8 for line in lookups)
+    assert len(lookups) == 2 and all(line["caller"] == "default" and len(line["request_id"]) == 8 for line in lookups)
     assert lookups[0]["request_id"] != lookups[1]["request_id"] and "ERR_TIMEOUT" in lookups[0]["message"]
     refused = [line for line in lines if "must be a string" in line["message"]]
-    assert refused and refused[0]["caller"] == "mcp" and refused[0]["request_id"] not in (
+    assert refused and refused[0]["caller"] == "default" and refused[0]["request_id"] not in (
         lookups[0]["request_id"], lookups[1]["request_id"], None)
 

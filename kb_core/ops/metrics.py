@@ -74,6 +74,11 @@ class KnowledgeBaseMetrics:
                                  registry=r)
         self.tool_calls = Counter("kb_tool_calls", "Agent tool calls by tool and outcome: found, not_found, error "
                                   "(refused arguments, unknown source, failure)", ["tool", "outcome"], registry=r)
+        # who called (a named token, a signed-in user, the service identity): a counter of its own, so the
+        # tool/outcome series keep their labels; at most MAX_CALLERS names, the rest counted as "other"
+        self.caller_calls = Counter("kb_tool_calls_by_caller", "Agent tool calls by caller: an MCP token's name, "
+                                    "a console user, the service identity", ["caller"], registry=r)
+        self._callers: set[str] = set()
         self.write_seconds = Histogram("kb_write_duration_seconds", "Duration of writes (failed ones too) by "
                                        "operation: upload, delete, reindex", ["operation"], buckets=WRITE_BUCKETS,
                                        registry=r)
@@ -115,8 +120,16 @@ class KnowledgeBaseMetrics:
         if trace.l1_error:
             self.l1_errors.inc()
 
-    def observe_tool_call(self, tool: str, *, found: bool, error: str | None) -> None:
+    MAX_CALLERS = 100
+
+    def observe_tool_call(self, tool: str, *, found: bool, error: str | None, caller: str | None = None) -> None:
         self.tool_calls.labels(tool, "error" if error else "found" if found else "not_found").inc()
+        if caller is not None:
+            name = caller[:64]
+            if name not in self._callers and len(self._callers) >= self.MAX_CALLERS:
+                name = "other"
+            self._callers.add(name)
+            self.caller_calls.labels(name).inc()
 
     @contextlib.contextmanager
     def timed(self, name: str) -> Iterator[None]:
