@@ -139,3 +139,25 @@ def test_a_folder_default_audience_applies_to_pages_without_their_own(kb):
     shown = {e.file_path for i, e in enumerate(index.view.entries[p] for p in range(index.view.size)) if mask[i]}
     assert shown and not any(p.startswith("knowledge_base/ops/") for p in shown)
     assert "knowledge_base/gateway/acl.md" in shown
+
+
+def test_a_wide_scope_searched_a_few_times_wider_finds_what_the_list_filter_finds(open_kb, tmp_path, monkeypatch):
+    """Above `FILTER_IDS` documents in a scope, Milvus is asked a few times the limit unfiltered and the hits
+    outside the scope are left out; only when too few remain is the id list sent. Both give the same chunks."""
+    from kb_core.storage import vector_store
+
+    for folder in ("gateway", "gateway-zh", "faq"):  # a smaller tree: its dense vectors are computed here
+        shutil.copytree(FIXTURE / folder, tmp_path / "knowledge_base" / folder)
+    kb = open_kb(embedding_fallback="use-multilingual-v3")
+    kb.reconcile()
+    parts = internals(kb)
+    assert parts.documents.dense_ready()
+    vector = parts.embedder.encode_queries([RATE_QUESTION])[0]
+    for folder in ("gateway-zh", "gateway"):  # a third of the documents, then most of them
+        ids = frozenset(d.id for d in kb.documents() if d.category == folder)
+        listed = parts.vectors.search_dense(vector, limit=5, doc_ids=ids)
+        monkeypatch.setattr(vector_store, "FILTER_IDS", 0)
+        wider = parts.vectors.search_dense(vector, limit=5, doc_ids=ids)
+        monkeypatch.setattr(vector_store, "FILTER_IDS", 256)
+        assert len(listed) == 5 and all(h.row.doc_id in ids for h in listed)
+        assert [h.row.chunk_id for h in wider] == [h.row.chunk_id for h in listed], folder

@@ -327,11 +327,12 @@ class SqliteFullTextIndex:
         if not tokens or limit <= 0 or (doc_ids is not None and not doc_ids):
             return []
         con = self._connection()
-        if category is None and doc_ids is None and self.two_steps and limit * 4 <= CANDIDATES:
+        if category is None and self.two_steps and limit * 4 <= CANDIDATES:
+            allowed = None if doc_ids is None else doc_ids if isinstance(doc_ids, (set, frozenset)) else set(doc_ids)
             try:
                 con.execute("BEGIN")  # one snapshot: the statistics and the candidates agree
                 try:
-                    found = self._search_in_two_steps(con, tokens, limit)
+                    found = self._search_in_two_steps(con, tokens, limit, allowed)
                 finally:
                     con.execute("COMMIT")
             except (sqlite3.Error, IndexError, TypeError, ValueError, ZeroDivisionError):
@@ -352,10 +353,12 @@ class SqliteFullTextIndex:
         rows = con.execute(sql, args).fetchall()
         return [ScoredChunk(ChunkRow(int(d), s, c, int(n), h, t), -float(r)) for d, s, c, n, h, t, r in rows]
 
-    def _search_in_two_steps(self, con: sqlite3.Connection, tokens: list[str],
-                             limit: int) -> list[ScoredChunk] | None:
+    def _search_in_two_steps(self, con: sqlite3.Connection, tokens: list[str], limit: int,
+                             allowed: Collection[int] | None = None) -> list[ScoredChunk] | None:
         """Candidates ranked by FTS5 on the rarest tokens, scored here with all of them; `None` when the query
-        is small enough for one FTS5 query, or when too few chunks hold a rare token."""
+        is small enough for one FTS5 query, or when too few chunks hold a rare token. `allowed`: only chunks of
+        these documents are candidates (a caller's scope); too few of them among the candidates: `None`, and the
+        one FTS5 query filters by document instead."""
         stats = self._stats(con)
         if stats.rows * len(tokens) <= POSTINGS_BUDGET:
             return None  # small enough whatever the frequencies: no need to look them up
@@ -370,14 +373,16 @@ class SqliteFullTextIndex:
             rare.add(token)
             postings += df[token]
         candidates = con.execute(
-            "SELECT s.id, c.tokens, d.sz FROM (SELECT rowid AS id, bm25(chunks_fts) AS r FROM chunks_fts "
+            "SELECT s.id, c.tokens, d.sz, c.doc_id FROM (SELECT rowid AS id, bm25(chunks_fts) AS r FROM chunks_fts "
             "WHERE chunks_fts MATCH ? ORDER BY r LIMIT ?) s JOIN chunks c ON c.id = s.id "
             "JOIN chunks_fts_docsize d ON d.id = s.id",
             (_match_expression(t for t in tokens if t in rare), max(CANDIDATES, limit))).fetchall()
+        if allowed is not None:
+            candidates = [c for c in candidates if c[3] in allowed]
         if len(candidates) < limit:
             return None  # chunks holding only common tokens may rank among the first `limit`
         bm25 = _Bm25(tokens, [_idf(stats.rows, df[t]) for t in tokens], stats.avgdl)
-        best = sorted((bm25(toks, size), rowid) for rowid, toks, size in candidates)[:limit]
+        best = sorted((bm25(toks, size), rowid) for rowid, toks, size, _doc in candidates)[:limit]
         rows = {row[0]: row[1:] for row in con.execute(
             f"SELECT c.id, {_COLUMNS} FROM chunks c WHERE c.id IN ({','.join('?' * len(best))})",
             [rowid for _r, rowid in best])}
