@@ -278,9 +278,18 @@ class KnowledgeBase(EditingFacade, JobsFacade):
         return response
 
     def tool_calls(self, limit: int = 500) -> list[ToolCallRecord]:
-        """The most recent tool calls (`lookup_knowledge` and `read_document`), newest first."""
+        """The most recent tool calls (`lookup_knowledge` and `read_document`), newest first; for a viewer
+        limited to some audiences, only calls whose sources it may read (another caller's answer names pages)."""
         self._recorder.flush(2)
-        return self._metadata.recent_tool_calls(limit)
+        calls = self._metadata.recent_tool_calls(limit)
+        scope = self._actor_scope()
+        if scope.everything:
+            return calls
+        return [c for c in calls if all(self._may_read_source(s, scope) for s in c.sources)]
+
+    def _may_read_source(self, source: str, scope: Scope) -> bool:
+        entry = self._index.get(source)
+        return entry is not None and scope.may_read(entry.category, entry.audience)
 
     def flush_call_log(self, timeout: float = 10.0) -> bool:
         """Wait until every call so far is in the log (or `timeout` seconds); whether they all are."""

@@ -161,3 +161,18 @@ def test_a_wide_scope_searched_a_few_times_wider_finds_what_the_list_filter_find
         monkeypatch.setattr(vector_store, "FILTER_IDS", 256)
         assert len(listed) == 5 and all(h.row.doc_id in ids for h in listed)
         assert [h.row.chunk_id for h in wider] == [h.row.chunk_id for h in listed], folder
+
+
+def test_a_viewer_limited_to_an_audience_sees_no_call_that_named_a_page_it_may_not_read(kb):
+    from kb_core.access import Actor, Role
+
+    kb.lookup_knowledge("outage-2026-10")  # the service identity reads every page: the call names the postmortem
+    kb.lookup_knowledge("jwt-auth")
+    kb.flush_call_log()
+    viewer = kb.as_user(Actor("vic@example.com", Role.VIEWER, frozenset({"support"})))
+    shown = {s for c in viewer.tool_calls() for s in c.sources}
+    assert "knowledge_base/gateway/jwt-auth.md" in shown
+    assert "knowledge_base/internal/postmortem-2026-10.md" not in shown
+    assert "knowledge_base/internal/postmortem-2026-10.md" in {s for c in kb.tool_calls() for s in c.sources}
+    # and the viewer's own lookups run in its scope
+    assert not viewer.lookup_knowledge("outage-2026-10")["found"]
