@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb_core import Settings, load_settings, percentile
+from kb_core import Settings, load_settings
+from kb_core.console import percentile
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = REPO / "tests"

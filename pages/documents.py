@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBaseError, Role, categories_below, category_folders
+from kb_core import KnowledgeBaseError, Role
+from kb_core.console import categories_below, category_folders
 from pages.shell.inspector import render_inspector
 from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.keyword_map_view import render_keyword_map

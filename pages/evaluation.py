@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import HEADLINE, KnowledgeBaseError, Role
+from kb_core import KnowledgeBaseError, Role
+from kb_core.console import HEADLINE
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
 from pages.shell.views import playground_link, save_and_flash, show_flash

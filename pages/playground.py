@@ -8,12 +8,10 @@ import re
 
 import streamlit as st
 
-from kb_core import (
+from kb_core import JobState, KnowledgeBaseError, Role
+from kb_core.console import (
     MORE_SECTIONS,
     HistoryEntry,
-    JobState,
-    KnowledgeBaseError,
-    Role,
     bench_link_params,
     category_folders,
     parse_bench_link,

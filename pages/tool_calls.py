@@ -10,7 +10,8 @@ from urllib.parse import quote
 import altair as alt
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError, Role, confidence_of, percentile
+from kb_core import KnowledgeBase, KnowledgeBaseError, Role
+from kb_core.console import confidence_of, percentile
 from pages.shell.label_view import render_label_control
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import playground_link, render_preview, save_and_flash, show_flash, table_key

@@ -7,7 +7,8 @@ import math
 
 import streamlit as st
 
-from kb_core import BatchAction, BatchFile, JobFile, KnowledgeBaseError, Role
+from kb_core import KnowledgeBaseError, Role
+from kb_core.console import BatchAction, BatchFile, JobFile
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
 from pages.shell.views import render_frontmatter

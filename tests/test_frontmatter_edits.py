@@ -10,14 +10,8 @@ import json
 import pytest
 from conftest import assert_consistent, doc, internals, write_doc
 
-from kb_core import (
-    AccessDeniedError,
-    Actor,
-    DocumentConflictError,
-    EditConflictError,
-    FrontmatterError,
-    Role,
-)
+from kb_core import Actor, FrontmatterError, Role
+from kb_core.console import AccessDeniedError, DocumentConflictError, EditConflictError
 from kb_core.errors import InvalidInputError
 
 PAY = "knowledge_base/api/payment-errors.md"

@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 from conftest import assert_consistent, doc, internals, make_settings, two_knowledge_bases, write_doc
 
-from kb_core import AccessDeniedError, InvalidInputError, JobFile, JobState, open_knowledge_base
+from kb_core import InvalidInputError, JobState, open_knowledge_base
 from kb_core.access import Actor, Role
+from kb_core.console import AccessDeniedError, JobFile
 from kb_core.jobs.model import MAX_ERRORS, JobRecord
 from kb_core.jobs.process import ProcessIdentity
 from kb_core.jobs.runner import JobControl
@@ -547,7 +548,7 @@ def test_progress_is_written_twice_a_second_by_the_jobs_own_thread(kb, monkeypat
 def test_while_agents_look_things_up_a_job_rests_after_each_document(kb):
     """KB_JOB_SHARE: with a lookup logged in the last 10 s (any process's call log), a job works at most its share
     of the time, resting between two documents; a cancel ends the rest at once; without lookups it never rests."""
-    from kb_core import JobCancelledError
+    from kb_core.console import JobCancelledError
 
     runner = internals(kb).jobs
     assert runner.share == 0.25  # the default

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from conftest import assert_consistent, doc, internals, make_settings, write_doc
 
-from kb_core import AccessDeniedError, InvalidInputError, JobState, open_knowledge_base
+from kb_core import InvalidInputError, JobState, open_knowledge_base
 from kb_core.access import Actor, Role
+from kb_core.console import AccessDeniedError
 from kb_core.documents.trash import RECORD_NAME
 
 VIEWER = Actor("vera@example.com", Role.VIEWER)

@@ -17,11 +17,11 @@ from kb_core import (
     TOOL_DESCRIPTION,
     HybridLookup,
     KnowledgeIndex,
-    openai_read_tool_schema,
     openai_tool_schema,
     openai_tool_schemas,
 )
 from kb_core.agent.response import LookupResponse, ReadDocumentResponse
+from kb_core.console import openai_read_tool_schema
 from kb_core.errors import UnknownSourceError
 from kb_core.retrieval.reading import DocumentReader
 

@@ -12,17 +12,8 @@ from datetime import timedelta
 import pytest
 from conftest import doc, write_doc
 
-from kb_core import (
-    MAX_TOP_K,
-    REPLAY_CALLER,
-    Actor,
-    BenchOptions,
-    KnowledgeBaseError,
-    Retriever,
-    Role,
-    bench_link_params,
-    parse_bench_link,
-)
+from kb_core import Actor, KnowledgeBaseError, Role
+from kb_core.console import MAX_TOP_K, REPLAY_CALLER, BenchOptions, Retriever, bench_link_params, parse_bench_link
 from kb_core.errors import InvalidInputError
 from kb_core.terms import coverage, term_spans
 

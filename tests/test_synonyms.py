@@ -9,7 +9,8 @@ import time
 import pytest
 from conftest import doc, write_doc
 
-from kb_core import AccessDeniedError, Actor, Role
+from kb_core import Actor, Role
+from kb_core.console import AccessDeniedError
 from kb_core.documents.synonyms import SYNONYMS_FILE, as_lines, clean_groups, parse_lines
 from kb_core.errors import InvalidInputError
 from kb_core.retrieval.keyword_index import KnowledgeIndex

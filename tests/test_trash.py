@@ -18,16 +18,10 @@ from pathlib import Path
 import pytest
 from conftest import assert_consistent, doc, internals, make_settings, two_knowledge_bases
 
-from kb_core import (
-    AccessDeniedError,
-    DocumentConflictError,
-    DocumentError,
-    KnowledgeBaseError,
-    RestoreConflictError,
-    TrashItem,
-)
+from kb_core import DocumentError, KnowledgeBaseError
 from kb_core.access import Actor, Role
 from kb_core.bootstrap import open_knowledge_base
+from kb_core.console import AccessDeniedError, DocumentConflictError, RestoreConflictError, TrashItem
 from kb_core.documents.trash import DANGLING_AFTER, RECORD_NAME
 from kb_core.errors import InvalidInputError
 

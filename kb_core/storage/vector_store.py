@@ -111,7 +111,7 @@ def _skip_per_character_checks() -> None:
 
 
 FILTER_IDS = 256  # above this many documents in a scope, search a few times wider before filtering by a list
-OVERFETCH = 4
+OVERFETCH = (4, 32)  # how many times the limit is asked for before the id list is sent
 
 
 def _escape(value: str) -> str:
@@ -509,12 +509,13 @@ class MilvusVectorStore:
             # A long `doc_id in [...]` costs Milvus Lite more than the search (it parses and checks the list per
             # chunk: 160 ms a question at 6,700 ids). Most scopes admit most documents: their best chunks come
             # from a few times the limit unfiltered; only when too few of those are in scope is the list sent.
-            wide = min(16384, limit * OVERFETCH)
-            hits = self._search(data, field, params, wide, category, None)
             allowed = doc_ids if isinstance(doc_ids, (set, frozenset)) else set(doc_ids)
-            kept = [h for h in hits if int((h.get("entity") or h)["doc_id"]) in allowed]
-            if len(kept) >= limit or len(hits) < wide:
-                return kept[:limit]
+            for factor in OVERFETCH:  # a narrow scope (a language, one folder) may need the wider second look
+                wide = min(16384, limit * factor)
+                hits = self._search(data, field, params, wide, category, None)
+                kept = [h for h in hits if int((h.get("entity") or h)["doc_id"]) in allowed]
+                if len(kept) >= limit or len(hits) < wide:
+                    return kept[:limit]
         kwargs: dict[str, Any] = {"anns_field": field, "limit": limit, "search_params": params,
                                   "output_fields": _OUTPUT, "consistency_level": "Strong"}
         filters = []

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import Actor, Role, RoleMap, SignedIn, audiences_of, load_settings
+from kb_core import Actor, Role, load_settings
+from kb_core.console import RoleMap, SignedIn, audiences_of
 from pages.shell.exposure import sign_in_configured
 from pages.shell.safe import escape_markdown, inline_code
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import MAX_TOP_K, MIN_TOP_K, BenchOptions, BenchRun, HistoryEntry, Retriever
+from kb_core.console import MAX_TOP_K, MIN_TOP_K, BenchOptions, BenchRun, HistoryEntry, Retriever
 from pages.shell.safe import escape_markdown, highlight_text, inline_code
 
 # the controls' session-state keys

@@ -9,15 +9,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core import (
-    KnowledgeBase,
-    KnowledgeBaseError,
-    Role,
-    clean_document,
-    parse_section_lines,
-    section_lines,
-    split_body,
-)
+from kb_core import KnowledgeBase, KnowledgeBaseError, Role
+from kb_core.console import clean_document, parse_section_lines, section_lines, split_body
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
 from pages.shell.views import field_value, render_preview, save_and_flash, show_flash, table_key
 

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from kb_core import JobRecord, JobState, KnowledgeBase, KnowledgeBaseError, describe_seconds
+from kb_core import JobRecord, JobState, KnowledgeBase, KnowledgeBaseError
+from kb_core.console import describe_seconds
 from pages.shell.safe import escape_markdown
 from pages.shell.views import save_and_flash, show_flash
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import JobState, KnowledgeBase, KnowledgeBaseError, Role, parse_synonym_lines, synonym_lines
+from kb_core import JobState, KnowledgeBase, KnowledgeBaseError, Role
+from kb_core.console import parse_synonym_lines, synonym_lines
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import SHOW, render_preview, save_and_flash, selected_row, show_flash, table_key

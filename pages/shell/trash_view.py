@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kb_core import KnowledgeBase, KnowledgeBaseError, RestoreConflictError
+from kb_core import KnowledgeBase, KnowledgeBaseError
+from kb_core.console import RestoreConflictError
 from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.views import ROW_OR_CELL, clicked_row, flash, save_and_flash, show_flash, table_key
