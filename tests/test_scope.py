@@ -176,3 +176,17 @@ def test_a_viewer_limited_to_an_audience_sees_no_call_that_named_a_page_it_may_n
     assert "knowledge_base/internal/postmortem-2026-10.md" in {s for c in kb.tool_calls() for s in c.sources}
     # and the viewer's own lookups run in its scope
     assert not viewer.lookup_knowledge("outage-2026-10")["found"]
+
+
+def test_a_page_that_gains_an_audience_leaves_a_callers_passages_at_once(kb):
+    """The id set a scope's L1 searches within is read again in the background after a write; until then the
+    lookup checks every passage's page against L0, which the write updated: no moment of leak."""
+    support = Scope(audiences=frozenset({"support"}))
+    question = "bad rate setting pushed to every data plane"
+    opened = POSTMORTEM.replace("audience: [sre]\n", "")
+    kb.upload("postmortem-2026-10.md", opened.encode(), "internal")
+    page = "knowledge_base/internal/postmortem-2026-10.md"
+    assert page in sources(kb.lookup_knowledge(question, scope=support))  # for everyone now: the set holds it
+    kb.upload("postmortem-2026-10.md", POSTMORTEM.encode(), "internal")  # back to [sre]
+    assert page not in sources(kb.lookup_knowledge(question, scope=support))
+    assert not kb.lookup_knowledge("outage-2026-10", scope=support)["found"]

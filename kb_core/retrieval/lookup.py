@@ -27,6 +27,7 @@ from kb_core.ops.logs import current_request_id, log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
 from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
 from kb_core.retrieval.scope import ALL, Scope
+from kb_core.retrieval.scoped_documents import source_admitted
 from kb_core.terms import identifiers
 
 log = logging.getLogger(__name__)
@@ -315,6 +316,8 @@ class HybridLookup:
                 # weighing evidence needs L1's view of more pages than the three the answer shows
                 l1_hits = list(self._l1.search(query, top_k=L1_EVIDENCE_TOP_K if weigh else L1_TOP_K,
                                                category=None, **within))
+                if scoped:  # the id set may be a moment old: every passage's page is checked against L0 now
+                    l1_hits = [h for h in l1_hits if source_admitted(self._index, scope, h.source)]
             except Exception as exc:  # noqa: BLE001 - L1 failing must still return what L0 found
                 l1_error = f"{type(exc).__name__}: {exc}"
                 log.error("[%s] L1 search failed, answering with L0 only: %s", request_id, l1_error)

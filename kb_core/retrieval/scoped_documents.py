@@ -2,15 +2,19 @@
 
 L1 searches chunks, which know their document's id; whether a document is in a scope is decided from what L0
 knows of its page (category, language, audience). Documents without frontmatter have chunks but no L0 entry:
-their category is their folder, their language the path's, their audience their folder's default.
+their category is their folder, their language the path's, their audience their folder's default
+(`source_admitted`, the one rule for both).
 
-One list per scope, kept while L0's view is the same (every indexed write replaces the view) and at most
-`MAX_AGE` seconds (a document without frontmatter changes no view), so a scoped question costs a set lookup,
-not a scan of the database.
+One id set per scope. Reading every row costs a fraction of a second at 10,000 documents, so a question never
+waits for it once a set exists: after a write (a new L0 view) or `MAX_AGE` seconds the set is read again in
+the background and the question uses the last one. A set that is a moment old can only miss a page written
+since (its passages show once the set is read again) or include one whose audience just changed - which the
+lookup's check of every passage's source against the current L0 leaves out (`HybridLookup`).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -18,6 +22,20 @@ from kb_core.documents.language import document_language
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.scope import Scope
 from kb_core.storage.ports import MetadataRepository
+
+log = logging.getLogger(__name__)
+
+
+def source_admitted(index: KnowledgeIndex, scope: Scope, source: str) -> bool:
+    """Whether `scope` admits the document at `source`: by its L0 entry, or without one by its path."""
+    entry = index.get(source)
+    if entry is not None:
+        return scope.admits_entry(entry)
+    folder = index.folder
+    relative = folder.relative_path(source)
+    if relative is None:
+        return False
+    return scope.admits(folder.category_of(relative), document_language(relative, None, ""), ())
 
 
 class ScopedDocuments:
@@ -29,30 +47,37 @@ class ScopedDocuments:
         self._index = index
         self._lock = threading.Lock()
         self._cache: dict[Scope, tuple[object, float, frozenset[int]]] = {}
+        self._refreshing: set[Scope] = set()
 
     def ids(self, scope: Scope) -> frozenset[int]:
         view, now = self._index.view, time.monotonic()
         with self._lock:
             kept = self._cache.get(scope)
-        if kept is not None and kept[0] is view and now - kept[1] < self.MAX_AGE:
-            return kept[2]
-        found = frozenset(self._admitted(scope))
+            stale = kept is not None and (kept[0] is not view or now - kept[1] >= self.MAX_AGE)
+            start = stale and scope not in self._refreshing
+            if start:
+                self._refreshing.add(scope)
+        if kept is None:
+            return self._read(scope)
+        if start:
+            threading.Thread(target=self._refresh, args=(scope,), name="kb-scope-ids", daemon=True).start()
+        return kept[2]
+
+    def _refresh(self, scope: Scope) -> None:
+        try:
+            self._read(scope)
+        except Exception as exc:  # noqa: BLE001 - the database is away: the last set serves, the next look retries
+            log.warning("could not read the documents of a scope again: %s", exc)
+        finally:
+            with self._lock:
+                self._refreshing.discard(scope)
+
+    def _read(self, scope: Scope) -> frozenset[int]:
+        view, now = self._index.view, time.monotonic()  # taken first: a write meanwhile makes the set stale
+        found = frozenset(doc_id for doc_id, path in self._metadata.document_ids_and_paths()
+                          if source_admitted(self._index, scope, path))
         with self._lock:
             if len(self._cache) >= self.MAX_SCOPES:
                 self._cache.clear()
             self._cache[scope] = (view, now, found)
         return found
-
-    def _admitted(self, scope: Scope) -> list[int]:
-        index, folder = self._index, self._index.folder
-        out = []
-        for record in self._metadata.list_documents():
-            entry = index.get(record.file_path)
-            if entry is not None:
-                ok = scope.admits_entry(entry)
-            else:
-                relative = folder.relative_path(record.file_path) or f"{record.category}/{record.file_name}"
-                ok = scope.admits(record.category, document_language(relative, None, ""), ())
-            if ok:
-                out.append(record.id)
-        return out
