@@ -14,9 +14,10 @@ from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.trash_view import render_trash
 from pages.shell.views import ROW_OR_CELL, clicked_row, flash, save_and_flash, show_flash, table_key
-from pages.shell.wiring import end_page, knowledge_base
+from pages.shell.wiring import end_page, knowledge_base, whole_tree_only
 
 kb = knowledge_base()
+whole_tree_only(kb, "The Documents page")  # a viewer limited to audiences would see others' pages
 may_edit, may_administer = kb.actor.may(Role.CURATOR), kb.actor.may(Role.ADMIN)
 st.title("📚 Documents")
 state = st.session_state

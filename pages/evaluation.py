@@ -12,9 +12,10 @@ from kb_core.console import HEADLINE
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
 from pages.shell.views import playground_link, save_and_flash, show_flash
-from pages.shell.wiring import end_page, knowledge_base
+from pages.shell.wiring import end_page, knowledge_base, whole_tree_only
 
 kb = knowledge_base()
+whole_tree_only(kb, "The Evaluation page")  # a viewer limited to audiences would see others' pages
 st.title("📏 Evaluation")
 st.caption("Answer quality on labelled queries, measured exactly as `kb evaluate` measures it (see docs/quality.md):"
            " per kind, **answered** (an expected document is the primary or the supplement), **right first**, "
