@@ -6,7 +6,7 @@ their category is their folder, their language the path's, their audience their 
 (`source_admitted`, the one rule for both).
 
 One id set per scope. Reading every row costs a fraction of a second at 10,000 documents, so a question never
-waits for it once a set exists: after a write (a new L0 view) or `MAX_AGE` seconds the set is read again in
+waits for it once a set exists: after a write (a new L0 view) or `MAX_AGE` seconds (a minute) the set is read again in
 the background and the question uses the last one. A set that is a moment old can only miss a page written
 since (its passages show once the set is read again) or include one whose audience just changed - which the
 lookup's check of every passage's source against the current L0 leaves out (`HybridLookup`).
@@ -39,7 +39,7 @@ def source_admitted(index: KnowledgeIndex, scope: Scope, source: str) -> bool:
 
 
 class ScopedDocuments:
-    MAX_AGE = 10.0
+    MAX_AGE = 60.0  # for documents without frontmatter (no L0 view changes with them)
     MAX_SCOPES = 64
 
     def __init__(self, metadata: MetadataRepository, index: KnowledgeIndex):
@@ -74,8 +74,10 @@ class ScopedDocuments:
 
     def _read(self, scope: Scope) -> frozenset[int]:
         view, now = self._index.view, time.monotonic()  # taken first: a write meanwhile makes the set stale
+        mask, position = self._index.scope_mask(scope, view), view.position  # L0's own answer for its pages
         found = frozenset(doc_id for doc_id, path in self._metadata.document_ids_and_paths()
-                          if source_admitted(self._index, scope, path))
+                          if ((pos := position.get(path)) is not None and (mask is None or mask[pos]))
+                          or (pos is None and source_admitted(self._index, scope, path)))
         with self._lock:
             if len(self._cache) >= self.MAX_SCOPES:
                 self._cache.clear()
