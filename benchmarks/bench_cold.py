@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -163,6 +164,37 @@ def _worktree(rev: str) -> Iterator[Path]:
                            capture_output=True)
 
 
+def _roots_for(code: Path, workdir: Path, name: str, l0_root: Path, l1_root: Path, keyword: str) -> tuple[Path, Path]:
+    """Copies of the trees for another version: their database brought down to that version's newest
+    migration (this checkout's may be newer: an older version refuses it), and its own L0 snapshot written
+    once before anything is timed (a snapshot of another format or folder is not read: each version would
+    rescan every time on a shared tree)."""
+    from alembic import command
+
+    from kb_core.storage.metadata_store import MetadataStore, _alembic_config
+
+    versions = code / "kb_core" / "storage" / "migrations" / "versions"
+    head = max(p.name.split("_")[0] for p in versions.glob("[0-9]*_*.py"))
+    copies = []
+    for root in (l0_root, l1_root):
+        copy = workdir / f"{root.name}-{name.replace('/', '_')}"
+        shutil.copytree(root, copy)
+        (copy / "kb_l0_snapshot.bin").unlink(missing_ok=True)
+        store = MetadataStore(f"sqlite:///{copy / 'kb.sqlite3'}")
+        try:
+            if store.current_revision() != head:
+                with store._engine.connect() as connection:  # noqa: SLF001 - a benchmark's schema surgery
+                    cfg = _alembic_config()
+                    cfg.attributes["connection"] = connection
+                    command.downgrade(cfg, head)
+                    connection.commit()
+        finally:
+            store.dispose()
+        copies.append(copy)
+    _run(code, copies[0], _CLI, "lookup", keyword)  # writes that version's snapshot of the L0 tree
+    return copies[0], copies[1]
+
+
 def bench_cold(workdir: Path, *, docs: int, l1_docs: int, repeat: int, against: str | None) -> dict[str, Any]:
     l0_root, l1_root = workdir / "l0", workdir / "l1"
     started = time.perf_counter()
@@ -174,15 +206,18 @@ def bench_cold(workdir: Path, *, docs: int, l1_docs: int, repeat: int, against: 
     code = next(k[0] for i, k in enumerate(keywords) if i % 10 not in (8, 9))  # one page's own error code
     question = "当支付超时持续超过五分钟，应该先检查哪些监控指标？"
     versions: dict[str, Path] = {"this commit": REPO}
+    roots: dict[str, tuple[Path, Path]] = {"this commit": (l0_root, l1_root)}
     with contextlib.ExitStack() as stack:
         if against:
             versions[f"{against}"] = stack.enter_context(_worktree(against))
+            roots[against] = _roots_for(versions[against], workdir, against, l0_root, l1_root, code)
         cells: dict[tuple[str, str], list[float]] = {(v, c): [] for v in versions for c in
                                                      ("import", "import_wall", "l0", "l1", "mcp_listen", "mcp")}
         answers: dict[tuple[str, str], str] = {}
         for turn in range(repeat):
             order = list(versions) if turn % 2 == 0 else list(versions)[::-1]
             for name in order:
+                l0_root, l1_root = roots[name]
                 wall, own = _import_seconds(versions[name], l0_root)
                 cells[(name, "import")].append(own)
                 cells[(name, "import_wall")].append(wall)
