@@ -76,7 +76,8 @@ _WRITER = textwrap.dedent("""
 # process's own lookups (in one process the two would share one interpreter lock).
 _LOOKER = textwrap.dedent("""
     import json, statistics, sys, time
-    from kb_core import load_settings, open_knowledge_base, percentile
+    from kb_core import load_settings, open_knowledge_base
+    from kb_core.console import percentile
     config = json.loads(sys.argv[1])
     kb = open_knowledge_base(load_settings(**config["settings"]), load_model=False)
     def revision():

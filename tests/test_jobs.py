@@ -397,7 +397,8 @@ def test_a_purge_whose_process_died_says_what_was_and_was_not_purged(kb):
 
 KILLED_JOB = textwrap.dedent("""
     import json, os, signal, sys
-    from kb_core import JobFile, load_settings, open_knowledge_base
+    from kb_core import load_settings, open_knowledge_base
+    from kb_core.console import JobFile
 
     config = json.loads(sys.argv[1])
     kb = open_knowledge_base(load_settings(**config["settings"]))
