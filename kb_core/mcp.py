@@ -25,7 +25,6 @@ document, however it hangs a reader, can take the server down.
 from __future__ import annotations
 
 import argparse
-import hmac
 import json
 import logging
 import os
@@ -36,7 +35,7 @@ from typing import Any
 
 from kb_core.agent.mcp_sessions import SessionShares
 from kb_core.agent.response import LookupResponse, ReadDocumentResponse
-from kb_core.agent.tokens import NamedToken, TokenTable, token_label
+from kb_core.agent.tokens import NamedToken, TokenTable
 from kb_core.agent.tool import (
     INPUT_SCHEMA,
     READ_INPUT_SCHEMA,
@@ -209,7 +208,7 @@ class BearerTokenGate:
 
     def __init__(self, app: Any, tokens: TokenTable | Sequence[str]):
         self._app = app
-        self._tokens = tokens if isinstance(tokens, TokenTable) else _Fixed(tokens)
+        self._tokens = tokens if isinstance(tokens, TokenTable) else TokenTable.of_secrets(tokens)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -240,20 +239,6 @@ class BearerTokenGate:
         if not header or not header[:7].lower() == b"bearer ":
             return None
         return self._tokens.which(header[7:].strip())
-
-
-class _Fixed:
-    """Bare tokens given in code (tests, embedding): each reads everything, named by its digest."""
-
-    def __init__(self, secrets: Sequence[str]):
-        self._tokens = [NamedToken(token_label(t), t) for t in secrets]
-
-    def which(self, offered: bytes) -> NamedToken | None:
-        found = None
-        for token in self._tokens:
-            if hmac.compare_digest(offered, token.secret.encode()) and found is None:
-                found = token
-        return found
 
 
 def serve_http(server: Any, *, host: str, port: int, tokens: TokenTable | Sequence[str],

@@ -131,6 +131,14 @@ class TokenTable:
         if self._path is not None:
             self._from_file = self._read(strict=True)
 
+    @classmethod
+    def of_secrets(cls, secrets: Sequence[str]) -> TokenTable:
+        """Bare tokens given in code (tests, embedding): each reads everything, named by its digest."""
+        table = cls()
+        table._fixed = [NamedToken(token_label(t), t) for t in secrets]
+        _check(table._fixed, "MCP tokens")
+        return table
+
     def _read(self, *, strict: bool) -> list[NamedToken]:
         assert self._path is not None
         try:

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -193,8 +193,8 @@ def narrowed(arguments: Mapping[str, Any], scope: Scope, *, category: bool = Tru
             raise ToolArgumentError(str(exc)) from None
     if not values:
         return scope
-    return Scope(categories=values.get("category", scope.categories), languages=values.get("language", scope.languages),
-                 audiences=scope.audiences, allowed_categories=scope.allowed_categories, rule=scope.rule)
+    return replace(scope, categories=values.get("category", scope.categories),
+                   languages=values.get("language", scope.languages))
 
 
 def _section_title(arguments: Mapping[str, Any]) -> str | None:

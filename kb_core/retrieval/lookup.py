@@ -400,7 +400,7 @@ class HybridLookup:
                         named.add(page_key(self._index, more.source))
                         suggestions += (more,)
             if scoped:  # a typo's page outside the scope does not exist for this call either
-                suggestions = tuple(s for s in suggestions if self._visible(s.source, scope))
+                suggestions = tuple(s for s in suggestions if source_admitted(self._index, scope, s.source))
             timings["suggest"] = _ms(t)
         if scoped and note is None and primary is None and supplement is None and not self._index.in_scope(scope):
             note = f"no document is in this call's scope ({scope.describe() or 'what this caller may read'})"
@@ -437,10 +437,6 @@ class HybridLookup:
     def _serve_section(self, primary: Primary, entry: KnowledgeEntry, title: str) -> tuple[Primary, str | None]:
         """The primary with `content` = the named section (cut like any answer), or unchanged and a note."""
         return self._reader.serve_section(primary, entry, title)
-
-    def _visible(self, source: str, scope: Scope) -> bool:
-        entry = self._index.get(source)
-        return entry is not None and scope.admits_entry(entry)
 
     def _supplement(self, hits: list[L1Hit], primary: Primary | None, language: str,
                     scope: Scope = ALL) -> L1Hit | None:

@@ -104,25 +104,10 @@ class Scope:
     allowed_categories: tuple[str, ...] = ()
     rule: AudienceRule = EVERYONE
 
-    @classmethod
-    def of(cls, *, category: object = None, language: object = None, audiences: Iterable[str] | None = None,
-           allowed_categories: Iterable[str] = (), rule: AudienceRule = EVERYONE) -> Scope:
-        """Checked arguments (a category or a list of them; the same for languages): `InvalidInputError`."""
-        return cls(categories=() if category is None else check_categories(category, "category"),
-                   languages=() if language is None else check_languages(language, "language"),
-                   audiences=None if audiences is None else frozenset(audiences),
-                   allowed_categories=check_categories(list(allowed_categories), "allowed categories"),
-                   rule=rule)
-
     @property
     def everything(self) -> bool:
         """Nothing narrows it: every page is in scope (the default path pays nothing)."""
         return not (self.categories or self.languages or self.allowed_categories) and self.audiences is None
-
-    @property
-    def filtered(self) -> bool:
-        """The question itself is narrowed (a category or a language)."""
-        return bool(self.categories or self.languages)
 
     def may_read(self, category: str | None, audience: tuple[str, ...]) -> bool:
         """Whether the caller may read a page of this category and own audience (the question's filters
