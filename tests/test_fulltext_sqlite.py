@@ -154,3 +154,43 @@ def _by_rowid(index: SqliteFullTextIndex) -> dict[int, ChunkRow]:
     con = index._connection()
     return {rowid: ChunkRow(int(d), s, c, int(n), h, t) for rowid, d, s, c, n, h, t in con.execute(
         "SELECT id, doc_id, source, category, chunk_no, heading, text FROM chunks")}
+
+
+def test_the_switch_to_wal_waits_out_a_lock_sqlite_would_not_wait_for(tmp_path):
+    """CI saw three processes opening one fresh folder: one got "database is locked" from `PRAGMA
+    journal_mode=WAL` at once, busy timeout or not. Here a holder keeps the file exclusively locked until the
+    first refusal, and a connection that never waits on its own (timeout 0) still switches."""
+    import sqlite3
+
+    from kb_core.storage.sqlite_wal import switch_to_wal
+
+    path = tmp_path / "fresh.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        other.execute("PRAGMA journal_mode=WAL")  # the premise: refused while the holder holds it
+
+    refusals = []
+
+    def release_after_the_first_refusal(_seconds):
+        refusals.append(_seconds)
+        if holder.in_transaction:
+            holder.execute("COMMIT")
+
+    switch_to_wal(other, within_s=30, pause=release_after_the_first_refusal)
+    assert refusals and other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_the_switch_to_wal_gives_up_at_its_deadline(tmp_path):
+    import sqlite3
+
+    from kb_core.storage.sqlite_wal import switch_to_wal
+
+    path = tmp_path / "held.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        switch_to_wal(other, within_s=0.05)
+    holder.execute("COMMIT")

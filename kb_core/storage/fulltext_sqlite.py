@@ -37,6 +37,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from kb_core.storage.ports import ChunkRow, ScoredChunk
+from kb_core.storage.sqlite_wal import switch_to_wal
 from kb_core.terms import STOP_WORDS
 
 log = logging.getLogger(__name__)
@@ -265,7 +266,7 @@ class SqliteFullTextIndex:
             # check_same_thread=False only so close() can close every thread's connection; each thread
             # uses its own.
             con = sqlite3.connect(self._path, timeout=30, isolation_level=None, check_same_thread=False)
-            con.execute("PRAGMA journal_mode=WAL")
+            switch_to_wal(con, within_s=30)
             con.execute("PRAGMA synchronous=NORMAL")
             con.execute("PRAGMA cache_size=-65536")
             con.execute("PRAGMA mmap_size=268435456")

@@ -36,6 +36,7 @@ from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolC
 from kb_core.storage.evaluation_store import EvaluationQueries
 from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name
 from kb_core.storage.query_history import QueryHistoryQueries
+from kb_core.storage.sqlite_wal import switch_to_wal
 from kb_core.storage.tool_call_log import ToolCallQueries, ToolCallRecord, tool_call_record
 
 log = logging.getLogger(__name__)
@@ -642,6 +643,6 @@ def _tool_call_values(record: Mapping[str, Any]) -> dict[str, Any]:
 def _sqlite_pragmas(dbapi_connection: Any, busy_ms: int) -> None:
     cursor = dbapi_connection.cursor()
     # WAL lets the console read while an upload writes; a busy timeout waits for the writer instead of failing.
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
     cursor.close()
+    switch_to_wal(dbapi_connection, within_s=busy_ms / 1000)
