@@ -18,7 +18,7 @@ Layout (each sub-package's docstring says what it owns and what it may import):
 - `kb_core.evaluation`: answer quality on labelled queries (scoring, runs, the service, `kb evaluate`);
 - `kb_core.ops`: logs, metrics, the guarded HTTP server, the percentile, versions, cached summaries;
 - top level: this public API, the base modules `settings`, `errors`, `terms` (text normalisation), `progress`,
-  `access`, then `knowledge_base` (the `KnowledgeBase` facade, with `facade_editing` and `facade_jobs`) and
+  `access`, then `knowledge_base` (the `KnowledgeBase` facade, delegating to `kb_core.services`) and
   `bootstrap` (the composition root);
   the `kb` command (`cli`) and the MCP server (`mcp`), above the facade; `kb_core.testing` holds offline test
   helpers.
@@ -59,7 +59,7 @@ _EXPORTS: dict[str, str] = {
     "JobRecord": "kb_core.jobs.model",
     "JobState": "kb_core.jobs.model",
     "KnowledgeBase": "kb_core.knowledge_base",
-    "KnowledgeBaseStatus": "kb_core.knowledge_base",
+    "KnowledgeBaseStatus": "kb_core.services.status",
     "KnowledgeIndex": "kb_core.retrieval.keyword_index",
     "L0Match": "kb_core.retrieval.keyword_index",
     "HybridLookup": "kb_core.retrieval.lookup",

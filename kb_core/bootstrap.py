@@ -32,6 +32,7 @@ from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher, tuning_for
 from kb_core.retrieval.lookup import HybridLookup
 from kb_core.retrieval.scoped_documents import ScopedDocuments
+from kb_core.services.parts import Parts
 from kb_core.settings import Settings, load_settings
 from kb_core.storage.call_spool import CallSpool, spool_at
 from kb_core.storage.embedding import FlagEmbedder
@@ -145,12 +146,12 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
             watcher = FolderWatcher(folder.base_dir, reconcile_changed,
                                     metadata.lease("kbwatch", folder.display_path("")),
                                     catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
-        kb = KnowledgeBase(settings, folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
-                           documents=documents, reconciler=reconciler, trash=trash,
-                           lookup=HybridLookup(index, searcher, default_language=settings.default_language,
-                                               body_suggester=body_identifiers,
-                                               scope_ids=ScopedDocuments(metadata, index).ids),
-                           searcher=searcher, follower=follower, watcher=watcher, metrics=metrics, jobs=jobs)
+        lookup = HybridLookup(index, searcher, default_language=settings.default_language,
+                              body_suggester=body_identifiers, scope_ids=ScopedDocuments(metadata, index).ids)
+        kb = KnowledgeBase(settings, Parts(folder=folder, index=index, metadata=metadata, vectors=vectors,
+                                           embedder=embedder, documents=documents, reconciler=reconciler,
+                                           trash=trash, lookup=lookup, searcher=searcher, follower=follower,
+                                           watcher=watcher, metrics=metrics, jobs=jobs))
         if settings.metrics_port:
             if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
                 log.warning("metrics served beyond loopback on %s: anyone who reaches the port reads them",
@@ -185,6 +186,12 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
              time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
              settings.embedding_model, embedder.state.state)
     return kb
+
+
+def parts_of(kb: KnowledgeBase) -> Parts:
+    """The parts `kb` was assembled from (its stores, the writer, the searcher, the job runner): for tests and
+    tools that check one store itself. Agent code and the console use the facade."""
+    return kb._parts  # noqa: SLF001 - the composition root assembled them: it may hand them out
 
 
 def _move_spooled_calls(spool: CallSpool, metadata: MetadataStore) -> None:

@@ -22,10 +22,9 @@ ROOT = KB_CORE.parent
 # Bottom up: storage, then jobs, documents, retrieval; the facade (knowledge_base) and the composition root
 # (bootstrap) above them; the console (app.py, pages/) above all of it, through the public face only.
 # the facade and what stands on it: nothing below the facade imports any of them (no arrow runs back up)
-_FACADE_AND_ABOVE = ("kb_core.knowledge_base", "kb_core.facade_editing", "kb_core.facade_jobs", "kb_core.bootstrap",
-                     "kb_core.cli", "kb_core.mcp")
+_FACADE_AND_ABOVE = ("kb_core.knowledge_base", "kb_core.bootstrap", "kb_core.cli", "kb_core.mcp")
 # the services the facade delegates to, below it and above the tools
-_SERVICES = ("kb_core.evaluation",)
+_SERVICES = ("kb_core.evaluation", "kb_core.services")
 _ABOVE_STORAGE = ("kb_core.documents", "kb_core.retrieval", "kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE)
 IMPORT_RULES: dict[str, tuple[str, ...]] = {
     "kb_core.storage": _ABOVE_STORAGE,
@@ -38,6 +37,8 @@ IMPORT_RULES: dict[str, tuple[str, ...]] = {
     "kb_core.agent": (*_SERVICES, *_FACADE_AND_ABOVE),
     # the facade hands the evaluation service itself and the `kb` command hands `kb evaluate` its opener
     "kb_core.evaluation": _FACADE_AND_ABOVE,
+    # the facade's services (status, catalogue, editing, the playground, jobs, tool calls) stand on all of it
+    "kb_core.services": _FACADE_AND_ABOVE,
     # logs, metrics, the guarded HTTP server, the percentile: beside the base modules, which every layer may use
     "kb_core.ops": ("kb_core.storage", "kb_core.jobs", *_ABOVE_STORAGE),
     "app": ("kb_core.",),

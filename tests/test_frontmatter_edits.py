@@ -108,7 +108,7 @@ def test_an_edit_of_a_file_changed_meanwhile_is_refused_and_writes_nothing(kb):
 
 
 def test_a_change_right_after_the_check_is_caught_by_the_upload_under_the_lock(kb, monkeypatch):
-    import kb_core.facade_editing as facade
+    import kb_core.services.editing as facade
 
     edit = kb.prepare_frontmatter_edit(GATE, summary="What a 504 means")
     path = internals(kb).folder.resolve(GATE)

@@ -294,6 +294,20 @@ class KnowledgeFolder:
             return None
         return "" if relative == "." else relative
 
+    def document_path(self, path: object) -> str | None:
+        """The path a document is stored under (`knowledge_base/api/x.md`) for that path or one relative to
+        the knowledge base (`api/x.md`, what a `?doc=` link carries); `None` for what cannot be a path under the
+        knowledge base. Reads nothing."""
+        if not isinstance(path, str) or not path.strip() or "\x00" in path:
+            return None
+        text = path.strip()
+        relative = self.relative_of(text)
+        if relative is None and not text.startswith("/"):
+            relative = text
+        if not relative or any(part in ("", ".", "..") for part in relative.split("/")):
+            return None
+        return self.display_path(relative)
+
     def is_inside(self, path: Path) -> bool:
         """True when `path` (a file or folder, links resolved) lies inside the base."""
         try:

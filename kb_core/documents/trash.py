@@ -238,6 +238,19 @@ class Trash:
         relative = self._folder.relative_of(path) or path.strip().lstrip("/")
         return next((item for item in self.items() if item.relative_path == relative), None)
 
+    def current(self, item: TrashItem | str) -> TrashItem:
+        """The item as it is in the trash now, from an item, its id or a document path (its newest item);
+        `InvalidInputError` when there is none."""
+        key = item.item_id if isinstance(item, TrashItem) else item
+        if not isinstance(key, str):
+            raise InvalidInputError(f"expected a trash item, its id or a document path, not {item!r}")
+        found = self.find(key) if "/" in key else self.get(key)
+        if found is None:
+            shown = key if len(key) <= 120 else f"{key[:60]}…({len(key)} characters)"
+            raise InvalidInputError(f"{shown!r} is not in the trash: no item has that id or document path "
+                                    "(restored or purged already?); nothing was done")
+        return found
+
     def read(self, item: TrashItem) -> bytes:
         """The trashed file's bytes (at most `KB_MAX_UPLOAD_BYTES`, never through a link). `DocumentError` when
         it is gone, unreadable, or no longer the file that was deleted (its sha256 differs from the record)."""

@@ -6,10 +6,13 @@ kb_core); the database and Milvus report their own server versions through their
 from __future__ import annotations
 
 import platform
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import metadata
 
-__all__ = ["PACKAGES", "About", "Part", "package_versions"]
+from kb_core.errors import KnowledgeBaseError
+
+__all__ = ["PACKAGES", "About", "Part", "about", "package_versions"]
 
 # The distributions whose versions matter when something behaves differently on another machine.
 PACKAGES = ("kb-console", "streamlit", "pymilvus", "milvus-lite", "sqlalchemy", "alembic", "pymysql",
@@ -36,3 +39,17 @@ def package_versions() -> tuple[Part, ...]:
         except metadata.PackageNotFoundError:
             parts.append(Part(name, "not installed"))
     return tuple(parts)
+
+
+def about(servers: Iterable[tuple[str, Callable[[], str]]], settings: Iterable[tuple[str, str]]) -> About:
+    """The packages' versions, each server's own (`ask()`; one that cannot answer says why, the rest still
+    show) and the settings as described."""
+    parts = []
+    for name, ask in servers:
+        try:
+            parts.append(Part(name, ask()))
+        except KnowledgeBaseError as exc:
+            parts.append(Part(name, f"unavailable: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - a driver's own error: say it, the page still shows the rest
+            parts.append(Part(name, f"unavailable: {type(exc).__name__}: {exc}"))
+    return About(package_versions() + tuple(parts), tuple(settings))

@@ -1,0 +1,91 @@
+"""The playground's test run: the exact call an agent makes, and beside it L1's rows under options an agent
+cannot set (`kb_core.retrieval.playground`), recorded in the user's history."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kb_core.documents.path_rule import categories_below, category_folders
+from kb_core.errors import InvalidInputError, KnowledgeBaseError
+from kb_core.retrieval.lookup import LookupResult
+from kb_core.retrieval.playground import (
+    BenchOptions,
+    BenchRun,
+    HistoryEntry,
+    Retriever,
+    agent_filters,
+    bench_rows,
+    history_entry,
+)
+
+if TYPE_CHECKING:
+    from kb_core.agent.tool import ToolResponse
+    from kb_core.services.catalogue import Catalogue
+    from kb_core.services.parts import Parts
+
+log = logging.getLogger(__name__)
+
+CallTool = Callable[[dict, str], "ToolResponse"]  # (arguments, caller): the facade's `call_tool`
+
+
+class Playground:
+    def __init__(self, parts: Parts, catalogue: Catalogue):
+        self._searcher = parts.searcher
+        self._embedder = parts.embedder
+        self._metadata = parts.metadata
+        self._catalogue = catalogue
+
+    def run(self, query: str, options: BenchOptions, section_title: str | None, *, caller: str, actor_name: str,
+            replay: bool, call_tool: CallTool) -> BenchRun:
+        if not isinstance(options, BenchOptions):
+            raise InvalidInputError(f"options must be BenchOptions, got {type(options).__name__}")
+        if options.retriever is Retriever.DENSE and not self._searcher.dense_active():
+            state = self._embedder.state
+            raise InvalidInputError(f"dense only needs the embedding model, which is {state.state} "
+                                    f"({state.model_id}): choose L1 hybrid or BM25 only")
+        doc_ids = self._filtered_ids(options)
+        # one category and one language are what an agent can ask for too: the agent's call carries them
+        arguments = {"query": query, "section_title": section_title, **agent_filters(options)}
+        response = call_tool(arguments, caller)
+        result = response.result if isinstance(response.result, LookupResult) else None
+        languages = self._catalogue.languages()
+        run = BenchRun(query=query, section_title=section_title, options=options, payload=response.payload,
+                       arguments=arguments,
+                       result=result, error=response.error, latency_ms=response.latency_ms,
+                       searched=None if doc_ids is None else len(doc_ids), replay=replay,
+                       **bench_rows(self._searcher, query, options, result, doc_ids,
+                                    lambda source: languages.get(source, "und")))
+        if isinstance(query, str) and query.strip():
+            try:
+                self._metadata.record_query(
+                    actor=actor_name, query=query, section_title=section_title, options=options.to_dict(),
+                    found=bool(response.payload.get("found")), latency_ms=response.latency_ms,
+                    answer="error" if response.error else " + ".join(result.match_types) if result else "")
+            except KnowledgeBaseError as exc:  # the run happened: show it, and say the history missed it
+                log.warning("the playground run was not added to the history: %s", exc)
+                run = dataclasses.replace(run, history_error=str(exc))
+        return run
+
+    def history(self, actor_name: str, limit: int) -> list[HistoryEntry]:
+        return [history_entry(r) for r in self._metadata.query_history(actor_name, limit)]
+
+    def _filtered_ids(self, options: BenchOptions) -> frozenset[int] | None:
+        """The ids of the documents the options' category and language filters leave (None: no filter)."""
+        if not options.filtered:
+            return None
+        records = self._catalogue.documents()
+        if options.categories:
+            known = set(category_folders(self._catalogue.categories()))
+            unknown = [c for c in options.categories if c not in known]
+            if unknown:
+                raise InvalidInputError(f"there is no category {unknown[0]!r} in the knowledge base (nor a "
+                                        "category below it)")
+            below = categories_below({r.category for r in records}, options.categories)
+            records = [r for r in records if r.category in below]
+        if options.languages:
+            languages = self._catalogue.languages()
+            records = [r for r in records if languages.get(r.file_path, "und") in options.languages]
+        return frozenset(r.id for r in records)
