@@ -47,7 +47,6 @@ from kb_core.ops.summaries import SummaryCache
 from kb_core.progress import Progress
 from kb_core.retrieval.attention import DocumentSuggestion
 from kb_core.retrieval.keyword_map import KeywordHit, KeywordMap, keyword_hits, keyword_map
-from kb_core.retrieval.keyword_plan import REMOVE, RENAME, KeywordPlan, KeywordPlanReport
 from kb_core.retrieval.lookup import LookupResult
 from kb_core.retrieval.playground import BenchOptions, BenchRun, HistoryEntry
 from kb_core.retrieval.scope import ALL, AudienceRule, Scope
@@ -55,6 +54,7 @@ from kb_core.services.calls import ToolCalls
 from kb_core.services.catalogue import Catalogue
 from kb_core.services.editing import EditingService
 from kb_core.services.jobs import JobsService
+from kb_core.services.keyword_plan import REMOVE, RENAME, KeywordPlan, KeywordPlanReport
 from kb_core.services.parts import Parts
 from kb_core.services.playground import Playground
 from kb_core.services.status import KnowledgeBaseStatus, StatusService, StoreCounts

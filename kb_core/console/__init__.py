@@ -52,10 +52,10 @@ _EXPORTS: dict[str, str] = {
     "Retriever": "kb_core.retrieval.playground",
     "bench_link_params": "kb_core.retrieval.playground",
     "parse_bench_link": "kb_core.retrieval.playground",
-    "KeywordPlan": "kb_core.retrieval.keyword_plan",
-    "KeywordPlanReport": "kb_core.retrieval.keyword_plan",
-    "PlanItem": "kb_core.retrieval.keyword_plan",
-    "PlanOutcome": "kb_core.retrieval.keyword_plan",
+    "KeywordPlan": "kb_core.services.keyword_plan",
+    "KeywordPlanReport": "kb_core.services.keyword_plan",
+    "PlanItem": "kb_core.services.keyword_plan",
+    "PlanOutcome": "kb_core.services.keyword_plan",
     "percentile": "kb_core.ops.stats",
 }
 # public names that are another name in their module

@@ -34,7 +34,7 @@ class JobRequest:
     paths: Iterable[str | os.PathLike[str]] | None = None
     files: Sequence[JobFile] = ()
     notes: Sequence[dict] = ()
-    plan: Any = None  # a `KeywordPlan` (kb_core.retrieval.keyword_plan)
+    plan: Any = None  # a `KeywordPlan` (kb_core.services.keyword_plan)
     older_than_days: float | None = None
 
 

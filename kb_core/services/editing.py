@@ -25,7 +25,7 @@ from kb_core.jobs.runner import Work
 from kb_core.jobs.work import keyword_plan_work
 from kb_core.progress import Progress
 from kb_core.retrieval.attention import DocumentSuggestion, suggest_documents
-from kb_core.retrieval.keyword_plan import (
+from kb_core.services.keyword_plan import (
     KeywordPlan,
     KeywordPlanReport,
     PlanItem,
