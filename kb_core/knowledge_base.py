@@ -37,7 +37,7 @@ from kb_core.evaluation.runs import OutcomeRow, RunComparison
 from kb_core.evaluation.scoring import LabelledQuery
 from kb_core.evaluation.service import EvaluationService
 from kb_core.jobs.kinds import JobRequest
-from kb_core.jobs.model import JobFile, JobKind, JobRecord
+from kb_core.jobs.model import JobFile, JobKind, JobRecord, UploadRow
 from kb_core.jobs.runner import Work
 from kb_core.jobs.work import purge_trash_work
 from kb_core.ops.about import About, about
@@ -345,7 +345,7 @@ class KnowledgeBase:
     # -- jobs (kb_core.services.jobs, through the registry kb_core.jobs.kinds) ---------------------------
     def start_job(self, kind: str, *, delete_missing: bool = False,
                   paths: Iterable[str | os.PathLike[str]] | None = None, files: Sequence[JobFile] = (),
-                  notes: Sequence[dict] = (), plan: KeywordPlan | None = None,
+                  notes: Sequence[UploadRow] = (), plan: KeywordPlan | None = None,
                   older_than_days: float | None = None) -> JobRecord:
         """Start long work as a job of this process and return at once (queued; see `jobs()`). The kinds, the role
         each needs and what each takes are `kb_core.jobs.kinds`'s registry: `"reconcile"` (`delete_missing`,

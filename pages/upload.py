@@ -8,7 +8,7 @@ import math
 import streamlit as st
 
 from kb_core import KnowledgeBaseError, Role
-from kb_core.console import BatchAction, BatchFile, JobFile
+from kb_core.console import BatchAction, BatchFile, JobFile, UploadRow
 from pages.shell.jobs_panel import render_jobs_panel
 from pages.shell.safe import escape_markdown
 from pages.shell.views import render_frontmatter
@@ -174,12 +174,11 @@ if batch is not None:
                 handed.append(JobFile(v.preview.file_name, f.getvalue(), v.category, upload_name=v.upload_name,
                                       if_match=base_version, create_only=base_version is None,
                                       file_path=v.file_path))
-            notes = [{"file": v.upload_name, "result": "not replaced", "document": v.file_path, "chunks": 0,
-                      "detail": "“Replace” was not ticked"} for v in untouched]
-            notes += [{"file": v.upload_name, "result": "skipped", "document": v.file_path or "", "chunks": 0,
-                       "detail": v.skip_reason} for v in batch.skipped]
-            notes += [{"file": v.upload_name, "result": "refused", "document": "", "chunks": 0,
-                       "detail": "; ".join(v.errors)} for v in batch.refused]
+            notes = [UploadRow(v.upload_name, "not replaced", v.file_path, detail="“Replace” was not ticked")
+                     for v in untouched]
+            notes += [UploadRow(v.upload_name, "skipped", v.file_path or "", detail=v.skip_reason)
+                      for v in batch.skipped]
+            notes += [UploadRow(v.upload_name, "refused", detail="; ".join(v.errors)) for v in batch.refused]
             try:
                 job = kb.start_job("import" if kind == FOLDER else "upload", files=handed, notes=notes)
             except KnowledgeBaseError as exc:

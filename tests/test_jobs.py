@@ -24,7 +24,7 @@ from conftest import assert_consistent, doc, internals, make_settings, two_knowl
 
 from kb_core import InvalidInputError, JobState, open_knowledge_base
 from kb_core.access import Actor, Role
-from kb_core.console import AccessDeniedError, JobFile
+from kb_core.console import AccessDeniedError, JobFile, UploadRow
 from kb_core.jobs.model import MAX_ERRORS, JobRecord
 from kb_core.jobs.process import ProcessIdentity
 from kb_core.jobs.runner import JobControl
@@ -232,8 +232,7 @@ def test_a_batch_upload_job_goes_through_upload_and_keeps_each_files_outcome(kb,
                      create_only=True),
              JobFile("timeout.md", b"---\ntitle: x\n---\n# new\n", "troubleshooting", create_only=True),
              JobFile("bad.md", b"\xff\xfe not utf-8", "ops", create_only=True)]
-    note = {"file": "skipped.md", "result": "not replaced", "document": "knowledge_base/ops/skipped.md",
-            "chunks": 0, "detail": "“Replace” was not ticked"}
+    note = UploadRow("skipped.md", "not replaced", "knowledge_base/ops/skipped.md", 0, "“Replace” was not ticked")
     job = kb.as_user(CURATOR).start_job("import", files=files, notes=[note])
     staged = internals(kb).jobs.staging.root / job.params["staging"]
     assert job.kind == "import" and job.total == 4

@@ -41,6 +41,7 @@ _EXPORTS: dict[str, str] = {
     "compare_runs": "kb_core.evaluation.runs",
     "JobFile": "kb_core.jobs.model",
     "JobKind": "kb_core.jobs.model",
+    "UploadRow": "kb_core.jobs.model",
     "describe_seconds": "kb_core.jobs.model",
     "DocumentSuggestion": "kb_core.retrieval.attention",
     "MAX_TOP_K": "kb_core.retrieval.playground",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kb_core.errors import InvalidInputError, KnowledgeBaseError
-from kb_core.jobs.model import JobFile, JobKind
+from kb_core.jobs.model import JobFile, JobKind, UploadRow
 from kb_core.jobs.runner import Work
 from kb_core.jobs.work import Writer, file_params, model_pull_work, reconcile_work, reindex_work, upload_work
 
@@ -33,7 +33,7 @@ class JobRequest:
     delete_missing: bool = False
     paths: Iterable[str | os.PathLike[str]] | None = None
     files: Sequence[JobFile] = ()
-    notes: Sequence[dict] = ()
+    notes: Sequence[UploadRow] = ()
     plan: Any = None  # a `KeywordPlan` (kb_core.services.keyword_plan)
     older_than_days: float | None = None
 
@@ -81,7 +81,7 @@ def _upload(host: JobHost, kind: JobKind, request: JobRequest, runner: Callable[
     staging = runner().staging
     token = staging.stage([bytes(f.data) for f in request.files])
     described = file_params(request.files)
-    params = {"files": described, "staging": token, "notes": list(request.notes)}
+    params = {"files": described, "staging": token, "notes": [n.as_row() for n in request.notes]}
     return PreparedJob(kind, params, upload_work(host, described, staging, token, request.notes), len(request.files),
                        token)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,6 +73,23 @@ class JobFile:
     if_match: str | None = None
     create_only: bool = False
     file_path: str | None = None
+
+
+@dataclass(frozen=True)
+class UploadRow:
+    """One file's line in an upload or import job's result, as the Upload page lists it: the name it had in the
+    upload, what happened (`indexed`, `updated`, `unchanged`, `conflict`, `failed`; or a row the page decided
+    without uploading: `not replaced`, `skipped`, `refused`), the document path, its chunks and why."""
+
+    file: str
+    result: str
+    document: str = ""
+    chunks: int = 0
+    detail: str = ""
+
+    def as_row(self) -> dict[str, Any]:
+        """The row as the job's result stores it (JSON)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)

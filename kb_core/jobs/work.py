@@ -3,11 +3,12 @@ records who made it and moves the summaries' version like any other), reporting 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kb_core.errors import DocumentConflictError, DocumentError, KnowledgeBaseError
-from kb_core.jobs.model import MAX_LISTED, MAX_ROWS, JobFile
+from kb_core.jobs.model import MAX_LISTED, MAX_ROWS, JobFile, UploadRow
 from kb_core.jobs.runner import JobControl, Work
 from kb_core.jobs.staging import StagingArea
 from kb_core.progress import Progress
@@ -120,7 +121,7 @@ def file_params(files: Sequence[JobFile]) -> list[dict[str, Any]]:
 
 
 def upload_work(kb: Writer, files: Sequence[Mapping[str, Any]], staging: StagingArea, token: str,
-                notes: Sequence[Mapping[str, Any]] = ()) -> Work:
+                notes: Sequence[UploadRow] = ()) -> Work:
     """Upload each staged file through `kb.upload` (the normal path: preview's version checks, undo on failure);
     a cancel takes effect between two files. The result holds a row per file, as the Upload page shows them,
     then `notes` (rows the page decided without uploading: not replaced, refused)."""
@@ -132,40 +133,40 @@ def upload_work(kb: Writer, files: Sequence[Mapping[str, Any]], staging: Staging
             for i, f in enumerate(files):
                 control.progress(f"{f['upload_name']}: waiting", i, total)
                 control.checkpoint()
-                rows.append(_upload_one(kb, f, staging, token, i, control, total))
-                control.count(rows[-1]["result"])
+                row = _upload_one(kb, f, staging, token, i, control, total)
+                rows.append(row.as_row())
+                control.count(row.result)
                 if len(rows) > MAX_ROWS:
                     rows.pop()
             control.progress("done", total, total)
         finally:
-            control.result = {"rows": rows + [dict(n) for n in notes][:MAX_ROWS]}
+            control.result = {"rows": rows + [n.as_row() for n in notes][:MAX_ROWS]}
         counts = ", ".join(f"{n} {outcome}" for outcome, n in control.counts.items())
         return f"{total} file(s): {counts}" if counts else f"{total} file(s)"
     return work
 
 
 def _upload_one(kb: Writer, f: Mapping[str, Any], staging: StagingArea, token: str, i: int, control: JobControl,
-                total: int) -> dict[str, Any]:
+                total: int) -> UploadRow:
     name = f["name"]
 
     def progress(stage: str, done: int, n: int) -> None:
         control.progress(f"{f['upload_name']}: {stage}" + (f" {done} of {n}" if stage == "embedding" and n else ""),
                          i, total)
 
-    row: dict[str, Any] = {"file": f["upload_name"], "result": "failed", "document": f.get("file_path") or "",
-                           "chunks": 0, "detail": ""}
+    row = UploadRow(f["upload_name"], "failed", f.get("file_path") or "")
     try:
         data = staging.read(token, i)
         outcome = kb.upload(name, data, f["category"], progress=progress, if_match=f.get("if_match"),
                             create_only=bool(f.get("create_only")))
-        row.update(result=outcome.action, document=outcome.document.file_path,
-                   chunks=outcome.document.chunk_count, detail="; ".join(outcome.warnings))
+        row = UploadRow(row.file, outcome.action, outcome.document.file_path, outcome.document.chunk_count,
+                        "; ".join(outcome.warnings))
     except DocumentConflictError as exc:
-        row.update(result="conflict", detail=str(exc))
+        row = dataclasses.replace(row, result="conflict", detail=str(exc))
     except DocumentError as exc:
-        row.update(detail=f"{exc} (step: {exc.step})")
+        row = dataclasses.replace(row, detail=f"{exc} (step: {exc.step})")
     except (KnowledgeBaseError, OSError) as exc:
-        row.update(detail=str(exc))
-    if row["result"] in ("failed", "conflict"):
-        control.error(f"{row['file']}: {row['detail']}")
+        row = dataclasses.replace(row, detail=str(exc))
+    if row.result in ("failed", "conflict"):
+        control.error(f"{row.file}: {row.detail}")
     return row
