@@ -13,6 +13,11 @@ the previous one with their ratio. Medians of `--repeat` runs.
 Then, in this process on this checkout, the same reconcile as a job would report it: at the first progress
 report past 10 % of the files, the estimate the job shows (`JobRecord.eta_seconds`: elapsed / done × left)
 against the time it really took to finish.
+
+With `--dense-pages N` (default 150; 0 skips it), ingest with the built-in dense model: the first N pages of the
+trees reconciled in this process once the model is ready, passages embedded per second of the whole reconcile,
+beside the model's raw throughput on exactly the passages the reconcile embedded (recorded as it embedded
+them, then encoded again in one `encode_documents` call): the share of the model's speed ingest keeps.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from benchmarks.common import bench_settings, machine, publish
 
 GOAL_PAGES_S = 100  # issue 32: BM25 only, 2 quiet cores
 GOAL_ETA = 0.25  # the estimate at 10 % within 25 % of the real remaining time
+GOAL_DENSE_SHARE = 0.8  # with a dense model, ingest at >= 80 % of the model's raw batch-encode throughput
 
 
 def _copy(trees: list[Path], root: Path) -> int:
@@ -80,7 +86,49 @@ def _eta_check(trees: list[Path], workdir: Path) -> dict[str, Any]:
             "error": round(abs(estimate - left) / left, 3) if left > 0 else None}
 
 
-def bench_ingest(workdir: Path, *, trees: list[Path], repeat: int, against: str | None) -> dict[str, Any]:
+def _dense_check(trees: list[Path], workdir: Path, pages: int) -> dict[str, Any]:
+    from kb_core import open_knowledge_base
+    from kb_core.bootstrap import parts_of
+
+    root = workdir / "dense"
+    _copy(trees, root)
+    found = sorted(p for p in (root / "knowledge_base").rglob("*") if p.is_file() and p.suffix.lower() in
+                   (".md", ".markdown", ".mdx"))
+    for extra in found[pages:]:
+        extra.unlink()
+    kb = open_knowledge_base(bench_settings(root, embedding_fallback="use-multilingual-v3", watch=False))
+    try:
+        state = kb.wait_for_model(600)
+        if not state.ready:
+            return {"pages": pages, "model": None, "problem": f"the built-in model is {state.state}"}
+        embedder = parts_of(kb).embedder
+        embedded: list[str] = []
+        encode = embedder.encode_documents
+
+        def recording(texts, progress=None):  # noqa: ANN001, ANN202 - the embedder's own signature
+            embedded.extend(texts)
+            return encode(texts, progress=progress)
+
+        embedder.encode_documents = recording  # type: ignore[method-assign]
+        started = time.perf_counter()
+        kb.reconcile()
+        ingest_s = time.perf_counter() - started
+        embedder.encode_documents = encode  # type: ignore[method-assign]
+        started = time.perf_counter()
+        encode(list(embedded))
+        raw_s = time.perf_counter() - started
+        model = state.model_id
+    finally:
+        kb.close()
+    n = len(embedded)
+    return {"pages": min(pages, len(found)), "passages": n, "model": model, "ingest_s": round(ingest_s, 2),
+            "raw_encode_s": round(raw_s, 2), "ingest_passages_per_s": round(n / ingest_s, 1) if ingest_s else None,
+            "raw_passages_per_s": round(n / raw_s, 1) if raw_s else None,
+            "share_of_raw": round(raw_s / ingest_s, 3) if ingest_s else None}
+
+
+def bench_ingest(workdir: Path, *, trees: list[Path], repeat: int, against: str | None,
+                 dense_pages: int = 150) -> dict[str, Any]:
     versions: dict[str, Path] = {"this commit": REPO}
     samples: dict[str, list[float]] = {}
     summaries: dict[str, str] = {}
@@ -96,12 +144,14 @@ def bench_ingest(workdir: Path, *, trees: list[Path], repeat: int, against: str 
                 samples[name].append(seconds)
                 summaries[name] = summary
     eta = _eta_check(trees, workdir)
+    dense = _dense_check(trees, workdir, dense_pages) if dense_pages > 0 else None
     medians = {name: statistics.median(s) for name, s in samples.items()}
     return {"trees": [str(t) for t in trees], "files": files, "repeat": repeat, "versions": list(versions),
             "medians_s": {n: round(s, 2) for n, s in medians.items()},
             "pages_per_s": {n: round(files / s, 1) for n, s in medians.items()},
             "samples_s": {n: [round(x, 2) for x in s] for n, s in samples.items()},
-            "summaries": summaries, "eta": eta, "goals": {"pages_per_s": GOAL_PAGES_S, "eta_error": GOAL_ETA}}
+            "summaries": summaries, "eta": eta, "dense": dense,
+            "goals": {"pages_per_s": GOAL_PAGES_S, "eta_error": GOAL_ETA, "dense_share": GOAL_DENSE_SHARE}}
 
 
 def render_ingest(r: dict[str, Any]) -> list[str]:
@@ -121,6 +171,16 @@ def render_ingest(r: dict[str, Any]) -> list[str]:
         lines.append(f"- ETA (this commit, in one process): at {e['at_fraction']:.0%} of the files ({e['at_s']:.1f} s "
                      f"in) the job's estimate was {e['estimated_left_s']:.1f} s left; it took {e['real_left_s']:.1f} s "
                      f"more (error {e['error']:.0%}; goal within {r['goals']['eta_error']:.0%}).")
+    d = r.get("dense")
+    if d and d.get("passages"):
+        lines.append(f"- Dense ({d['model']}, in one process): {d['pages']} pages, {d['passages']:,} passages "
+                     f"embedded; the reconcile took {d['ingest_s']:.1f} s "
+                     f"({d['ingest_passages_per_s']:.1f} passages/s), "
+                     f"the model alone {d['raw_encode_s']:.1f} s on the same passages "
+                     f"({d['raw_passages_per_s']:.1f}/s): ingest keeps {d['share_of_raw']:.0%} of the model's speed "
+                     f"(goal {r['goals'].get('dense_share', GOAL_DENSE_SHARE):.0%}).")
+    elif d:
+        lines.append(f"- Dense: not measured ({d.get('problem', 'no passages')}).")
     lines.append(f"- Goal: {r['goals']['pages_per_s']} pages/s on 2 quiet cores (issue 32).")
     return lines
 
@@ -131,13 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", type=Path, action="append", required=True, help="a knowledge_base folder")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--against", default=None, help="a commit to run side by side (e.g. HEAD~1)")
+    parser.add_argument("--dense-pages", type=int, default=150, help="pages of the dense check (0: skip it)")
     parser.add_argument("--json", type=Path, default=Path("bench-ingest.json"))
     args = parser.parse_args(argv)
     given = sys.argv[1:] if argv is None else argv
     report: dict[str, Any] = {"machine": machine(), "command": " ".join(["python -m benchmarks.bench_ingest", *given])}
     with tempfile.TemporaryDirectory(prefix="kb-bench-ingest-") as tmp:
         report["ingest"] = bench_ingest(Path(tmp), trees=[t.resolve() for t in args.tree], repeat=args.repeat,
-                                        against=args.against)
+                                        against=args.against, dense_pages=args.dense_pages)
     return publish(args.json, report, "\n".join(render_ingest(report["ingest"])))
 
 
