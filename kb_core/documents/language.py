@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 __all__ = ["DEFAULT_LANGUAGE", "document_language", "normalize_language", "query_language", "translation_key"]
 
 DEFAULT_LANGUAGE = "en"
@@ -65,10 +67,29 @@ def _path_language(relative: str) -> tuple[str | None, str]:
     return None, relative
 
 
+# What `_CJK` and `_LATIN` match, by code point (1: Latin, 2: CJK; above U+FFFF: neither): the script of every
+# document is counted at start-up, and two regex `findall`s over 4,000 characters cost about 0.4 ms a document
+# (40 s of a 100,000-page scan); a table look-up and a count in numpy do the same in a fraction of it.
+_SCRIPT = np.zeros(0x10000, dtype=np.uint8)
+_SCRIPT[[ord(c) for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"]] = 1
+for _low, _high in ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xAC00, 0xD7AF), (0xF900, 0xFAFF)):
+    _SCRIPT[_low:_high + 1] = 2
+_ASCII_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _script_counts(sample: str) -> tuple[int, int]:
+    """(CJK characters, Latin letters) of `sample`: `len(_CJK.findall(sample)), len(_LATIN.findall(sample))`."""
+    if sample.isascii():
+        data = sample.encode("ascii")
+        return 0, len(data) - len(data.translate(None, _ASCII_LETTERS))
+    codes = np.frombuffer(sample.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    counts = np.bincount(_SCRIPT[np.minimum(codes, 0xFFFF)], minlength=3)
+    return int(counts[2]), int(counts[1])
+
+
 def _script_language(text: str) -> str:
     sample = text[:4000]
-    cjk = len(_CJK.findall(sample))
-    latin = len(_LATIN.findall(sample))
+    cjk, latin = _script_counts(sample)
     if cjk and cjk * 4 >= latin:  # one CJK character carries about a word: weigh them up
         return "zh"
     return "en" if latin else "und"
