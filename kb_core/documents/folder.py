@@ -222,6 +222,11 @@ class KnowledgeFolder:
     def max_bytes(self) -> int:
         return self._max_bytes
 
+    @property
+    def app_root(self) -> Path:
+        """The application root relative base paths are resolved against."""
+        return self._app_root
+
     # -- paths ---------------------------------------------------------------------------------------
     @property
     def base_dir(self) -> Path:
