@@ -10,6 +10,7 @@ frontmatter `translationKey`, are one page in several languages (one translation
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -32,6 +33,16 @@ def normalize_language(tag: object) -> str | None:
     """`zh` for `zh`, `zh-CN`, `zh_cn`, `cn`; `en` for `en-US`; `None` for what is not a language tag."""
     if not isinstance(tag, str):
         return None
+    return _normalized(tag) if len(tag) <= 64 else _normalize(tag)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalized(tag: str) -> str | None:
+    """`_normalize`, remembered: a scan asks it for every folder of every path, of a few distinct names."""
+    return _normalize(tag)
+
+
+def _normalize(tag: str) -> str | None:
     lowered = tag.strip().lower()
     if lowered in _ALIASES:
         return _ALIASES[lowered]
