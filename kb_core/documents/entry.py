@@ -21,7 +21,7 @@ from kb_core.documents.sections import outline
 from kb_core.terms import MAX_KEYWORDS, weak_keyword_reason
 
 __all__ = ["IndexedDocuments", "KnowledgeEntry", "entries_of_columns", "entry_columns", "entry_of_bytes",
-           "entry_of_file", "split_keywords"]
+           "entry_of_file", "shared_entry", "split_keywords"]
 
 
 class KnowledgeEntry:
@@ -213,6 +213,16 @@ def _restore(file_path: str, keywords: tuple[str, ...], category: str | None, la
     """Unpickling: the fields as pickled (strings shared between entries stay shared: pickle keeps identity)."""
     entry = _new(KnowledgeEntry)
     _init(entry, file_path, keywords, category, lang, group, ignored, audience, cold)
+    return entry
+
+
+def shared_entry(file_path: str, keywords: tuple[str, ...], category: str | None, lang: str, group: str,
+                 ignored: tuple[tuple[str, str], ...], audience: tuple[str, ...], cold: bytes) -> KnowledgeEntry:
+    """`_restore` of an entry made in another process (`parallel_scan`), its keywords, category, language and
+    audience shared with this process's entries as `__init__` shares them."""
+    entry = _new(KnowledgeEntry)
+    _init(entry, file_path, tuple(map(_intern, keywords)), None if category is None else _intern(category),
+          _intern(lang), group, ignored, _audience(audience) if audience else (), cold)
     return entry
 
 

@@ -60,7 +60,7 @@ def decode_markdown(data: bytes, *, max_bytes: int, file_name: str = "the file")
 HEAD_BYTES = MAX_BLOCK_BYTES + 8 * 1024  # the frontmatter limit plus room for its delimiters
 
 
-def read_regular(path: Path, limit: int | None = None, *, max_bytes: int | None = None,
+def read_regular(path: Path | str, limit: int | None = None, *, max_bytes: int | None = None,
                  follow: bool = False) -> bytes:
     """The bytes of a regular file (at most `limit`). Opened without blocking and, unless `follow`, without
     following a link as its last component, then checked before reading: a FIFO, socket, device, folder or link
@@ -84,15 +84,30 @@ def read_regular(path: Path, limit: int | None = None, *, max_bytes: int | None 
         cap = -1 if limit is None or limit < 0 else limit
         if max_bytes is not None:
             cap = max_bytes + 1 if cap < 0 else min(cap, max_bytes + 1)  # it may grow while it is read
-        with os.fdopen(fd, "rb") as handle:
-            fd = -1
-            data = handle.read(cap)
+        data = _read_to(fd, cap, info.st_size)
         if max_bytes is not None and len(data) > max_bytes:
             raise FileTooLarge(path, len(data), max_bytes)
         return data
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def _read_to(fd: int, cap: int, size: int) -> bytes:
+    """What `open(fd, "rb").read(cap)` returns (everything up to end of file for a negative `cap`), read with
+    `os.read` (a scan reads 100,000 files: a buffered reader for each cost more than the read)."""
+    first = os.read(fd, (size + 1 if size >= 0 else 65536) if cap < 0 else cap)
+    if not first or (0 <= cap <= len(first)):
+        return first
+    parts = [first]
+    got = len(first)
+    while cap < 0 or got < cap:
+        more = os.read(fd, 65536 if cap < 0 else cap - got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
 def _kind(mode: int) -> str:
@@ -178,6 +193,9 @@ def write_atomic(target: Path, data: bytes) -> None:
 
 
 _TEMP_NAME = re.compile(r"^\..*\.(\d+)\.[^.]+\.tmp$")
+# A relative POSIX path that `PurePosixPath` keeps as written: not absolute, no empty or `.` part (`a//b`,
+# `./a`, `a/`), nothing but "/" between parts (a display path is built for each of 100,000 files at a scan).
+_CLEAN_RELATIVE = re.compile(r"(?!\.?(?:/|\Z))[^/]+(?:/(?!\.?(?:/|\Z))[^/]+)*")
 
 
 DEFAULT_MAX_BYTES = 5 * 1024 * 1024  # KB_MAX_UPLOAD_BYTES' default
@@ -198,6 +216,7 @@ class KnowledgeFolder:
         self._display_base = PurePosixPath(Path(base_path).as_posix())
         self._app_root = root
         self._base = resolve_path(base_path, root)
+        self._base_text = str(self._base) + "/" if str(self._base) != "/" else "/"  # (`_base / relative` as text)
         self._max_bytes = max_bytes
         self._warned: set[tuple[str, str]] = set()
         # `write_atomic`'s temp files the last `scan()` walked past (so the opening's cleanup needs no walk of
@@ -219,6 +238,11 @@ class KnowledgeFolder:
     def max_bytes(self) -> int:
         return self._max_bytes
 
+    @property
+    def app_root(self) -> Path:
+        """The application root relative base paths are resolved against."""
+        return self._app_root
+
     # -- paths ---------------------------------------------------------------------------------------
     @property
     def base_dir(self) -> Path:
@@ -226,6 +250,8 @@ class KnowledgeFolder:
 
     def display_path(self, relative: str | os.PathLike[str]) -> str:
         """`knowledge_base/api/x.md` for `api/x.md`: the base as configured joined with the relative path."""
+        if type(relative) is str and _CLEAN_RELATIVE.fullmatch(relative) is not None:
+            return self.display_prefix() + relative  # what the join gives a path it leaves as it is (every scan's)
         return str(self._display_base / PurePosixPath(Path(relative).as_posix()))
 
     def display_prefix(self) -> str:
@@ -574,7 +600,8 @@ class KnowledgeFolder:
     def read_head(self, relative: str) -> tuple[str, bool]:
         """The start of a file, enough for any acceptable frontmatter block, and whether that is the whole
         file: the scan reads the rest only for documents that have frontmatter."""
-        return decode_head(read_regular(self._base / relative, HEAD_BYTES, max_bytes=self._max_bytes))
+        return decode_head(read_regular(self._base_text + relative if _CLEAN_RELATIVE.fullmatch(relative) else
+                                        self._base / relative, HEAD_BYTES, max_bytes=self._max_bytes))
 
     def read_bytes(self, file_path: str) -> bytes:
         """The whole file of a display path (links inside the base followed); `OSError` when it is not a

@@ -166,9 +166,112 @@ def _refuse_shared_containers(data: Any) -> None:
             stack.extend(node.values() if isinstance(node, dict) else node)
 
 
+# -- the common shape, without YAML ---------------------------------------------------------------------
+# Nearly every block is a few top-level `key: value` lines, a keyword list in flow (`[a, b]`) or block (`- a`)
+# style and quoted scalars; YAML (even libyaml's) costs most of a document's parse for them at start-up.
+# `_load_simple` reads exactly that shape and returns what the loader returns (every scalar its source text);
+# for anything else (a character that is not plainly text, a comment, an anchor, a tag, a nested mapping, a
+# multi-line scalar, an escape, a duplicate key ...) it returns None and YAML reads the block as before.
+# tests/unit/test_scan_frontmatter_fast.py holds it equal to the loader on golden and generated blocks.
+_NOT_SIMPLE = re.compile(r"[^\n\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]|[#&*]")
+_KEY_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]{0,199}):(?: +(.*))?")  # (YAML: a simple key is < 1024 chars)
+_ITEM_LINE = re.compile(r"( *)- +(.*)")
+_PLAIN_START = frozenset("-?:,[]{}#&*!|>'\"%@`")
+_FLOW_ITEM_BAD = re.compile(r"[\[\]{}:'\"]")
+
+
+def _simple_scalar(value: str) -> str | None:
+    """The scalar that a one-line value (no leading or trailing spaces, not empty) loads as, or None when it is
+    not a plain or simply quoted one."""
+    first = value[0]
+    if first == "'":
+        if len(value) < 2 or value[-1] != "'":
+            return None
+        inner = value[1:-1]
+        if "'" in inner.replace("''", ""):
+            return None
+        return inner.replace("''", "'")
+    if first == '"':
+        if len(value) < 2 or value[-1] != '"':
+            return None
+        inner = value[1:-1]
+        return None if '"' in inner or "\\" in inner else inner
+    if first in _PLAIN_START or ": " in value or value[-1] == ":":
+        return None
+    return value
+
+
+def _flow_list(value: str) -> list[str] | None:
+    inner = value[1:-1]
+    if not inner.strip(" "):
+        return []
+    items = []
+    for raw in inner.split(","):
+        item = raw.strip(" ")
+        if not item or item[0] in _PLAIN_START or _FLOW_ITEM_BAD.search(item) is not None:
+            return None
+        items.append(item)
+    return items
+
+
+def _load_simple(block: str) -> dict[str, Any] | None:
+    if "\r" in block:
+        block = block.replace("\r\n", "\n")
+        if "\r" in block:
+            return None
+    if _NOT_SIMPLE.search(block) is not None:
+        return None
+    data: dict[str, Any] = {}
+    listing: list[str] | None = None  # the block list being read (after a `key:` line with no value)
+    listing_key = ""
+    indent = -1  # its items' indent
+    for line in block.split("\n"):
+        if not line.strip(" "):
+            continue
+        if line[0] == " " or line[0] == "-":
+            item = _ITEM_LINE.fullmatch(line)
+            if item is None or listing is None or (indent >= 0 and len(item.group(1)) != indent):
+                return None
+            indent = len(item.group(1))
+            value = item.group(2).rstrip(" ")
+            scalar = _simple_scalar(value) if value else None
+            if scalar is None:
+                return None
+            if not listing:
+                data[listing_key] = listing
+            listing.append(scalar)
+            continue
+        key_line = _KEY_LINE.fullmatch(line)
+        if key_line is None:
+            return None
+        key = key_line.group(1)
+        if key in data:
+            return None
+        value = (key_line.group(2) or "").rstrip(" ")
+        listing = None
+        listing_key = ""
+        if not value:
+            data[key] = ""
+            listing, listing_key, indent = [], key, -1
+            continue
+        if value[0] == "[":
+            if value[-1] != "]":
+                return None
+            loaded: Any = _flow_list(value)
+        else:
+            loaded = _simple_scalar(value)
+        if loaded is None:
+            return None
+        data[key] = loaded
+    return data or None
+
+
 def _load_yaml(block: str) -> Any:
     if len(block.encode("utf-8", "surrogatepass")) > MAX_BLOCK_BYTES:
         raise FrontmatterError(f"frontmatter block is larger than {MAX_BLOCK_BYTES // 1024} KiB")
+    simple = _load_simple(block)
+    if simple is not None:
+        return simple
     _refuse_anchors_and_aliases(block)
     try:
         data = yaml.load(block, Loader=_LOADER)  # noqa: S506 - SafeLoader subclasses

@@ -78,6 +78,17 @@ class HeadingScan:
     looked: int = 0  # lines looked at one by one (at most MAX_SCANNED_LINES)
 
 
+_new = object.__new__
+
+
+def _heading(line: int, end: int, level: int, raw: str, text: str, offset: int, stop: int, cut: bool) -> Heading:
+    """`Heading(...)` without the frozen dataclass's `__init__` (one `object.__setattr__` a field): the scan
+    makes one for every heading of every document at start-up. The same value (fields, equality, hash)."""
+    heading = _new(Heading)
+    heading.__dict__.update(line=line, end=end, level=level, raw=raw, text=text, offset=offset, stop=stop, cut=cut)
+    return heading
+
+
 def find_headings(lines: Sequence[str]) -> list[Heading]:
     """Every ATX (levels 1-6) and setext heading outside fenced code, in document order (the first
     MAX_HEADINGS of them, see `scan_headings`)."""
@@ -127,7 +138,7 @@ def scan_headings(text: str, *, limit: int = MAX_HEADINGS, budget: int = MAX_SCA
             raw = _heading_raw(atx.group(2))
             if raw:
                 raw, cut = _cut(raw)
-                headings.append(Heading(line_no, line_no + 1, len(atx.group(1)), raw, render_inline(raw),
+                headings.append(_heading(line_no, line_no + 1, len(atx.group(1)), raw, render_inline(raw),
                                         start - 1, min(end, len(text)), cut))
             continue
         setext = _SETEXT.match(line)
@@ -139,7 +150,7 @@ def scan_headings(text: str, *, limit: int = MAX_HEADINGS, budget: int = MAX_SCA
                 raw = " ".join(part.strip() for part in paragraph[: 4 * MAX_HEADING_CHARS].split("\n"))
                 raw, cut = _cut(raw)
                 cut = cut or len(paragraph) > 4 * MAX_HEADING_CHARS
-                headings.append(Heading(line_no - t.count("\n", first, start), line_no + 1,
+                headings.append(_heading(line_no - t.count("\n", first, start), line_no + 1,
                                         1 if setext.group(1)[0] == "=" else 2, raw, render_inline(raw), first - 1,
                                         min(end, len(text)), cut))
             boundary = end
@@ -299,6 +310,13 @@ class Section:
         return SEPARATOR.join(self.path)
 
 
+def _section(path: tuple[str, ...], heading: Heading, end: int, listed: bool, stop: int) -> Section:
+    """`Section(...)` as `_heading` makes a `Heading`."""
+    section = _new(Section)
+    section.__dict__.update(path=path, heading=heading, end=end, listed=listed, stop=stop)
+    return section
+
+
 def document_sections(lines: Sequence[str], headings: Sequence[Heading] | None = None) -> list[Section]:
     """The `#`-`###` sections of a body's lines, each with its path and extent. Repeated paths get " (2)"."""
     found = find_headings(lines) if headings is None else headings
@@ -320,7 +338,7 @@ def _sections(headings: Sequence[Heading], lines: int, chars: int) -> list[Secti
     seen: dict[tuple[str, ...], int] = {}
     for heading, (end, stop) in zip(found, ends, strict=True):
         if heading is title:
-            sections.append(Section((heading.text,), heading, end, listed=False, stop=stop))
+            sections.append(_section((heading.text,), heading, end, False, stop))
             continue
         while stack and stack[-1][0] >= heading.level:
             stack.pop()
@@ -329,7 +347,7 @@ def _sections(headings: Sequence[Heading], lines: int, chars: int) -> list[Secti
         if count > 1:
             path = (*path[:-1], f"{heading.text} ({count})")
         stack.append((heading.level, path))
-        sections.append(Section(path, heading, end, stop=stop))
+        sections.append(_section(path, heading, end, True, stop))
     return sections
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kb_core.documents import parallel_scan
 from kb_core.documents import synonyms as synonyms_module
 from kb_core.documents.entry import KnowledgeEntry, entry_of_bytes, entry_of_file, split_keywords
 from kb_core.documents.folder import KnowledgeFolder, file_version, read_regular
@@ -143,7 +144,9 @@ class KnowledgeIndex:
         met = bytearray(len(saved.paths)) if saved is not None else bytearray()  # saved rows this scan met
         stats: dict[str, bytes] = {}
         rows = saved.row if saved is not None else {}
-        for relative in self._folder.scan(stats, accepted=lambda relative: prefix + relative in rows)[0]:
+        files = self._folder.scan(stats, accepted=lambda relative: prefix + relative in rows)[0]
+        outcomes = self._parse_elsewhere(files, stats, saved, prefix)
+        for relative in files:
             scanned += 1
             packed = stats.get(relative) or self._stat(relative)
             row = saved.row.get(prefix + relative) if saved is not None else None
@@ -160,8 +163,16 @@ class KnowledgeIndex:
                     continue
             display = prefix + relative
             parsed[display] = None
+            outcome = outcomes.pop(relative, None) if outcomes else None
+            if outcome is not None:  # parsed by a child process: what it logged is logged here, in file order
+                parallel_scan.replay(outcome)
+                if outcome[0] == parallel_scan.UNREADABLE:  # (the text of its OSError / UnicodeDecodeError)
+                    failed += 1
+                    log.warning("cannot read %s, skipped: %s", self._folder.display_path(relative), outcome[1])
+                    continue
             try:
-                entry = entry_of_file(self._folder, relative)
+                entry = entry_of_file(self._folder, relative) if outcome is None else \
+                    parallel_scan.entry_of_outcome(outcome)
                 if packed is not None:
                     records[display if entry is None else entry.file_path] = packed
             except (OSError, UnicodeDecodeError) as exc:
@@ -173,7 +184,7 @@ class KnowledgeIndex:
                 continue
             parsed[display] = entry
             entries.append(entry)
-        del stats
+        del stats, outcomes
         if saved is not None:
             # The records of the files the scan reused, made now rather than one by one among the scan's
             # short-lived strings: 100,000 small objects kept between freed ones would hold their memory pages.
@@ -206,6 +217,28 @@ class KnowledgeIndex:
         )
         as_saved = saved is not None and reused == len(saved.paths) == scanned and not failed
         return LoadReport(scanned, len(entries), skipped, failed, seconds, as_saved)
+
+    # A full scan of more files than this parses them in child processes (`parallel_scan`): None follows
+    # `KB_L0_SCAN_PROCESSES` and the cores; 0 parses here.
+    scan_processes: int | None = None
+
+    def _parse_elsewhere(self, files: list[str], stats: dict[str, bytes], saved: l0_snapshot_file.Saved | None,
+                         prefix: str) -> dict[str, parallel_scan.Outcome]:
+        """The parse of the files the scan must read (not the saved snapshot's unchanged ones), done by child
+        processes when there are at least `parallel_scan.PARALLEL_FROM` of them; {} otherwise, or for what no
+        child parsed (the loop parses that itself)."""
+        if len(files) < parallel_scan.PARALLEL_FROM or type(self._folder) is not KnowledgeFolder:
+            return {}
+        processes = parallel_scan.scan_processes() if self.scan_processes is None else self.scan_processes
+        if processes < 2:
+            return {}
+        if saved is not None:
+            row_of, unchanged = saved.row.get, saved.unchanged
+            files = [relative for relative in files if (row := row_of(prefix + relative)) is None
+                     or (packed := stats.get(relative)) is None or not unchanged(row, packed)]
+            if len(files) < parallel_scan.PARALLEL_FROM:
+                return {}
+        return parallel_scan.parse_files(self._folder, files, processes)
 
     def _changes_since(self, saved: l0_snapshot_file.Saved, parsed: dict[str, KnowledgeEntry | None],
                        met: bytearray) -> list[tuple[str, KnowledgeEntry | None]] | None:
