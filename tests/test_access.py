@@ -4,10 +4,11 @@ shows, and records who made every write. Real stores (SQLite, Milvus Lite)."""
 from __future__ import annotations
 
 import pytest
-from conftest import doc, internals
+from support.documents import doc
 
 from kb_core import KnowledgeBaseError
 from kb_core.access import Actor, Role, RoleMap, acting, acting_name, service_actor
+from kb_core.bootstrap import parts_of
 from kb_core.errors import AccessDeniedError, SettingsError
 
 VIEWER = Actor("vera@example.com", Role.VIEWER)
@@ -86,7 +87,7 @@ def test_calls_without_a_user_act_as_the_service_identity(kb):
     assert kb.actor == Actor("agent", Role.ADMIN)
     outcome = kb.upload("agent-doc.md", doc("Agent doc", ["agent-only-keyword"]).encode(), "api")
     assert kb.get(outcome.document.id).changed_by == "agent"
-    metadata = internals(kb).metadata
+    metadata = parts_of(kb).metadata
     changes, _ = metadata.changes_since(0)
     assert changes  # the feed's rows carry the actor too
     from sqlalchemy import select

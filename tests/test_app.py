@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
-from conftest import APP, doc, finish_jobs, history_shown, look_up, run_page, shown, wait_for_jobs, write_doc
 from streamlit.testing.v1 import AppTest
+from support.console import APP, finish_jobs, history_shown, look_up, run_page, shown, wait_for_jobs
+from support.documents import doc, write_doc
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PAYMENT = "knowledge_base/api/payment-errors.md"
 
 
@@ -105,7 +105,7 @@ def test_two_uploaded_files_show_up_in_documents_and_one_can_be_deleted(app_root
     results = at.dataframe[0].value
     assert list(results["result"]) == ["indexed", "indexed"]
 
-    at.switch_page("../pages/documents.py").run()
+    at.switch_page("../../pages/documents.py").run()
     table = at.dataframe[0].value
     assert set(table["file"]) == {"knowledge_base/api/payment-errors.md", "knowledge_base/api/refunds.md"}
 
@@ -216,7 +216,7 @@ def test_playground_section_chips_rerun_the_lookup_with_that_section(synced_samp
     at.button(key="chip-whole").click().run()
     assert history_shown(at)[0] == "`ERR_TIMEOUT`"
     assert '"section": null' in at.code[0].value
-    at.switch_page("../pages/tool_calls.py").run()
+    at.switch_page("../../pages/tool_calls.py").run()
     assert list(at.dataframe[0].value["section"]) == ["", "超时排查 → 1. 超时类错误", ""]
 
 
@@ -290,7 +290,7 @@ def test_tool_calls_page_lists_calls_misses_and_latency(synced_sample):
     at = look_up(run_page("playground"), "ERR_TIMEOUT")
     look_up(at, "完全不存在的内容XYZ")
     look_up(at, "如何优化缓存")
-    at.switch_page("../pages/tool_calls.py").run()
+    at.switch_page("../../pages/tool_calls.py").run()
     assert not at.exception, at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Calls"] == "3" and metrics["p50 latency"].endswith("ms") and metrics["p95 latency"].endswith("ms")
@@ -325,7 +325,7 @@ def test_the_settings_page_shows_settings_model_and_versions(app_root):
 def test_settings_offers_to_pull_the_configured_model_as_a_job(app_root, monkeypatch):
     """Issue 31: the configured model is not here, the built-in one stands in; the page says so and pulls the
     configured one as a job. Offline (HF_HUB_OFFLINE, as in these tests) the job fails saying what to do."""
-    from conftest import NO_MODEL
+    from support.stores import NO_MODEL
 
     monkeypatch.setenv("KB_EMBEDDING_FALLBACK", "use-multilingual-v3")
     at = run_page("settings")
@@ -363,17 +363,16 @@ def test_while_a_job_writes_the_sidebar_says_so_instead_of_a_disagreement(synced
     to reconcile - and names the problem again once no job writes (issue 34)."""
     import threading
 
-    from conftest import internals
-
     from kb_core import load_settings, open_knowledge_base
+    from kb_core.bootstrap import parts_of
     from kb_core.jobs.model import JobKind
 
     other = open_knowledge_base(load_settings())  # another process's job, as far as the console can tell
     release = threading.Event()
     try:
         doc = other.documents()[0]
-        internals(other).vectors.delete_document(doc.id)  # the stores now disagree by one document
-        job = internals(other).jobs.submit(JobKind.UPLOAD, other.actor, {"files": 1},
+        parts_of(other).vectors.delete_document(doc.id)  # the stores now disagree by one document
+        job = parts_of(other).jobs.submit(JobKind.UPLOAD, other.actor, {"files": 1},
                                              lambda control: release.wait(60) and "held", total=3)
         at = run_page("playground")
         assert not at.exception, at.exception

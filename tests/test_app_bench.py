@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import APP, doc, history_shown, look_up, run_page, write_doc
 from streamlit.testing.v1 import AppTest
+from support.console import APP, history_shown, look_up, run_page
+from support.documents import doc, write_doc
 
 from pages.shell.safe import HIGHLIGHT
 
@@ -172,7 +173,7 @@ def test_a_test_is_a_link_and_the_link_runs_that_test(synced_sample):
     other.run()
     assert _bench(other).label.startswith(label.replace("top 5", "top 8"))
     assert _rows(other) == _rows(at)
-    other.switch_page("../pages/tool_calls.py").run()
+    other.switch_page("../../pages/tool_calls.py").run()
     calls = next(f.value for f in other.dataframe if "caller" in f.value.columns)
     assert list(calls["caller"]) == ["console-replay", "console", "console-replay"]  # links are replays
 
@@ -210,7 +211,7 @@ def test_the_history_runs_a_test_again_with_its_settings(synced_sample):
     assert at.selectbox(key="bench_retriever").value == "bm25" and at.slider(key="bench_top_k").value == 10
     assert _bench(at).label.startswith("Test bench · BM25 only · top 10 · ")
     assert history_shown(at)[:2] == ["`超时`", "`ERR_TIMEOUT`"]
-    at.switch_page("../pages/tool_calls.py").run()
+    at.switch_page("../../pages/tool_calls.py").run()
     calls = next(f.value for f in at.dataframe if "caller" in f.value.columns)
     assert list(calls["caller"]) == ["console-replay", "console", "console"]
 
@@ -218,14 +219,14 @@ def test_the_history_runs_a_test_again_with_its_settings(synced_sample):
 def test_opening_a_query_from_tool_calls_does_not_count_it_again(synced_sample):
     at = look_up(run_page("playground"), "超时")
     look_up(at, "完全不存在的内容XYZ")
-    at.switch_page("../pages/tool_calls.py").run()
+    at.switch_page("../../pages/tool_calls.py").run()
     todo = next(f.value for f in at.dataframe if "low confidence" in f.value.columns)
     before = dict(zip(todo["query"], todo["calls"], strict=True))
     assert before == {"完全不存在的内容XYZ": 1, "超时": 1}
     at.selectbox(key="attention_query").set_value("超时").run()
     at.button(key="open-in-playground").click().run()
     assert "confidence: low" in " ".join(m.value for m in at.markdown)  # it ran
-    at.switch_page("../pages/tool_calls.py").run()
+    at.switch_page("../../pages/tool_calls.py").run()
     todo = next(f.value for f in at.dataframe if "low confidence" in f.value.columns)
     assert dict(zip(todo["query"], todo["calls"], strict=True)) == before
     calls = next(f.value for f in at.dataframe if "caller" in f.value.columns)

@@ -3,14 +3,14 @@ against real stores (SQLite, Milvus Lite)."""
 
 from __future__ import annotations
 
-from conftest import APP, finish_jobs, history_shown, look_up, run_page, signed_in_page
 from streamlit.testing.v1 import AppTest
+from support.console import APP, finish_jobs, history_shown, look_up, run_page, signed_in_page
 
 
 def _tool_calls_after(at: AppTest, *queries: str) -> AppTest:
     for query in queries:
         look_up(at, query)
-    at.switch_page("../pages/tool_calls.py").run()
+    at.switch_page("../../pages/tool_calls.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -141,7 +141,7 @@ def test_a_query_needing_attention_offers_the_document_l1_finds_and_adds_itself_
     assert path.read_bytes() == before.replace(b"cache-aside]", "cache-aside, 如何优化缓存]".encode())
     assert any("is a keyword of `knowledge_base/domain/cache-optimization.md` already" in i.value for i in at.info)
 
-    at.switch_page("../pages/playground.py").run()  # the fix works: an exact, high-confidence answer now
+    at.switch_page("../../pages/playground.py").run()  # the fix works: an exact, high-confidence answer now
     look_up(at, "如何优化缓存")
     assert '"matchType": "exact_L0"' in at.code[0].value and '"confidence": "high"' in at.code[0].value
 

@@ -213,7 +213,7 @@ def test_no_import_circles_in_kb_core():
 
 
 def test_the_facade_keeps_its_stores_private(tmp_path):
-    from conftest import make_settings
+    from support.stores import make_settings
 
     kb = kb_core.open_knowledge_base(make_settings(tmp_path))
     try:

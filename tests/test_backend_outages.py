@@ -23,11 +23,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_consistent, doc, internals, make_settings
 from sqlalchemy.engine import make_url
+from support.documents import doc
+from support.stores import assert_consistent, make_settings
 
 from kb_core import bootstrap
-from kb_core.bootstrap import open_knowledge_base
+from kb_core.bootstrap import open_knowledge_base, parts_of
 from kb_core.errors import KnowledgeBaseError
 from kb_core.storage.metadata_store import MetadataStore, head_revision
 
@@ -128,9 +129,9 @@ def _close(s: socket.socket) -> None:
 @pytest.fixture
 def proxy(mysql_database):
     """A down proxy (call `up()`) to a fresh, empty MariaDB database."""
-    from conftest import _empty_mysql_tables
+    from support.stores import empty_mysql_tables
 
-    _empty_mysql_tables(mysql_database)
+    empty_mysql_tables(mysql_database)
     url = make_url(mysql_database)
     opened = _Proxy((url.host or "127.0.0.1", url.port or 3306))
     yield opened
@@ -158,7 +159,7 @@ def _wait_for(condition, what: str, timeout: float = 60.0):
 def _settled(kb) -> bool:
     """No row is PENDING and this process has no write left to settle (a probe that never raises)."""
     try:
-        return not internals(kb).metadata.pending_documents() and not internals(kb).documents.stranded()
+        return not parts_of(kb).metadata.pending_documents() and not parts_of(kb).documents.stranded()
     except KnowledgeBaseError:
         return False
 
@@ -267,7 +268,7 @@ def test_a_frozen_database_costs_each_call_one_timeout_and_a_write_cut_short_is_
         _wait_for(lambda: kb.status(max_age=0).database_error is None, "the database did not come back")
 
         # frozen in the middle of an upload: the vectors are written, the commit waits for the database
-        vectors = internals(kb).vectors
+        vectors = parts_of(kb).vectors
         upsert = vectors.upsert
 
         def upsert_then_freeze(rows):
@@ -301,7 +302,7 @@ def test_a_database_that_dies_mid_upload_is_settled_by_this_process_once_back(tm
     try:
         kb.upload("alpha.md", ALPHA.encode(), "api")
         replaced = ALPHA.replace("alpha beta gamma delta.", "a new version.")
-        vectors = internals(kb).vectors
+        vectors = parts_of(kb).vectors
         upsert = vectors.upsert
 
         def upsert_then_die(rows):
@@ -335,7 +336,7 @@ def test_a_database_failure_mid_upload_is_settled_by_this_process_on_sqlite(tmp_
     moment), the file is restored, and the follower settles the row once the database works again."""
     kb = open_knowledge_base(make_settings(tmp_path, backend_timeout=TIMEOUT, refresh_interval=0.2))
     try:
-        metadata = internals(kb).metadata
+        metadata = parts_of(kb).metadata
         finish, delete, save = metadata.finish_write, metadata.delete_document, metadata.save_document
         broken = threading.Event()
 
@@ -353,7 +354,7 @@ def test_a_database_failure_mid_upload_is_settled_by_this_process_on_sqlite(tmp_
             kb.upload("bravo.md", BRAVO.encode(), "api")
         assert not (tmp_path / "knowledge_base/api/bravo.md").exists()
         [pending] = metadata.pending_documents()
-        assert pending.pending_owner == internals(kb).documents.owner
+        assert pending.pending_owner == parts_of(kb).documents.owner
         broken.clear()  # the database works again
         _wait_for(lambda: _settled(kb), "this process did not settle its interrupted write")
         assert kb.documents() == []
@@ -367,7 +368,7 @@ def test_recovery_never_touches_a_row_this_process_is_still_writing(tmp_path):
     the document's lock, looks again, and leaves the finished write alone."""
     kb = open_knowledge_base(make_settings(tmp_path, refresh_interval=0))
     try:
-        folder, service = internals(kb).folder, internals(kb).documents
+        folder, service = parts_of(kb).folder, parts_of(kb).documents
         write, locked = folder.write, service.locked
         in_write, go_on, recovery_waits = threading.Event(), threading.Event(), threading.Event()
 
@@ -386,10 +387,10 @@ def test_recovery_never_touches_a_row_this_process_is_still_writing(tmp_path):
         upload = threading.Thread(target=lambda: outcome.append(kb.upload("bravo.md", BRAVO.encode(), "api")))
         upload.start()
         assert in_write.wait(60)
-        [pending] = internals(kb).metadata.pending_documents()
+        [pending] = parts_of(kb).metadata.pending_documents()
         assert pending.pending_owner == service.owner  # this process's row, mid-write
         reports: list[object] = []
-        recovery = threading.Thread(target=lambda: reports.append(internals(kb).reconciler.recover_dead_writers()),
+        recovery = threading.Thread(target=lambda: reports.append(parts_of(kb).reconciler.recover_dead_writers()),
                                     name="recovery")
         recovery.start()
         assert recovery_waits.wait(60)  # recovery found the row and now waits for the document's lock
@@ -485,7 +486,7 @@ def test_the_embedded_default_with_a_frozen_milvus_lite_owner_costs_each_call_on
         assert owner.stdout.readline().strip() == "ready"
         kb = open_knowledge_base(make_settings(tmp_path, backend_timeout=TIMEOUT, refresh_interval=0.2))
         try:
-            assert internals(kb).vectors._session.owner.pid == owner.pid  # a follower of the stopped owner
+            assert parts_of(kb).vectors._session.owner.pid == owner.pid  # a follower of the stopped owner
             _frozen_milvus_costs_one_timeout(kb, tmp_path, lambda: os.kill(owner.pid, signal.SIGSTOP),
                                              lambda: os.kill(owner.pid, signal.SIGCONT))
         finally:

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NO_MODEL, assert_consistent, doc, internals, make_settings, write_doc
+from support.documents import doc, write_doc
+from support.stores import NO_MODEL, assert_consistent, make_settings
 
-from kb_core.bootstrap import open_knowledge_base
+from kb_core.bootstrap import open_knowledge_base, parts_of
 from kb_core.documents.reconcile import BATCH
 from kb_core.storage.vector_store import MilvusVectorStore
 
@@ -47,7 +48,7 @@ def test_new_files_are_indexed_in_batches_and_every_store_agrees(tmp_path, monke
         assert len(upserts) == 3  # one chunk write per batch, not one per file
         assert_consistent(kb)
         assert kb.lookup_knowledge("RELAY_130")["primary"]["source"] == "knowledge_base/ops/relay-130.md"
-        changes = internals(kb).metadata.changes_since(0)[0]
+        changes = parts_of(kb).metadata.changes_since(0)[0]
         assert len([c for c in changes if c.operation == "upsert"]) == n  # the change feed has every file
     finally:
         kb.close()
@@ -132,12 +133,12 @@ def test_a_writer_killed_mid_batch_leaves_what_the_next_opening_settles(tmp_path
     assert done.returncode == -signal.SIGKILL, (done.returncode, done.stdout, done.stderr[-2000:])
     kb = open_knowledge_base(make_settings(tmp_path), load_model=False)  # recovery runs at the opening
     try:
-        rows = internals(kb).metadata.list_documents()
+        rows = parts_of(kb).metadata.list_documents()
         assert [r.file_path for r in rows if r.pending_operation] == [], "recovery left rows pending"
         report = kb.reconcile()
         assert not report.failed
         assert_consistent(kb)
-        assert len(internals(kb).metadata.list_documents()) == BATCH + 6
+        assert len(parts_of(kb).metadata.list_documents()) == BATCH + 6
         assert json.loads(json.dumps(kb.lookup_knowledge("RELAY_007")))["primary"]["confidence"] == "high"
     finally:
         kb.close()
@@ -194,7 +195,7 @@ def test_a_batch_is_embedded_in_one_call_and_each_chunk_gets_its_own_vector(tmp_
         assert embedder.calls == [sum(d.chunk_count for d in rows if d.file_path.endswith(tuple(
             f"relay-{i:03d}.md" for i in range(BATCH)))), sum(d.chunk_count for d in rows) - embedder.calls[0]]
         for row in rows[:: 17]:
-            chunks = internals(kb).vectors.chunks_of(row.id, with_vectors=True)
+            chunks = parts_of(kb).vectors.chunks_of(row.id, with_vectors=True)
             assert chunks and all(c.dense == pytest.approx(embedder.vector(c.text)) for c in chunks), row.file_path
         assert_consistent(kb)
     finally:

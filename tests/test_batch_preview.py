@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from conftest import doc, internals, write_doc
+from support.documents import doc, write_doc
 
+from kb_core.bootstrap import parts_of
 from kb_core.documents.batch import (
     CLASH,
     DUPLICATE,
@@ -155,7 +156,7 @@ def test_the_facade_finds_duplicates_in_the_database(open_kb, db_url):
     assert [v.duplicate_of for v in batch.files] == [
         ("knowledge_base/gateway/overview.md",),
         ("knowledge_base/gateway/overview.md", "overview-copy.md (this batch)")]
-    assert internals(kb).metadata.paths_with_content([hashlib.sha256(GATEWAY.encode()).hexdigest(), "0" * 64]) == {
+    assert parts_of(kb).metadata.paths_with_content([hashlib.sha256(GATEWAY.encode()).hexdigest(), "0" * 64]) == {
         hashlib.sha256(GATEWAY.encode()).hexdigest(): ["knowledge_base/gateway/overview.md"]}
 
 

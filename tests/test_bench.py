@@ -9,7 +9,8 @@ import statistics
 from pathlib import Path
 
 import pytest
-from naive_l0 import NaiveIndex
+from support.naive_l0 import NaiveIndex
+from support.paths import REPO
 
 from benchmarks.bench import L1_CLASSES, bench_lookups, chunk_rows, l1_chunks, l1_documents, l1_queries, main
 from benchmarks.bench_heavy import bench_heavy, render_heavy
@@ -23,7 +24,7 @@ from benchmarks.common import bench_settings, generate_corpus, query_mix
 from kb_core import KnowledgeIndex, open_knowledge_base
 from kb_core.documents.chunking import FRONTMATTER_HEADING, MAX_CHUNKS
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCHMARKS = REPO / "benchmarks"
 
 
 @pytest.mark.slow
@@ -55,7 +56,7 @@ def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatc
     # every console page rendered through AppTest, warm and right after a write (every summary recomputed)
     assert "| page | first render |" in printed and "right after a write" in printed
     pages = report["pages"]
-    every_page = {p.stem for p in (Path(__file__).resolve().parent.parent / "pages").glob("*.py")} - {"__init__"}
+    every_page = {p.stem for p in (REPO / "pages").glob("*.py")} - {"__init__"}
     assert pages["documents"] == 50 and set(pages["pages"]) == every_page  # every console page is timed
     assert pages["uncached_by"] == "write" and pages["runs"] == 2
     assert all(p["median_s"] > 0 and p["uncached_median_s"] > 0 for p in pages["pages"].values())

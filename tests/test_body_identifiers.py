@@ -3,7 +3,7 @@ also around a typo inside a sentence; real stores (SQLite FTS5 beside Milvus Lit
 
 from __future__ import annotations
 
-from conftest import internals
+from kb_core.bootstrap import parts_of
 
 READ_REPLICAS = """---
 title: Querying read replicas
@@ -65,7 +65,7 @@ def test_the_vocabulary_follows_the_chunks(open_kb):
     kb.prepare_suggestions()  # what the background refresh does once the chunks have changed
     assert _named(kb.lookup_knowledge("max_concurent_flushes")) == [
         ("max_concurrent_flushes", "knowledge_base/sql/limits.md")]
-    doc = internals(kb).metadata.get_by_path("knowledge_base/sql/limits.md")
+    doc = parts_of(kb).metadata.get_by_path("knowledge_base/sql/limits.md")
     kb.delete(doc.id)
     kb.prepare_suggestions()
     assert not _named(kb.lookup_knowledge("max_concurent_flushes"))
@@ -77,7 +77,7 @@ def test_background_refreshes_leave_no_connection_behind(open_kb):
     import threading
 
     kb = _kb(open_kb)
-    fulltext = internals(kb).vectors._fulltext  # noqa: SLF001
+    fulltext = parts_of(kb).vectors._fulltext  # noqa: SLF001
     suggester = kb._lookup._body_suggester  # noqa: SLF001
     before = len(fulltext._connections)  # noqa: SLF001
     for _ in range(5):

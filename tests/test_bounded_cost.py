@@ -10,7 +10,8 @@ import re
 import tracemalloc
 
 import pytest
-from conftest import RecordingL1, doc, write_doc
+from support.documents import doc, write_doc
+from support.fakes import RecordingL1
 
 from benchmarks.bench_heavy import heavy_document
 from kb_core import HybridLookup, KnowledgeIndex

@@ -16,17 +16,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import (
-    REPO,
-    VIEWPORT,
-    chromium_page,
-    doc,
-    server_env,
-    show_job_changes,
-    streamlit_server,
-    sync_root,
-    write_doc,
-)
+from support.browser import VIEWPORT, chromium_page, show_job_changes
+from support.documents import doc, write_doc
+from support.paths import REPO
+from support.servers import server_env, streamlit_server, sync_root
 
 pytestmark = [pytest.mark.browser, pytest.mark.processes]  # a `streamlit run` server and chromium
 

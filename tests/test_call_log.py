@@ -9,7 +9,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import doc, make_settings, run_page, write_doc
+from support.console import run_page
+from support.documents import doc, write_doc
+from support.stores import make_settings
 
 from kb_core.agent.tool import CallRecorder
 from kb_core.bootstrap import open_knowledge_base
@@ -175,9 +177,9 @@ def test_the_tool_calls_page_shows_how_many_calls_are_not_in_the_log(app_root):
     try:
         kb.lookup_knowledge("ERR_TIMEOUT")
         kb.flush_call_log()
-        from conftest import internals
+        from kb_core.bootstrap import parts_of
 
-        internals(kb).metadata.record_tool_calls([], dropped=1234, reason="the call log's queue was full")
+        parts_of(kb).metadata.record_tool_calls([], dropped=1234, reason="the call log's queue was full")
     finally:
         kb.close()
     at = run_page("tool_calls")

@@ -7,9 +7,10 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from conftest import doc, internals, make_settings, two_knowledge_bases
+from support.documents import doc
+from support.stores import make_settings, two_knowledge_bases
 
-from kb_core.bootstrap import open_knowledge_base
+from kb_core.bootstrap import open_knowledge_base, parts_of
 
 
 def _wait_for(predicate, timeout: float = 5.0) -> float:
@@ -36,39 +37,39 @@ def test_writes_in_one_reach_the_other_within_seconds(two):
 
     # a replaced keyword stops matching over there too
     a.upload("new.md", doc("New v2", ["RENAMED_KEYWORD", "shared"]).encode(), "api")
-    l0_of_b = internals(b).index
+    l0_of_b = parts_of(b).index
     _wait_for(lambda: not l0_of_b.exact_match("NEW_KEYWORD_1") and l0_of_b.exact_match("RENAMED_KEYWORD"))
 
     a.delete(a.documents()[0].id)
-    _wait_for(lambda: not internals(b).index.exact_match("RENAMED_KEYWORD"))
+    _wait_for(lambda: not parts_of(b).index.exact_match("RENAMED_KEYWORD"))
 
 
 def test_a_trimmed_feed_makes_the_follower_rescan(two, tmp_path):
     from sqlalchemy import text
 
     a, b = two
-    internals(b).follower.stop()  # B is "down" for a while
+    parts_of(b).follower.stop()  # B is "down" for a while
     a.upload("one.md", doc("One", ["KEY_ONE"]).encode(), "api")
     a.upload("two.md", doc("Two", ["KEY_TWO"]).encode(), "api")
-    with internals(a).metadata._engine.begin() as connection:  # the feed is trimmed past B's position
+    with parts_of(a).metadata._engine.begin() as connection:  # the feed is trimmed past B's position
         connection.execute(text("DELETE FROM kb_change"))
     a.upload("three.md", doc("Three", ["KEY_THREE"]).encode(), "api")
     from kb_core.retrieval.change_follower import FEED_RETENTION
 
-    internals(b).follower._polled_at -= FEED_RETENTION.total_seconds()  # ...for longer than trimming keeps rows
-    internals(b).follower.poll()
+    parts_of(b).follower._polled_at -= FEED_RETENTION.total_seconds()  # ...for longer than trimming keeps rows
+    parts_of(b).follower.poll()
     for key in ("KEY_ONE", "KEY_TWO", "KEY_THREE"):
-        assert internals(b).index.exact_match(key), key
+        assert parts_of(b).index.exact_match(key), key
 
 
 def test_own_writes_coming_back_through_the_feed_rebuild_nothing(two):
     a, _b = two
-    internals(a).follower.stop()
+    parts_of(a).follower.stop()
     a.upload("own.md", doc("Own", ["OWN_KEY"]).encode(), "api")
-    snapshot = internals(a).index._snapshot
-    assert internals(a).follower.poll() >= 1  # the change is read...
-    assert internals(a).index._snapshot is snapshot  # ...and, unchanged, swaps in no new snapshot
-    assert internals(a).index.exact_match("OWN_KEY")
+    snapshot = parts_of(a).index._snapshot
+    assert parts_of(a).follower.poll() >= 1  # the change is read...
+    assert parts_of(a).index._snapshot is snapshot  # ...and, unchanged, swaps in no new snapshot
+    assert parts_of(a).index.exact_match("OWN_KEY")
 
 
 def test_the_feed_is_trimmed_keeping_the_newest_row_and_a_late_follower_rescans(two):
@@ -79,26 +80,26 @@ def test_the_feed_is_trimmed_keeping_the_newest_row_and_a_late_follower_rescans(
     from kb_core.retrieval.change_follower import FEED_RETENTION, TRIM_EVERY
 
     a, b = two
-    internals(b).follower.stop()  # B is down while A writes and, a week later, trims
-    internals(a).follower.stop()
+    parts_of(b).follower.stop()  # B is down while A writes and, a week later, trims
+    parts_of(a).follower.stop()
     for i in range(3):
         a.upload(f"old-{i}.md", doc(f"Old {i}", [f"OLD_KEY_{i}"]).encode(), "api")
-    newest = internals(a).metadata.latest_change_id()
-    with internals(a).metadata._engine.begin() as connection:  # these writes happened long ago
+    newest = parts_of(a).metadata.latest_change_id()
+    with parts_of(a).metadata._engine.begin() as connection:  # these writes happened long ago
         connection.execute(text("UPDATE kb_change SET created_at = :t"),
                            {"t": (datetime.now(UTC) - FEED_RETENTION - timedelta(hours=1)).replace(tzinfo=None)})
-    assert internals(a).follower.trim_if_due() == 0  # not due yet: the first trim comes an hour after opening
-    removed = internals(a).follower.trim_if_due(now=time.monotonic() + TRIM_EVERY + 1)
+    assert parts_of(a).follower.trim_if_due() == 0  # not due yet: the first trim comes an hour after opening
+    removed = parts_of(a).follower.trim_if_due(now=time.monotonic() + TRIM_EVERY + 1)
     assert removed == 2  # all but the newest, so ids carry on from where they were
-    assert internals(a).metadata.latest_change_id() == newest
-    changes, complete = internals(a).metadata.changes_since(0)
+    assert parts_of(a).metadata.latest_change_id() == newest
+    changes, complete = parts_of(a).metadata.changes_since(0)
     assert [c.id for c in changes] == [newest] and not complete
     a.upload("new.md", doc("New", ["NEW_AFTER_TRIM"]).encode(), "api")
-    assert internals(a).metadata.latest_change_id() == newest + 1
-    internals(b).follower._polled_at -= FEED_RETENTION.total_seconds()  # B was down all that week
-    internals(b).follower.poll()  # B's position is before the trimmed rows: it rescans and misses nothing
+    assert parts_of(a).metadata.latest_change_id() == newest + 1
+    parts_of(b).follower._polled_at -= FEED_RETENTION.total_seconds()  # B was down all that week
+    parts_of(b).follower.poll()  # B's position is before the trimmed rows: it rescans and misses nothing
     for key in ("OLD_KEY_0", "OLD_KEY_1", "OLD_KEY_2", "NEW_AFTER_TRIM"):
-        assert internals(b).index.exact_match(key), key
+        assert parts_of(b).index.exact_match(key), key
 
 
 def test_a_change_is_not_applied_while_the_file_holds_other_bytes(tmp_path):
@@ -160,10 +161,10 @@ def test_a_write_that_commits_after_a_later_one_is_still_applied(tmp_path, mysql
     skipped for good when it commits (it was, until the follower remembered skipped ids)."""
     import hashlib
 
-    from conftest import _empty_mysql_tables
     from sqlalchemy import create_engine, text
+    from support.stores import empty_mysql_tables
 
-    _empty_mysql_tables(mysql_database)
+    empty_mysql_tables(mysql_database)
     with two_knowledge_bases(tmp_path, mysql_database, refresh_interval=0) as (a, b), \
             create_engine(mysql_database).connect() as slow:
         late = tmp_path / "knowledge_base" / "api" / "late.md"
@@ -175,13 +176,13 @@ def test_a_write_that_commits_after_a_later_one_is_still_applied(tmp_path, mysql
                           "VALUES ('knowledge_base/api/late.md', 'upsert', :h, NOW())"),
                      {"h": hashlib.sha256(data).hexdigest()})
         a.upload("early.md", doc("Early", ["EARLY_COMMIT_KEY"]).encode(), "api")  # a later id, committed first
-        internals(b).follower.poll()
-        assert internals(b).index.exact_match("EARLY_COMMIT_KEY")
-        assert not internals(b).index.exact_match("LATE_COMMIT_KEY")
+        parts_of(b).follower.poll()
+        assert parts_of(b).index.exact_match("EARLY_COMMIT_KEY")
+        assert not parts_of(b).index.exact_match("LATE_COMMIT_KEY")
         transaction.commit()
-        assert internals(b).follower.poll() >= 1
-        assert internals(b).index.exact_match("LATE_COMMIT_KEY"), "a change that committed late was skipped for good"
-        assert internals(b).follower.poll() == 0  # the gap is filled: nothing is applied twice
+        assert parts_of(b).follower.poll() >= 1
+        assert parts_of(b).index.exact_match("LATE_COMMIT_KEY"), "a change that committed late was skipped for good"
+        assert parts_of(b).follower.poll() == 0  # the gap is filled: nothing is applied twice
 
 
 def test_gaps_that_never_fill_are_forgotten_after_the_grace(monkeypatch, tmp_path):
@@ -251,11 +252,11 @@ def test_a_running_process_recovers_the_write_of_a_writer_killed_mid_upload(tmp_
         done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
         assert done.returncode == -9, done.stderr[-2000:]
         assert (tmp_path / "knowledge_base/api/killed.md").is_file()
-        [row] = internals(survivor).metadata.pending_documents()
+        [row] = parts_of(survivor).metadata.pending_documents()
         assert row.file_path == "knowledge_base/api/killed.md"
         # settled: the row's final commit, then L0 (in that order: wait for both, not for the first alone)
-        _wait_for(lambda: not internals(survivor).metadata.pending_documents()
-                  and internals(survivor).index.exact_match("KILLED_MID_UPLOAD"), timeout=15)
+        _wait_for(lambda: not parts_of(survivor).metadata.pending_documents()
+                  and parts_of(survivor).index.exact_match("KILLED_MID_UPLOAD"), timeout=15)
         [settled] = survivor.documents()
         from kb_core.storage.db_models import DocumentStatus
 

@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.golden_gen import GOLDEN_CLEANING, cleaned_for, cleaned_sections_for  # noqa: E402
 
 from kb_core.documents.chunking import chunk_markdown
 from kb_core.documents.cleaning import clean_body, clean_document, clean_heading, needs_cleaning
 from kb_core.documents.sections import body_text, document_sections, outline, serve_section
 from kb_core.terms import analyse_query, coverage
-
-sys.path.insert(0, str(Path(__file__).parent))
-from golden_gen import GOLDEN_CLEANING, cleaned_for, cleaned_sections_for  # noqa: E402
 
 CLEANING_CASES = sorted(p for p in GOLDEN_CLEANING.glob("*.md") if not p.name.endswith(".expected.md"))
 

@@ -11,7 +11,9 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import NO_MODEL, doc, make_settings, write_doc
+from support.documents import doc, write_doc
+from support.paths import REPO
+from support.stores import NO_MODEL, make_settings
 
 from kb_core.cli import command_names, main
 
@@ -167,7 +169,7 @@ def test_no_command_or_an_unknown_one_is_a_usage_error(capsys):
 
 
 def test_python_dash_m_kb_core_is_kb():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO),
                                                         os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-m", "kb_core", "migrate", "--help"], capture_output=True, text=True,
                           env=env, timeout=120)

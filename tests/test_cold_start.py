@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NO_MODEL, make_settings, write_doc
+from support.documents import write_doc
+from support.stores import NO_MODEL, make_settings
 
 from kb_core.agent.quick import answer_from_l0
 from kb_core.bootstrap import open_knowledge_base

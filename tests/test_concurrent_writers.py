@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_consistent, make_settings
+from support.stores import assert_consistent, make_settings
 
 from kb_core.bootstrap import open_knowledge_base
 

@@ -9,8 +9,7 @@ import re
 import threading
 import time
 
-from conftest import internals
-
+from kb_core.bootstrap import parts_of
 from kb_core.documents import cleaning, service
 from kb_core.documents.chunking import CONTENT_VERSION
 
@@ -45,7 +44,7 @@ NEVER = re.compile(r"(?!)")
 
 
 def _chunk_texts(kb) -> str:
-    parts = internals(kb)
+    parts = parts_of(kb)
     return "\n".join(c.text for d in kb.documents() for c in parts.vectors.chunks_of(d.id))
 
 
@@ -89,6 +88,6 @@ def test_an_opening_with_nothing_older_starts_no_job(open_kb):
     for thread in threading.enumerate():  # the opening's look for older documents has ended
         if thread.name == "kb-reindex-changed":
             thread.join(60)
-    parts = internals(kb)
+    parts = parts_of(kb)
     assert parts.metadata.count_indexed_otherwise(parts.documents.profile, CONTENT_VERSION) == 0
     assert kb.jobs(kinds=("reconcile",)) == []

@@ -25,13 +25,13 @@ import time
 import uuid
 from pathlib import Path
 
-import crash_child as child
 import pytest
-from conftest import MYSQL_SERVER, NO_MODEL, assert_consistent, internals, make_settings
+from support import crash_child as child
+from support.paths import REPO
+from support.stores import MYSQL_SERVER, NO_MODEL, assert_consistent, make_settings
 
-from kb_core.bootstrap import open_knowledge_base
+from kb_core.bootstrap import open_knowledge_base, parts_of
 
-REPO = Path(__file__).resolve().parent.parent
 CHILD_SCRIPT = Path(child.__file__).resolve()
 FILE_PATH = f"knowledge_base/{child.CATEGORY}/{child.TARGET}"
 BYSTANDER_PATH = f"knowledge_base/{child.CATEGORY}/{child.BYSTANDER}"
@@ -168,8 +168,8 @@ def _version_state(kb, tag: str, sections: int) -> list[str]:
     expected = child.version_text(tag, sections)
     count = sections + 1  # the frontmatter chunk + one chunk per section
     other = "beta" if tag == "alpha" else "alpha"
-    row = internals(kb).metadata.get_by_path(FILE_PATH)
-    target = internals(kb).folder.base_dir / child.CATEGORY / child.TARGET
+    row = parts_of(kb).metadata.get_by_path(FILE_PATH)
+    target = parts_of(kb).folder.base_dir / child.CATEGORY / child.TARGET
     if not target.is_file() or target.read_bytes() != expected:
         problems.append(f"file on disk is not the {tag} version")
     if row is None:
@@ -180,7 +180,7 @@ def _version_state(kb, tag: str, sections: int) -> list[str]:
         problems.append(f"row is {row.status} with pending {row.pending_operation!r}")
     if row.chunk_count != count:
         problems.append(f"row says {row.chunk_count} chunks, the {tag} version has {count}")
-    chunks = internals(kb).vectors.chunks_of(row.id)
+    chunks = parts_of(kb).vectors.chunks_of(row.id)
     if sorted(c.chunk_no for c in chunks) != list(range(count)):
         problems.append(f"the chunk store holds chunks {sorted(c.chunk_no for c in chunks)}, "
                         f"expected 0..{count - 1}")
@@ -188,11 +188,11 @@ def _version_state(kb, tag: str, sections: int) -> list[str]:
     if wrong:
         problems.append(f"chunks {wrong} are not the {tag} version's text")
     # chunks_of reads the FTS5 index when there is one beside Milvus Lite; with_vectors reads Milvus itself
-    in_milvus = internals(kb).vectors.chunks_of(row.id, with_vectors=True)
+    in_milvus = parts_of(kb).vectors.chunks_of(row.id, with_vectors=True)
     if [(c.chunk_no, c.text) for c in in_milvus] != [(c.chunk_no, c.text) for c in chunks]:
         problems.append(f"Milvus holds chunks {[c.chunk_no for c in in_milvus]} that differ from the full-text "
                         f"index's {[c.chunk_no for c in chunks]}")
-    entry = internals(kb).index.get(FILE_PATH)
+    entry = parts_of(kb).index.get(FILE_PATH)
     if entry is None or entry.title != child.title(tag):
         problems.append(f"L0 entry is {entry.title if entry else None!r}, expected {child.title(tag)!r}")
     return problems
@@ -200,13 +200,13 @@ def _version_state(kb, tag: str, sections: int) -> list[str]:
 
 def _absent_state(kb) -> list[str]:
     problems = []
-    if internals(kb).metadata.get_by_path(FILE_PATH) is not None:
+    if parts_of(kb).metadata.get_by_path(FILE_PATH) is not None:
         problems.append("a database row remains")
-    if (internals(kb).folder.base_dir / child.CATEGORY / child.TARGET).exists():
+    if (parts_of(kb).folder.base_dir / child.CATEGORY / child.TARGET).exists():
         problems.append("the file remains on disk")
-    if internals(kb).index.get(FILE_PATH) is not None:
+    if parts_of(kb).index.get(FILE_PATH) is not None:
         problems.append("an L0 entry remains")
-    stray = [c for c in internals(kb).vectors.search_bm25(child.KEYWORD, limit=10) if c.row.source == FILE_PATH]
+    stray = [c for c in parts_of(kb).vectors.search_bm25(child.KEYWORD, limit=10) if c.row.source == FILE_PATH]
     if stray:
         problems.append(f"full-text search still finds {len(stray)} chunks of it")
     return problems
@@ -236,7 +236,7 @@ def _check_lookup(kb, state: str) -> list[str]:
     for name, part in parts.items():
         if part is None:
             continue
-        real = internals(kb).folder.resolve(part["source"])
+        real = parts_of(kb).folder.resolve(part["source"])
         if real is None or not real.is_file():
             problems.append(f"lookup serves {part['source']} as {name}, but that file is gone")
     primary = parts["primary"]
@@ -286,7 +286,7 @@ def _check_trash(kb, scenario: str, state: str) -> list[str]:
         return [f"the trash holds {[i.file_path for i in items]}, expected {FILE_PATH} once"]
     item, expected = items[0], child.version_text("alpha", child.LONG)
     problems = []
-    if (internals(kb).trash.directory / item.item_id / item.relative_path).read_bytes() != expected:
+    if (parts_of(kb).trash.directory / item.item_id / item.relative_path).read_bytes() != expected:
         problems.append("the trashed file is not the deleted version")
     if item.sha256 not in (None, _sha(expected)):
         problems.append("the trash record's sha256 is not the deleted version's")
@@ -306,10 +306,10 @@ def check_after_crash(kb, scenario: str) -> tuple[str, list[str]]:
     elif state not in ALLOWED[scenario]:
         problems.append(f"ended {state}, but a {scenario} may only end {sorted(ALLOWED[scenario])}")
     problems += _check_trash(kb, scenario, state)
-    bystander = internals(kb).metadata.get_by_path(BYSTANDER_PATH)
+    bystander = parts_of(kb).metadata.get_by_path(BYSTANDER_PATH)
     if (bystander is None or bystander.content_sha256 != _sha(child.bystander_text())
-            or len(internals(kb).vectors.chunks_of(bystander.id)) != bystander.chunk_count
-            or internals(kb).index.get(BYSTANDER_PATH) is None):
+            or len(parts_of(kb).vectors.chunks_of(bystander.id)) != bystander.chunk_count
+            or parts_of(kb).index.get(BYSTANDER_PATH) is None):
         problems.append("the other document in the knowledge base was damaged")
     if state != "incoherent":
         problems += _check_lookup(kb, state)
@@ -408,7 +408,7 @@ def test_the_scenario_documents_have_the_chunk_counts_the_cases_rely_on(tmp_path
         for tag, sections in (("alpha", child.SHORT), ("beta", child.LONG)):
             record = kb.upload(f"{tag}.md", child.version_text(tag, sections), child.CATEGORY).document
             assert record.chunk_count == sections + 1
-            assert all(child.marker(tag) in c.text for c in internals(kb).vectors.chunks_of(record.id))
+            assert all(child.marker(tag) in c.text for c in parts_of(kb).vectors.chunks_of(record.id))
     finally:
         _close(kb, str(tmp_path / "kb_milvus.db"))
     assert len(SQLITE_CASES) >= 20 and len(SERVER_CASES) >= 10
@@ -543,15 +543,15 @@ def test_repair_finishes_a_rollback_left_incomplete_in_this_process(tmp_path):
 
     kb = open_knowledge_base(make_settings(tmp_path, model=NO_MODEL))
     try:
-        upsert, delete_row = internals(kb).vectors.upsert, internals(kb).metadata.delete_document
+        upsert, delete_row = parts_of(kb).vectors.upsert, parts_of(kb).metadata.delete_document
 
         def down(*args, **kwargs):
             raise KnowledgeBaseError("store down")
 
-        internals(kb).vectors.upsert = internals(kb).metadata.delete_document = down
+        parts_of(kb).vectors.upsert = parts_of(kb).metadata.delete_document = down
         with pytest.raises(KnowledgeBaseError, match="run reconcile"):
             kb.upload(child.TARGET, child.version_text("beta", child.SHORT), child.CATEGORY)
-        internals(kb).vectors.upsert, internals(kb).metadata.delete_document = upsert, delete_row  # the stores are back
+        parts_of(kb).vectors.upsert, parts_of(kb).metadata.delete_document = upsert, delete_row  # the stores are back
         report = kb.reconcile()
         assert report.left_to_live_writers == ()
         assert_consistent(kb)

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_consistent, doc, finish_jobs, make_settings, run_page, shown
+from support.console import finish_jobs, run_page, shown
+from support.documents import doc
+from support.stores import assert_consistent, make_settings
 
 from kb_core.errors import DocumentConflictError, KnowledgeBaseError, UploadRejected
 
@@ -65,9 +67,9 @@ def test_a_file_dropped_on_disk_but_not_indexed_is_a_conflict(kb, tmp_path):
 
 def test_a_file_that_appears_while_the_upload_is_prepared_is_a_conflict(kb, tmp_path, monkeypatch):
     """The check runs again under the document's lock: the early one passed, then the file came."""
-    from conftest import internals
+    from kb_core.bootstrap import parts_of
 
-    service = internals(kb).documents
+    service = parts_of(kb).documents
     prepare = service.prepare
     target = tmp_path / "knowledge_base/gateway/route.md"
 
@@ -142,7 +144,7 @@ CREATOR = textwrap.dedent("""
 @pytest.mark.timeout(300)
 def test_two_processes_creating_the_same_new_names_exactly_one_wins_each(tmp_path, db_url):
     """On SQLite with a shared Milvus Lite directory (the embedded default) and on MariaDB + a Milvus server."""
-    from test_concurrent_writers import _free_port
+    from support.servers import free_port as _free_port
 
     settings = {"app_root": str(tmp_path), "database_url": db_url, "embedding_model": "no-such-org/no-such-model",
                 "refresh_interval": 0.2}
@@ -204,7 +206,9 @@ def _wait_for_port(port: int) -> None:
 def test_the_upload_page_sends_new_files_as_create_only(synced_sample, monkeypatch):
     """Files the preview showed as new, created by another process or dropped on disk after the click's own
     preview (while the batch uploads): conflicts, and what is there is kept; the rest of the batch goes on."""
-    from test_upload_page import _files, _upload_button, stores
+    from support.console import stores
+    from support.console import upload_button as _upload_button
+    from support.console import upload_files as _files
 
     from kb_core.knowledge_base import KnowledgeBase
 

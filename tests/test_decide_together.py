@@ -5,7 +5,8 @@ of real documentation trees (benchmarks/devset.py) measures it."""
 from __future__ import annotations
 
 import pytest
-from conftest import RecordingL1, doc, write_doc
+from support.documents import doc, write_doc
+from support.fakes import RecordingL1
 
 from kb_core import HybridLookup, KnowledgeIndex, L1Hit
 from kb_core.documents.cleaning import first_heading

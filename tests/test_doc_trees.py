@@ -6,11 +6,13 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import NO_MODEL, assert_consistent, doc, internals, write_doc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.documents import doc, write_doc
+from support.stores import NO_MODEL, assert_consistent
 
 from kb_core import UploadRejected
+from kb_core.bootstrap import parts_of
 
 
 @pytest.fixture
@@ -97,7 +99,7 @@ def test_after_any_edits_on_disk_reconcile_leaves_l0_equal_to_the_database(kb, t
     kb.reconcile(delete_missing=True)
     assert_consistent(kb)
     with_frontmatter = {d.file_path for d in kb.documents() if d.metadata_json}
-    assert {e.file_path for e in internals(kb).index.entries()} == with_frontmatter
+    assert {e.file_path for e in parts_of(kb).index.entries()} == with_frontmatter
 
 
 def test_the_longest_category_the_rule_allows_fits_the_database(kb):
@@ -129,7 +131,7 @@ def test_translations_are_one_page_served_in_the_querys_language(kb, tmp_path):
     preview = kb.preview_upload("limit-req.md", TREE["gateway/docs/zh/latest/plugins/limit-req.md"].encode(),
                                 "gateway/docs/ja/latest/plugins")
     assert not [f for f in preview.findings if "limit-req" in f.message]  # a third language joins the page
-    assert {e.lang for e in internals(kb).index.entries()} == {"en", "zh"}
+    assert {e.lang for e in parts_of(kb).index.entries()} == {"en", "zh"}
 
 
 def test_the_language_comes_from_frontmatter_then_the_path_then_the_script():

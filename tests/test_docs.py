@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
 from kb_core.cli import command_names
 from kb_core.settings import _YAML_KEYS, Settings
 
-REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
 DOCS = REPO / "docs"
 PAGES = [README, *sorted(DOCS.glob("*.md"))]

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import NO_MODEL, assert_consistent, doc, internals
+from support.documents import doc
+from support.stores import NO_MODEL, assert_consistent
 
 from kb_core import KnowledgeBaseError, UploadRejected
+from kb_core.bootstrap import parts_of
 from kb_core.documents.service import DocumentError
 from kb_core.storage.db_models import DocumentStatus
 
@@ -47,13 +49,13 @@ def test_req_2_2_no_or_invalid_frontmatter_gives_null_metadata_and_still_uploads
     broken = kb.upload("broken.md", "---\ntitle: 缺少结束标记\nkeywords: [ERR_TIMEOUT\n# 正文\n".encode(), "api")
     assert plain.document.metadata_json is None and broken.document.metadata_json is None
     assert any("not closed" in w for w in broken.warnings)
-    assert internals(kb).index.exact_match("ERR_TIMEOUT") == []
+    assert parts_of(kb).index.exact_match("ERR_TIMEOUT") == []
     assert_consistent(kb)
 
 
 def test_req_2_3_upload_adds_to_l0_immediately(kb):
     kb.upload("test-doc.md", PAYMENT.encode(), "api")
-    [entry] = internals(kb).index.exact_match("ERR_TIMEOUT")
+    [entry] = parts_of(kb).index.exact_match("ERR_TIMEOUT")
     assert entry.file_path == "knowledge_base/api/test-doc.md"
     assert entry.title == "支付网关错误码定义" and entry.category == "api"
     assert kb.lookup("ERR_TIMEOUT").primary.confidence == "high"
@@ -72,11 +74,11 @@ def test_req_8_1_upload_lookup_delete_end_to_end(kb, tmp_path):
     outcome = kb.delete(record.id)
     assert outcome.deleted
     assert not (tmp_path / "knowledge_base/api/payment-errors.md").exists()
-    assert internals(kb).index.exact_match("ERR_TIMEOUT") == []
+    assert parts_of(kb).index.exact_match("ERR_TIMEOUT") == []
     after = kb.lookup("渠道未响应需要查询订单最终状态")
     assert all(h.source != "knowledge_base/api/payment-errors.md" for h in after.trace.l1_hits)
     assert kb.get(record.id) is None
-    assert internals(kb).vectors.chunks_of(record.id) == []
+    assert parts_of(kb).vectors.chunks_of(record.id) == []
     assert_consistent(kb)
 
 
@@ -94,9 +96,9 @@ def test_reupload_replaces_in_place(kb):
     changed = PAYMENT.replace("ERR_TIMEOUT, 超时", "ERR_GATEWAY_DOWN, 超时")
     outcome = kb.upload("a.md", changed.encode(), "api")
     assert outcome.action == "replaced" and outcome.document.id == first.id
-    assert internals(kb).index.exact_match("ERR_TIMEOUT") == []
-    assert [e.file_path for e in internals(kb).index.entries()][0] == "knowledge_base/api/a.md"  # replaced in place
-    assert internals(kb).index.exact_match("ERR_GATEWAY_DOWN")[0].file_path == "knowledge_base/api/a.md"
+    assert parts_of(kb).index.exact_match("ERR_TIMEOUT") == []
+    assert [e.file_path for e in parts_of(kb).index.entries()][0] == "knowledge_base/api/a.md"  # replaced in place
+    assert parts_of(kb).index.exact_match("ERR_GATEWAY_DOWN")[0].file_path == "knowledge_base/api/a.md"
     assert_consistent(kb)
 
 
@@ -138,7 +140,7 @@ def test_a_category_is_a_folder_path_at_any_depth(kb, tmp_path):
     assert outcome.document.file_path == "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md"
     assert (tmp_path / "knowledge_base/apisix/docs/en/latest/plugins/limit-req.md").is_file()
     kb.upload("cache.md", CACHE.encode(), "Guides/v2.1")
-    assert internals(kb).index.get(outcome.document.file_path).category == "apisix/docs/en/latest/plugins"
+    assert parts_of(kb).index.get(outcome.document.file_path).category == "apisix/docs/en/latest/plugins"
     assert kb.lookup_knowledge("ERR_TIMEOUT")["primary"]["source"] == outcome.document.file_path
     assert_consistent(kb)
 
@@ -166,7 +168,7 @@ def test_nfc_normalises_file_names(kb, tmp_path):
 def test_bom_and_crlf_upload_are_fine(kb):
     data = b"\xef\xbb\xbf" + PAYMENT.replace("\n", "\r\n").encode()
     kb.upload("crlf.md", data, "api")
-    assert internals(kb).index.exact_match("ERR_TIMEOUT")
+    assert parts_of(kb).index.exact_match("ERR_TIMEOUT")
 
 
 # -- failure injection ------------------------------------------------------------------------------------------
@@ -176,16 +178,16 @@ def _boom(*_args, **_kwargs):
 
 def inject(kb, monkeypatch, where: str) -> None:
     if where == "embedding":
-        monkeypatch.setattr(internals(kb).embedder, "encode_documents", _boom)
+        monkeypatch.setattr(parts_of(kb).embedder, "encode_documents", _boom)
     elif where == "milvus write":
-        monkeypatch.setattr(internals(kb).vectors, "upsert", _boom)
+        monkeypatch.setattr(parts_of(kb).vectors, "upsert", _boom)
     elif where == "milvus delete":
-        monkeypatch.setattr(internals(kb).vectors, "delete_document", _boom)
-        monkeypatch.setattr(internals(kb).vectors, "delete_chunks_from", _boom)
+        monkeypatch.setattr(parts_of(kb).vectors, "delete_document", _boom)
+        monkeypatch.setattr(parts_of(kb).vectors, "delete_chunks_from", _boom)
     elif where == "database commit":  # the last step: the row would go from PENDING to INDEXED
-        monkeypatch.setattr(internals(kb).metadata, "finish_write", _boom)
+        monkeypatch.setattr(parts_of(kb).metadata, "finish_write", _boom)
     elif where == "intent record":  # the first step: the row as PENDING
-        monkeypatch.setattr(internals(kb).metadata, "save_document", _boom)
+        monkeypatch.setattr(parts_of(kb).metadata, "save_document", _boom)
     elif where == "file write":
         import kb_core.documents.service as documents
 
@@ -207,7 +209,7 @@ def test_failed_upload_leaves_nothing_behind(kb, monkeypatch, tmp_path, where):
     assert info.value.step
     monkeypatch.undo()
     assert not (tmp_path / "knowledge_base/api/new.md").exists()
-    assert internals(kb).index.exact_match("ERR_TIMEOUT") == []
+    assert parts_of(kb).index.exact_match("ERR_TIMEOUT") == []
     assert [r.file_name for r in kb.documents()] == ["other.md"]
     assert_consistent(kb)
 
@@ -225,7 +227,7 @@ def test_failed_replacement_restores_the_previous_version(kb, monkeypatch, tmp_p
     assert (tmp_path / "knowledge_base/api/a.md").read_bytes() == PAYMENT.encode()
     assert kb.get(original.id).content_sha256 == original.content_sha256
     assert [c.text for c in kb.chunks(original.id)] == [c.text for c in before_chunks]
-    assert internals(kb).index.exact_match("ERR_TIMEOUT") and not internals(kb).index.exact_match("ERR_NEW")
+    assert parts_of(kb).index.exact_match("ERR_TIMEOUT") and not parts_of(kb).index.exact_match("ERR_NEW")
     assert_consistent(kb)
 
 
@@ -239,7 +241,7 @@ def test_error_names_the_failed_step(kb, monkeypatch):
 def test_failed_delete_leaves_a_state_that_a_retry_completes(kb, monkeypatch, tmp_path, where):
     # the retry is this test's to make: the follower's recovery would otherwise finish the delete on its own
     # if its 10-second chore fell between the failure and the retry
-    internals(kb).follower.stop()
+    parts_of(kb).follower.stop()
     record = kb.upload("a.md", PAYMENT.encode(), "api").document
     if where == "database commit":
         from kb_core.storage.metadata_store import MetadataStoreError
@@ -247,7 +249,7 @@ def test_failed_delete_leaves_a_state_that_a_retry_completes(kb, monkeypatch, tm
         def fail(_doc_id):
             raise MetadataStoreError("injected: cannot delete the document row")
 
-        monkeypatch.setattr(internals(kb).metadata, "delete_document", fail)
+        monkeypatch.setattr(parts_of(kb).metadata, "delete_document", fail)
     else:
         inject(kb, monkeypatch, where)
     with pytest.raises(DocumentError, match="again"):
@@ -265,7 +267,7 @@ def test_failed_file_removal_is_recorded_and_retry_completes(kb, monkeypatch, tm
     import os
     from pathlib import Path
 
-    internals(kb).follower.stop()  # the retry is this test's to make (see above)
+    parts_of(kb).follower.stop()  # the retry is this test's to make (see above)
     record = kb.upload("a.md", PAYMENT.encode(), "api").document
     real_rename = os.rename
 
@@ -292,7 +294,7 @@ def test_database_outage_before_writing_refuses_cleanly(kb, monkeypatch, tmp_pat
     def down(_path):
         raise MetadataStoreError("injected: cannot read from the database")
 
-    monkeypatch.setattr(internals(kb).metadata, "get_by_path", down)
+    monkeypatch.setattr(parts_of(kb).metadata, "get_by_path", down)
     with pytest.raises(DocumentError, match="database"):
         kb.upload("a.md", PAYMENT.encode(), "api")
     monkeypatch.undo()
@@ -312,7 +314,7 @@ def test_sync_brings_in_files_placed_by_hand_and_reports_missing(kb, tmp_path):
     assert report.added == ("knowledge_base/troubleshooting/by-hand.md",)
     assert report.unchanged == (kept.file_path,)
     assert report.missing_files == (gone.file_path,)
-    assert internals(kb).index.exact_match("HANDMADE_KEYWORD")
+    assert parts_of(kb).index.exact_match("HANDMADE_KEYWORD")
     kb.delete(gone.id)
     assert_consistent(kb)
 
@@ -322,7 +324,7 @@ def test_sync_picks_up_edits_made_on_disk(kb, tmp_path):
     (tmp_path / "knowledge_base/api/a.md").write_text(PAYMENT.replace("ERR_TIMEOUT", "ERR_EDITED"), encoding="utf-8")
     report = kb.reconcile()
     assert report.updated == (record.file_path,)
-    assert internals(kb).index.exact_match("ERR_EDITED")
+    assert parts_of(kb).index.exact_match("ERR_EDITED")
     assert_consistent(kb)
 
 
@@ -332,7 +334,7 @@ def test_reindex_after_a_model_change(open_kb, tmp_path, tiny_model, db_url):
     assert record.embedding_model == "fulltext"
     first.close()
     second = open_kb(db_url=db_url, model=str(tiny_model))
-    assert internals(second).vectors.collection != internals(first).vectors.collection
+    assert parts_of(second).vectors.collection != parts_of(first).vectors.collection
     report = second.reindex_all()
     assert report.reindexed == (record.file_path,) and report.failed == ()
     assert second.get(record.id).embedding_model == str(tiny_model)
@@ -352,7 +354,7 @@ def test_status_reports_each_store(kb):
 @pytest.mark.processes
 def test_a_lite_directory_locked_by_another_process_degrades_with_a_clear_message(tmp_path):
     """Degraded, not dead: L0 answers from the files; L1, writes and status name the cause and the fix."""
-    from conftest import bare_lite_holder, make_settings
+    from support.stores import bare_lite_holder, make_settings
 
     from kb_core.bootstrap import open_knowledge_base
 
@@ -373,7 +375,7 @@ def test_a_lite_directory_locked_by_another_process_degrades_with_a_clear_messag
 def test_status_flags_vectors_missing_behind_our_back(kb):
     first = kb.upload("a.md", PAYMENT.encode(), "api").document
     kb.upload("b.md", CACHE.encode(), "domain")
-    internals(kb).vectors.delete_document(first.id)  # e.g. someone dropped rows in Milvus directly
+    parts_of(kb).vectors.delete_document(first.id)  # e.g. someone dropped rows in Milvus directly
     counts = kb.status().counts
     assert (counts.database, counts.milvus) == (2, 1)
     assert not counts.consistent and any("run Reconcile" in p for p in counts.problems)
@@ -390,24 +392,24 @@ def test_the_model_never_blocks_writes_and_repair_fills_in_dense_vectors(open_kb
     from kb_core.documents.service import DENSE_MISSING
 
     kb = open_kb(model=str(tiny_model))  # open_kb waits for the model: make it look "loading" again
-    real_state = internals(kb).embedder.state
-    internals(kb).embedder._state = type(real_state)("loading", real_state.model_id, "not started")
+    real_state = parts_of(kb).embedder.state
+    parts_of(kb).embedder._state = type(real_state)("loading", real_state.model_id, "not started")
     outcome = kb.upload("a.md", PAYMENT.encode(), "api")
     assert outcome.document.last_error == DENSE_MISSING and outcome.document.embedding_model == "fulltext"
     assert any("full-text search only" in w for w in outcome.warnings)
     assert kb.lookup("渠道在 3 秒内未响应").found  # BM25 finds it now
-    internals(kb).embedder._state = real_state
+    parts_of(kb).embedder._state = real_state
     report = kb.reconcile()
     assert report.reindexed == (outcome.document.file_path,)
     row = kb.get(outcome.document.id)
     assert row.last_error is None and row.embedding_model == str(tiny_model)
-    chunks = internals(kb).vectors.chunks_of(row.id, with_vectors=True)
+    chunks = parts_of(kb).vectors.chunks_of(row.id, with_vectors=True)
     assert all(c.dense is not None and c.dense[0] != 1.0 for c in chunks)
     assert_consistent(kb)
 
 
 def test_a_closed_knowledge_base_refuses_writes(tmp_path):
-    from conftest import make_settings
+    from support.stores import make_settings
 
     from kb_core import KnowledgeBaseError
     from kb_core.bootstrap import open_knowledge_base

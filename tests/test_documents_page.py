@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
-from conftest import NO_MODEL, doc, finish_jobs, make_settings, write_doc
 from streamlit.testing.v1 import AppTest
+from support.console import APP, finish_jobs
+from support.documents import doc, write_doc
+from support.paths import FIXTURES
+from support.stores import NO_MODEL, make_settings
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-APP = str(Path(__file__).resolve().parent / "app_entry.py")
 ZH_LIMIT_REQ = "knowledge_base/gateway-zh/limit-req.md"
 EN_LIMIT_REQ = "knowledge_base/gateway/limit-req.md"
 RUNBOOK = "knowledge_base/ops/runbook-high-latency.md"  # no frontmatter: L1 only
@@ -72,7 +73,7 @@ def documents_page(tab: str = "Documents") -> AppTest:
     at = AppTest.from_file(APP, default_timeout=90)
     at.session_state["documents_tab"] = tab
     at.run()
-    at.switch_page("../pages/documents.py").run()
+    at.switch_page("../../pages/documents.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -155,7 +156,7 @@ def test_editing_keywords_rewrites_only_the_keywords_and_l0_follows(root):
     _, keywords = table(at, "hits for the bare keyword")
     assert set(keywords.set_index("keyword").loc[["limit-req"], "hits for the bare keyword"]) == {1}
 
-    at.switch_page("../pages/playground.py").run()
+    at.switch_page("../../pages/playground.py").run()
     for query, source in (("limit-req", EN_LIMIT_REQ), ("漏桶限流", ZH_LIMIT_REQ)):
         at.text_input(key="query").set_value(query)
         at.button[0].click().run()
@@ -331,7 +332,7 @@ def linked_page(doc_param: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=90)
     at.run()
     at.query_params["doc"] = doc_param
-    at.switch_page("../pages/documents.py").run()
+    at.switch_page("../../pages/documents.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -450,7 +451,7 @@ def test_a_keyword_plan_job_shows_its_progress_and_is_cancelled_from_the_keyword
     and every store agrees afterwards."""
     import threading
 
-    from conftest import assert_consistent
+    from support.stores import assert_consistent
 
     from kb_core import JobState, open_knowledge_base
 

@@ -6,8 +6,9 @@ import logging
 import math
 
 import pytest
-from conftest import NO_MODEL, assert_consistent, internals
+from support.stores import NO_MODEL, assert_consistent
 
+from kb_core.bootstrap import parts_of
 from kb_core.storage.embedding import EmbeddingError, FlagEmbedder
 
 
@@ -62,7 +63,7 @@ def test_query_embeddings_are_cached(tiny_model):
 
 
 def test_knowledge_base_opens_without_waiting_for_the_model(tmp_path, tiny_model):
-    from conftest import make_settings
+    from support.stores import make_settings
 
     from kb_core.bootstrap import open_knowledge_base
 
@@ -88,7 +89,7 @@ def test_without_a_model_l1_is_full_text_only(open_kb):
 
 # -- real semantics: MiniLM weights and the Chinese BM25 path -------------------------------------------------
 def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sample_root):
-    from model_factory import minilm_path
+    from support.model_factory import minilm_path
 
     kb = open_kb(sample_root, model=str(minilm_path()))
     assert kb.status().model.ready
@@ -102,7 +103,7 @@ def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sa
 
 
 def test_minilm_vectors_are_semantic(tmp_path):
-    from model_factory import minilm_path
+    from support.model_factory import minilm_path
 
     embedder = FlagEmbedder(str(minilm_path()), device="cpu")
     q, same, other = embedder.encode_documents(["How do I refund a payment?",
@@ -129,7 +130,8 @@ def test_req_5_4_nonsense_finds_nothing_on_the_sample(open_kb, sample_root):
 
 def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
     """Spec 6.3's time budget is measured by the benchmark (tests check behaviour, not timers)."""
-    from conftest import doc, make_settings, write_doc
+    from support.documents import doc, write_doc
+    from support.stores import make_settings
 
     from kb_core.bootstrap import open_knowledge_base
 
@@ -137,10 +139,10 @@ def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
         write_doc(tmp_path, f"knowledge_base/c{i % 3}/doc-{i:04d}.md", doc(f"Doc {i}", [f"KW_{i}"], body="x " * 500))
     kb = open_knowledge_base(make_settings(tmp_path, model=NO_MODEL))
     try:
-        assert len(internals(kb).index) == 1000
+        assert len(parts_of(kb).index) == 1000
         # "KW_999" contains KW_9 and KW_99 only inside a longer word: the word rule returns KW_999 alone
-        assert [e.title for e in internals(kb).index.exact_match("KW_999")] == ["Doc 999"]
-        assert [e.title for e in internals(kb).index.exact_match("kw_99 and kw_9")] == ["Doc 9", "Doc 99"]
+        assert [e.title for e in parts_of(kb).index.exact_match("KW_999")] == ["Doc 999"]
+        assert [e.title for e in parts_of(kb).index.exact_match("kw_99 and kw_9")] == ["Doc 9", "Doc 99"]
     finally:
         kb.close()
 
@@ -148,7 +150,7 @@ def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
 @pytest.mark.parametrize(("precision", "floor"), [("fp32", 0.99999), ("bf16", 0.999)])
 def test_fast_encoder_matches_flagembedding_reference(precision, floor):
     """Our encode path (one forward per batch, no probe pass) gives FlagEmbedding's vectors on real weights."""
-    from model_factory import minilm_path
+    from support.model_factory import minilm_path
 
     embedder = FlagEmbedder(str(minilm_path()), device="cpu", precision=precision)
     texts = ["如何优化缓存", "ERR_TIMEOUT 超时 支付网关 " * 30, "Refund API partial refund", "x"]

@@ -11,12 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import make_settings
+from support.paths import FIXTURES
+from support.stores import make_settings
 
 from kb_core.cli import main as kb_main
 from kb_core.evaluation.scoring import evaluate, format_table, load_queries
 
-FIXTURES = Path(__file__).parent / "fixtures"
 QUERIES = FIXTURES / "realistic_queries.jsonl"
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import finish_jobs, look_up, run_page, signed_in_page
 from streamlit.testing.v1 import AppTest
+from support.console import finish_jobs, look_up, run_page, signed_in_page
 
 SET = [{"query": "ERR_TIMEOUT", "kind": "identifier", "expected": ["api/payment-errors.md"]},
        {"query": "如何优化缓存", "kind": "question", "expected": ["domain/cache-optimization.md"]},
@@ -75,7 +75,7 @@ def test_a_viewer_sees_runs_but_not_the_controls(synced_sample, monkeypatch):
     assert _frames(viewer, "L0 rule")
     assert not [b for b in viewer.button if b.key in ("eval-import", "eval-start")]
     assert any("need the curator role" in c.value for c in viewer.caption)
-    viewer.switch_page("../pages/playground.py").run()
+    viewer.switch_page("../../pages/playground.py").run()
     look_up(viewer, "ERR_TIMEOUT")  # a viewer's answer has no labelling controls
     assert viewer.code and not [b for b in viewer.button if (b.key or "").startswith("label-")]
 
@@ -102,7 +102,7 @@ def test_answers_marked_right_or_wrong_in_the_playground_and_on_tool_calls(synce
     at.button(key="label-wrong-playground").click().run()  # "wrong": this document answers it
     assert not at.exception, at.exception
 
-    at.switch_page("../pages/tool_calls.py").run()
+    at.switch_page("../../pages/tool_calls.py").run()
     at.selectbox(key="attention_query").set_value("如何优化缓存").run()  # answered by L1 only: needs attention
     at.toggle(key="label-wrong-open-attention").set_value(True).run()
     at.selectbox(key="label-pick-attention").set_value("(no answer: the knowledge base has none)").run()
@@ -111,7 +111,7 @@ def test_answers_marked_right_or_wrong_in_the_playground_and_on_tool_calls(synce
     assert _labelled(synced_sample) == [("ERR_TIMEOUT", "playground", ("api/payment-errors.md",)),
                                         ("如何优化缓存", "tool_call", ())]
 
-    at.switch_page("../pages/evaluation.py").run()
+    at.switch_page("../../pages/evaluation.py").run()
     [[row]] = _frames(at, "last changed (UTC)")
     assert (row["set"], row["queries"]) == ("console", 2)
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-from conftest import make_settings
+from support.paths import FIXTURES
+from support.stores import make_settings
 
 from kb_core.access import Actor, Role
 from kb_core.errors import AccessDeniedError, InvalidInputError
@@ -18,7 +18,6 @@ from kb_core.evaluation.scoring import evaluate, load_queries
 from kb_core.jobs.model import JobState
 from kb_core.storage.evaluation_store import StoredOutcome, StoredRun
 
-FIXTURES = Path(__file__).parent / "fixtures"
 QUERIES = FIXTURES / "realistic_queries.jsonl"
 VIEWER = Actor("vera@example.com", Role.VIEWER)
 CURATOR = Actor("carl@example.com", Role.CURATOR)

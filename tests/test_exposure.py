@@ -11,8 +11,11 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import APP, REPO, listening_addresses, machine_addresses, outside_code, server_env, streamlit_server
 from streamlit.testing.v1 import AppTest
+from support.console import APP
+from support.hostile import outside_code
+from support.paths import REPO
+from support.servers import listening_addresses, machine_addresses, server_env, streamlit_server
 
 from pages.shell.exposure import exposure, is_loopback_address, is_loopback_host
 
@@ -89,7 +92,7 @@ def test_every_page_refuses_when_the_server_is_bound_beyond_loopback(app_root, s
     _refused(at)
     assert "0.0.0.0" not in address or "`0.0.0.0`" in at.error[0].value
     for page in PAGES[1:]:
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"../../pages/{page}.py").run()
         _refused(at)
     assert not (app_root / "kb.sqlite3").exists() and not (app_root / "kb_milvus.db").exists()  # never opened
 

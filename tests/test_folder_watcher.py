@@ -7,9 +7,10 @@ import os
 import time
 
 import pytest
-from conftest import assert_consistent, doc, internals, make_settings, write_doc
+from support.documents import doc, write_doc
+from support.stores import assert_consistent, make_settings
 
-from kb_core.bootstrap import open_knowledge_base
+from kb_core.bootstrap import open_knowledge_base, parts_of
 
 LICENCE = "<!-- SPDX-License-Identifier: Apache-2.0. Copyright the platform team. -->\n"
 
@@ -33,7 +34,7 @@ def _open(root, db_url, name: str = "a", **extra):
 
 def _watched(root, db_url):
     kb = _open(root, db_url)
-    _wait_for(lambda: internals(kb).watcher.is_watching, "the only process becomes the watcher")
+    _wait_for(lambda: parts_of(kb).watcher.is_watching, "the only process becomes the watcher")
     return kb
 
 
@@ -53,77 +54,77 @@ def watched_on_sqlite(tmp_path):
 
 
 def _found(kb, keyword: str) -> bool:
-    return kb.lookup_knowledge(keyword)["found"] and bool(internals(kb).index.exact_match(keyword))
+    return kb.lookup_knowledge(keyword)["found"] and bool(parts_of(kb).index.exact_match(keyword))
 
 
 def _row(kb, relative: str):
-    return internals(kb).metadata.get_by_path(internals(kb).folder.display_path(relative))
+    return parts_of(kb).metadata.get_by_path(parts_of(kb).folder.display_path(relative))
 
 
 def test_plain_file_writes_are_synced(watched, tmp_path):
     kb = watched
-    base = internals(kb).folder.base_dir
+    base = parts_of(kb).folder.base_dir
     write_doc(base, "cli/install.md", _guide("Installing the CLI", ["CLI", "install", "安装"]))
     _wait_for(lambda: _found(kb, "安装") and _row(kb, "cli/install.md") is not None, "a new file")
     assert kb.status(max_age=0).watching is True
 
     # an edit that changes the keywords
     write_doc(base, "cli/install.md", _guide("Installing the CLI", ["CLI", "setup", "设置"]))
-    _wait_for(lambda: _found(kb, "设置") and not internals(kb).index.exact_match("安装"), "an edited keyword")
+    _wait_for(lambda: _found(kb, "设置") and not parts_of(kb).index.exact_match("安装"), "an edited keyword")
 
     # an editor's save: a temp file next to it, renamed over the document
     temp = base / "cli" / ".install.md.swp"
     temp.write_text(_guide("Installing the CLI", ["CLI", "upgrade"]), encoding="utf-8")
     os.replace(temp, base / "cli" / "install.md")
-    _wait_for(lambda: _found(kb, "upgrade") and not internals(kb).index.exact_match("设置"), "a renamed temp file")
+    _wait_for(lambda: _found(kb, "upgrade") and not parts_of(kb).index.exact_match("设置"), "a renamed temp file")
 
     # deleted: gone from L0, the database and the vectors
     (base / "cli" / "install.md").unlink()
-    l0 = internals(kb).index
+    l0 = parts_of(kb).index
     _wait_for(lambda: _row(kb, "cli/install.md") is None and not l0.exact_match("upgrade"), "a deletion")
     assert_consistent(kb)
 
 
 def test_a_burst_is_synced_in_few_batches(watched_on_sqlite):
     kb = watched_on_sqlite
-    before = internals(kb).watcher.syncs
+    before = parts_of(kb).watcher.syncs
     for i in range(30):  # spread out a little, as a checkout writes them (each gap shorter than the debounce)
-        write_doc(internals(kb).folder.base_dir, f"api/endpoint-{i:02}.md",
+        write_doc(parts_of(kb).folder.base_dir, f"api/endpoint-{i:02}.md",
                   _guide(f"Endpoint {i}", [f"ENDPOINT_{i:02}", "API", "REST"], body="Request and response. " * 40))
         time.sleep(0.05)
     _wait_for(lambda: len(kb.documents()) == 30 and all(_found(kb, f"ENDPOINT_{i:02}") for i in (0, 29)),
               "30 files written at once")
-    assert internals(kb).watcher.syncs - before <= 3
+    assert parts_of(kb).watcher.syncs - before <= 3
     assert_consistent(kb)
 
 
 def test_a_malformed_file_is_reported_and_the_watcher_goes_on(watched_on_sqlite):
     kb = watched_on_sqlite
-    base = internals(kb).folder.base_dir
+    base = parts_of(kb).folder.base_dir
     (base / "ops").mkdir()
     (base / "ops" / "broken.md").write_bytes(b"---\ntitle: Broken\n---\n\xff\xfe not UTF-8 \xc3\x28\n")
-    watcher = internals(kb).watcher
+    watcher = parts_of(kb).watcher
     _wait_for(lambda: watcher.last_report is not None and watcher.last_report.failed, "the failure report")
-    (path, problem), = internals(kb).watcher.last_report.failed
+    (path, problem), = parts_of(kb).watcher.last_report.failed
     assert path.endswith("ops/broken.md") and "UTF-8" in problem
     assert kb.status(max_age=0).watch_failed == ((path, problem),)  # what the sidebar shows
     write_doc(base, "ops/runbook.md", _guide("Runbook", ["RUNBOOK_KEY", "ops"]))
     _wait_for(lambda: _found(kb, "RUNBOOK_KEY"), "a good file after the broken one")
-    assert internals(kb).watcher.is_watching and _row(kb, "ops/broken.md") is None
+    assert parts_of(kb).watcher.is_watching and _row(kb, "ops/broken.md") is None
 
 
 def test_one_watcher_per_knowledge_base_and_a_takeover(tmp_path, db_url):
     a = _open(tmp_path, db_url, "a")
     b = _open(tmp_path, db_url, "b")
     try:
-        _wait_for(lambda: internals(a).watcher.is_watching or internals(b).watcher.is_watching, "an elected watcher")
-        watcher, other = (a, b) if internals(a).watcher.is_watching else (b, a)
+        _wait_for(lambda: parts_of(a).watcher.is_watching or parts_of(b).watcher.is_watching, "an elected watcher")
+        watcher, other = (a, b) if parts_of(a).watcher.is_watching else (b, a)
         time.sleep(0.5)  # the other keeps trying meanwhile: it must still not be the watcher
-        assert not internals(other).watcher.is_watching
+        assert not parts_of(other).watcher.is_watching
         write_doc(tmp_path / "knowledge_base", "faq/first.md", _guide("First", ["FIRST_KEY"]))
         _wait_for(lambda: _found(other, "FIRST_KEY"), "the watcher's sync, through the feed")
         watcher.close()
-        _wait_for(lambda: internals(other).watcher.is_watching, "the takeover")
+        _wait_for(lambda: parts_of(other).watcher.is_watching, "the takeover")
         write_doc(tmp_path / "knowledge_base", "faq/second.md", _guide("Second", ["SECOND_KEY"]))
         _wait_for(lambda: _found(other, "SECOND_KEY"), "a sync by the new watcher")
         # (each has its own Milvus Lite folder here, so only the rows are compared)
@@ -135,23 +136,23 @@ def test_one_watcher_per_knowledge_base_and_a_takeover(tmp_path, db_url):
 
 def test_a_killed_lock_connection_makes_the_watcher_re_elect(tmp_path, mysql_database):
     """MariaDB only: a server that kills the lease's connection silently drops its GET_LOCK."""
-    from conftest import _empty_mysql_tables
     from sqlalchemy import create_engine, text
+    from support.stores import empty_mysql_tables
 
-    _empty_mysql_tables(mysql_database)
+    empty_mysql_tables(mysql_database)
     db_url = mysql_database
     kb = _watched(tmp_path, db_url)
     try:
-        victim = internals(kb).watcher.lease.connection_id
-        assert victim is not None and internals(kb).watcher.terms == 1
+        victim = parts_of(kb).watcher.lease.connection_id
+        assert victim is not None and parts_of(kb).watcher.terms == 1
         engine = create_engine(db_url)
         with engine.connect() as connection:
             connection.execute(text(f"KILL {int(victim)}"))
         engine.dispose()
-        watcher = internals(kb).watcher
+        watcher = parts_of(kb).watcher
         _wait_for(lambda: watcher.terms == 2 and watcher.is_watching, "a new term after the kill")
-        assert internals(kb).watcher.lease.connection_id not in (None, victim)
-        write_doc(internals(kb).folder.base_dir, "api/after.md", _guide("After", ["AFTER_KILL"]))
+        assert parts_of(kb).watcher.lease.connection_id not in (None, victim)
+        write_doc(parts_of(kb).folder.base_dir, "api/after.md", _guide("After", ["AFTER_KILL"]))
         _wait_for(lambda: _found(kb, "AFTER_KILL"), "a sync after re-election")
     finally:
         kb.close()
@@ -172,7 +173,7 @@ def test_a_new_watcher_catches_up_with_changes_made_while_nobody_watched(tmp_pat
     kb = _watched(tmp_path, url)
     try:
         _wait_for(lambda: sorted(r.file_name for r in kb.documents()) == ["java.md", "python.md"]
-                  and _found(kb, "PYTHON_V2") and not internals(kb).index.exact_match("PYTHON_V1"), "the catch-up sync")
+                  and _found(kb, "PYTHON_V2") and not parts_of(kb).index.exact_match("PYTHON_V1"), "the catch-up sync")
         assert_consistent(kb)
     finally:
         kb.close()

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.paths import TESTS
 
 from kb_core import Frontmatter, has_frontmatter, parse_frontmatter
 from kb_core.documents.frontmatter import FrontmatterError, parse_frontmatter_strict, split_body
 
-GOLDEN = Path(__file__).parent / "golden" / "frontmatter"
+GOLDEN = TESTS / "golden" / "frontmatter"
 GOLDEN_CASES = sorted(GOLDEN.glob("*.md"))
 
 SPEC_1_1 = """---

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from golden_gen import GOLDEN_EDITS, edit_cases, edit_of, edited_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.golden_gen import GOLDEN_EDITS, edit_cases, edit_of, edited_for
 
 from kb_core.documents.frontmatter import parse_frontmatter_strict, split_body
 from kb_core.documents.frontmatter_edit import (

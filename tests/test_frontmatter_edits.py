@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import assert_consistent, doc, internals, write_doc
+from support.documents import doc, write_doc
+from support.stores import assert_consistent
 
 from kb_core import Actor, FrontmatterError, Role
+from kb_core.bootstrap import parts_of
 from kb_core.console import AccessDeniedError, DocumentConflictError, EditConflictError
 from kb_core.errors import InvalidInputError
 
@@ -58,7 +60,7 @@ def kb(tmp_path, open_kb, db_url):
 
 
 def _disk(kb, path: str) -> bytes:
-    return internals(kb).folder.resolve(path).read_bytes()
+    return parts_of(kb).folder.resolve(path).read_bytes()
 
 
 def test_several_fields_are_edited_in_place_and_every_store_follows(kb):
@@ -93,7 +95,7 @@ def test_several_fields_are_edited_in_place_and_every_store_follows(kb):
 
 def test_an_edit_of_a_file_changed_meanwhile_is_refused_and_writes_nothing(kb):
     edit = kb.prepare_frontmatter_edit(GATE, title="Gateway timeouts (504)")
-    path = internals(kb).folder.resolve(GATE)
+    path = parts_of(kb).folder.resolve(GATE)
     newer = path.read_text(encoding="utf-8").replace("504", "504 and 502")
     path.write_text(newer, encoding="utf-8")
     with pytest.raises(EditConflictError, match="changed on disk since the preview") as caught:
@@ -111,7 +113,7 @@ def test_a_change_right_after_the_check_is_caught_by_the_upload_under_the_lock(k
     import kb_core.services.editing as facade
 
     edit = kb.prepare_frontmatter_edit(GATE, summary="What a 504 means")
-    path = internals(kb).folder.resolve(GATE)
+    path = parts_of(kb).folder.resolve(GATE)
     checked = facade.check_unchanged
 
     def check_then_someone_writes(index, prepared):
@@ -160,7 +162,7 @@ def test_a_rename_across_documents_skips_one_changed_meanwhile_and_the_others_go
     assert len(plan.ready) == 3 and plan.describe() == "rename “超时” to “超时排查” in 3 of 3 documents"
     messages = " | ".join(f.message for f in plan.findings)
     assert "after the rename 3 pages claim “超时排查”" in messages  # the clash is renamed, not fixed
-    path = internals(kb).folder.resolve(GATE)
+    path = parts_of(kb).folder.resolve(GATE)
     path.write_text(path.read_text(encoding="utf-8").replace("504", "504!"), encoding="utf-8")  # meanwhile
     seen = []
     report = kb.apply_keyword_plan(plan, progress=lambda stage, done, total: seen.append((stage, done, total)))
@@ -172,8 +174,8 @@ def test_a_rename_across_documents_skips_one_changed_meanwhile_and_the_others_go
     assert "超时" in path.read_text(encoding="utf-8") and "504!" in path.read_text(encoding="utf-8")
     assert "  - 超时排查\n" in _disk(kb, PAY).decode()  # the block list stays a block list
     kb.reconcile()  # the hand edit of GATE is indexed
-    assert {m.entry.file_path for m in internals(kb).index.match("超时排查")} >= {PAY, OPS}
-    assert [p for p in (e.file_path for e in internals(kb).index.entries()) if "超时" in kb.l0_entry(p).keywords] \
+    assert {m.entry.file_path for m in parts_of(kb).index.match("超时排查")} >= {PAY, OPS}
+    assert [p for p in (e.file_path for e in parts_of(kb).index.entries()) if "超时" in kb.l0_entry(p).keywords] \
         == [GATE]
     assert_consistent(kb)
 
@@ -240,7 +242,7 @@ def test_the_documents_l1_finds_for_a_query_and_the_query_made_a_keyword(kb):
 
 def test_the_edit_is_recorded_in_the_rows_metadata_as_json(kb):
     kb.save_frontmatter_edit(kb.prepare_frontmatter_edit(OPS, sections={"Restart": "# Runbook"}))
-    row = internals(kb).metadata.get(next(r.id for r in kb.documents() if r.file_path == OPS))
+    row = parts_of(kb).metadata.get(next(r.id for r in kb.documents() if r.file_path == OPS))
     assert json.loads(row.metadata_json)["extra"]["sections"] == {"Restart": "# Runbook"}
 
 

@@ -6,7 +6,9 @@ fixture documentation with the real stores."""
 from __future__ import annotations
 
 import pytest
-from conftest import RecordingL1, doc, make_settings, write_doc
+from support.documents import doc, write_doc
+from support.fakes import RecordingL1
+from support.stores import make_settings
 
 from kb_core import HybridLookup, KnowledgeIndex, L1Hit
 from kb_core.retrieval.keyword_matching import generic_limit

@@ -9,19 +9,18 @@ nothing and runs no script is tests/test_browser_safety.py."""
 from __future__ import annotations
 
 import pytest
-from conftest import (
-    APP,
+from google.protobuf.message import Message
+from streamlit.testing.v1 import AppTest
+from support.console import APP, look_up
+from support.documents import write_doc
+from support.hostile import (
     HOSTILE_KEYWORD,
     HOSTILE_PATH,
     hostile_document,
     hostile_fields,
     hostile_queries,
-    look_up,
     outside_code,
-    write_doc,
 )
-from google.protobuf.message import Message
-from streamlit.testing.v1 import AppTest
 
 from pages.shell.safe import IMAGE_PLACEHOLDER, escape_markdown, inline_code
 
@@ -129,7 +128,7 @@ def test_the_playground_shows_a_hostile_document_and_query_as_text(hostile):
 
     look_up(at, NOTHING)  # a link's run is a replay, never needing attention; typed, it is a question of its own
     assert_no_image(at)
-    at.switch_page("../pages/tool_calls.py").run()
+    at.switch_page("../../pages/tool_calls.py").run()
     assert_no_image(at)
     assert NOTHING in at.selectbox(key="attention_query").options  # plain options: shown as typed
     at.selectbox(key="attention_query").set_value(NOTHING).run()  # its fix: L1's document, the query as a keyword
@@ -140,7 +139,7 @@ def test_the_playground_shows_a_hostile_document_and_query_as_text(hostile):
 def test_the_inspector_and_the_keyword_map_show_a_hostile_document_as_text(hostile):
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("../pages/documents.py").run()
+    at.switch_page("../../pages/documents.py").run()
     frame = next(f for f in at.dataframe if "file" in f.value.columns)
     at.session_state[frame.key] = {"selection": {"rows": [list(frame.value["file"]).index(HOSTILE_PATH)],
                                                  "columns": [], "cells": []}}
@@ -178,7 +177,7 @@ def test_the_inspector_and_the_keyword_map_show_a_hostile_document_as_text(hosti
 def test_the_upload_preview_shows_a_hostile_file_as_text(app_root):
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("../pages/upload.py").run()
+    at.switch_page("../../pages/upload.py").run()
     at.selectbox(key="category").set_value("➕ New category…").run()
     at.text_input(key="new_category").set_value("api")
     name = "![u](beacon.png)`x`.md"  # image syntax in a file name (`:` in a name is refused by the name rule)

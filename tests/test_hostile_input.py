@@ -7,8 +7,9 @@ import time
 import tracemalloc
 
 import pytest
-from conftest import doc, internals
+from support.documents import doc
 
+from kb_core.bootstrap import parts_of
 from kb_core.documents.frontmatter import parse_frontmatter, parse_frontmatter_strict
 from kb_core.documents.lint import preview_upload
 from kb_core.errors import FrontmatterError, UploadRejected
@@ -100,7 +101,7 @@ def kb_fulltext(open_kb):
 def test_a_category_folder_linking_outside_is_refused(kb_fulltext, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
-    (internals(kb_fulltext).folder.base_dir / "evil").symlink_to(outside, target_is_directory=True)
+    (parts_of(kb_fulltext).folder.base_dir / "evil").symlink_to(outside, target_is_directory=True)
     with pytest.raises(UploadRejected, match="link leading outside"):
         kb_fulltext.upload("x.md", doc("x", ["k1"]).encode(), "evil")
     assert list(outside.iterdir()) == []
@@ -131,9 +132,9 @@ def test_links_leading_out_and_fifos_are_skipped_by_the_scan(tmp_path, caplog):
 def test_a_link_inside_the_base_is_deleted_as_a_link(kb_fulltext):
     kb = kb_fulltext
     real = kb.upload("real.md", doc("Real", ["REAL_KEY"]).encode(), "api").document
-    link = internals(kb).folder.base_dir / "api" / "alias.md"
-    link.symlink_to(internals(kb).folder.base_dir / "api" / "real.md")
+    link = parts_of(kb).folder.base_dir / "api" / "alias.md"
+    link.symlink_to(parts_of(kb).folder.base_dir / "api" / "real.md")
     with pytest.raises(UploadRejected, match="is a link"):
         kb.upload("alias.md", doc("Alias", ["ALIAS"]).encode(), "api")
-    assert (internals(kb).folder.base_dir / "api" / "real.md").read_text().startswith("---\ntitle: Real")
+    assert (parts_of(kb).folder.base_dir / "api" / "real.md").read_text().startswith("---\ntitle: Real")
     assert real.file_path.endswith("api/real.md")

@@ -12,7 +12,8 @@ import time
 import urllib.request
 
 import pytest
-from conftest import doc, free_port
+from support.documents import doc
+from support.servers import free_port
 
 from kb_core.ops.http_guard import HttpLimits, OncePerInterval, start_in_thread
 

@@ -6,7 +6,8 @@ import hashlib
 import threading
 
 import pytest
-from conftest import assert_consistent, doc
+from support.documents import doc
+from support.stores import assert_consistent
 
 from kb_core.errors import DocumentConflictError, KnowledgeBaseError
 
@@ -98,7 +99,7 @@ def test_two_knowledge_bases_replacing_from_one_base_version_exactly_one_wins(op
 
 
 def test_a_malformed_if_match_is_refused_as_bad_input_not_as_a_conflict(tmp_path):
-    from conftest import make_settings
+    from support.stores import make_settings
 
     from kb_core.bootstrap import open_knowledge_base
     from kb_core.errors import DocumentConflictError, UploadRejected

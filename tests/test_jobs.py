@@ -20,10 +20,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import assert_consistent, doc, internals, make_settings, two_knowledge_bases, write_doc
+from support.documents import doc, write_doc
+from support.stores import assert_consistent, make_settings, two_knowledge_bases
 
 from kb_core import InvalidInputError, JobState, open_knowledge_base
 from kb_core.access import Actor, Role
+from kb_core.bootstrap import parts_of
 from kb_core.console import AccessDeniedError, JobFile
 from kb_core.jobs.model import MAX_ERRORS, JobRecord
 from kb_core.jobs.process import ProcessIdentity
@@ -55,7 +57,7 @@ class Gate:
         self.reached = threading.Event()
         self._open = threading.Event()
         self.calls = 0
-        writer = internals(kb).documents
+        writer = parts_of(kb).documents
         real = writer.index_file
 
         def index_file(*args, **kwargs):
@@ -211,7 +213,7 @@ def test_closing_the_knowledge_base_cancels_its_jobs(open_kb, sample_root, db_ur
     queued = kb.start_job("reconcile")
     closer = threading.Thread(target=kb.close)
     closer.start()
-    wait_for(lambda: internals(kb).jobs.cancelling(running.id), "close() to ask the running job to stop")
+    wait_for(lambda: parts_of(kb).jobs.cancelling(running.id), "close() to ask the running job to stop")
     gate.release()
     closer.join(WAIT)
     reader = open_kb(sample_root, db_url=db_url)
@@ -235,7 +237,7 @@ def test_a_batch_upload_job_goes_through_upload_and_keeps_each_files_outcome(kb,
     note = {"file": "skipped.md", "result": "not replaced", "document": "knowledge_base/ops/skipped.md",
             "chunks": 0, "detail": "“Replace” was not ticked"}
     job = kb.as_user(CURATOR).start_job("import", files=files, notes=[note])
-    staged = internals(kb).jobs.staging.root / job.params["staging"]
+    staged = parts_of(kb).jobs.staging.root / job.params["staging"]
     assert job.kind == "import" and job.total == 4
     assert [f["upload_name"] for f in job.params["files"]] == ["a.md", "docs/deeper/b.md", "timeout.md", "bad.md"]
     ended = kb.wait_for_job(job.id, WAIT)
@@ -250,14 +252,14 @@ def test_a_batch_upload_job_goes_through_upload_and_keeps_each_files_outcome(kb,
     assert (sample_root / "knowledge_base/troubleshooting/timeout.md").read_bytes() == existing
     assert {d.changed_by for d in kb.documents() if d.category.startswith("ops")} == {"carl@example.com"}
     assert not staged.exists()  # the staged bytes are gone with the job
-    staging = internals(kb).jobs.staging.root
+    staging = parts_of(kb).jobs.staging.root
     assert staging.parent == sample_root and staging.name.startswith(".")  # outside the scanned folder
     assert_consistent(kb)
 
 
 def test_a_cancelled_upload_keeps_the_files_it_uploaded_and_lists_only_those(kb):
     gate_reached, gate_open = threading.Event(), threading.Event()
-    writer = internals(kb).documents
+    writer = parts_of(kb).documents
     real = writer.upload
     calls = []
 
@@ -309,7 +311,7 @@ def test_roles_who_may_start_and_cancel_which_job(kb):
         with pytest.raises(AccessDeniedError, match=r"vera@example.com \(viewer\) may not start a"):
             viewer.start_job(kind, files=file)
     assert kb.jobs() == []  # nothing refused was recorded (or staged)
-    assert not internals(kb).jobs.staging.root.exists()
+    assert not parts_of(kb).jobs.staging.root.exists()
     with pytest.raises(InvalidInputError, match="unknown job kind 'defrag'"):
         admin.start_job("defrag")
     with pytest.raises(InvalidInputError, match="needs at least one file"):
@@ -355,7 +357,7 @@ def _identity_of(pid: int) -> ProcessIdentity | None:
 
 
 def test_jobs_of_processes_that_are_gone_are_marked_failed(kb, monkeypatch):
-    runner = internals(kb).jobs
+    runner = parts_of(kb).jobs
     store = runner.store
     me = ProcessIdentity.current()
     recycled = store.create("reindex_all", ADMIN, ProcessIdentity(me.host, me.pid, "earlier-boot:1"), {})
@@ -363,7 +365,7 @@ def test_jobs_of_processes_that_are_gone_are_marked_failed(kb, monkeypatch):
     queued_elsewhere = store.create("reconcile", ADMIN, ProcessIdentity("elsewhere.example", 4242, "x:1"), {})
     running_elsewhere = store.create("reconcile", ADMIN, ProcessIdentity("elsewhere.example", 4243, "x:2"), {})
     store.claim(running_elsewhere.id)
-    holder = internals(kb).metadata.lock("kbjob", "heavy")  # as the other host's process holds it while it runs
+    holder = parts_of(kb).metadata.lock("kbjob", "heavy")  # as the other host's process holds it while it runs
     assert holder.acquire(0)
     try:
         assert runner.sweep() == [recycled.id]
@@ -380,7 +382,7 @@ def test_jobs_of_processes_that_are_gone_are_marked_failed(kb, monkeypatch):
 
 def test_a_purge_whose_process_died_says_what_was_and_was_not_purged(kb):
     """Not the upload's advice (Reconcile does nothing for a purge): how many went, that the rest stay (issue 30)."""
-    runner = internals(kb).jobs
+    runner = parts_of(kb).jobs
     me = ProcessIdentity.current()
     dead = ProcessIdentity(me.host, me.pid, "earlier-boot:1")
     running = runner.store.create("purge_trash", ADMIN, dead, {"older_than_days": 30})
@@ -453,11 +455,11 @@ def test_a_worker_killed_mid_job_is_failed_and_its_half_done_work_finished(tmp_p
     else:  # the follower's chores: every 10 s
         failed = wait_for(lambda: (j := survivor.job(started["job"])).state == JobState.FAILED and j,
                           "the follower to mark the dead job failed", timeout=60)
-        wait_for(lambda: not internals(survivor).metadata.pending_documents(), "recovery of the PENDING row", 60)
+        wait_for(lambda: not parts_of(survivor).metadata.pending_documents(), "recovery of the PENDING row", 60)
     assert failed.state == JobState.FAILED and failed.owner.pid == started["pid"]
     assert f"the process that ran it (pid {started['pid']} on" in failed.summary and "Reconcile" in failed.summary
-    assert internals(survivor).metadata.pending_documents() == []  # the document it was writing is settled
-    staging = internals(survivor).jobs.staging.root
+    assert parts_of(survivor).metadata.pending_documents() == []  # the document it was writing is settled
+    staging = parts_of(survivor).jobs.staging.root
     assert not staging.exists() or not any(staging.iterdir())  # its staged files are gone
     report = survivor.reconcile()
     assert report.failed == ()
@@ -524,7 +526,7 @@ def test_progress_and_eta_from_the_rate_so_far():
 def test_progress_is_written_twice_a_second_by_the_jobs_own_thread(kb, monkeypatch):
     """The work only sets values: its own thread writes them (a sign of life too), however often the work reports
     and however long one document takes."""
-    runner = internals(kb).jobs
+    runner = parts_of(kb).jobs
     job = runner.store.create("reindex_all", ADMIN, runner.identity, {})
     runner.store.claim(job.id)
     writes = []
@@ -551,7 +553,7 @@ def test_while_agents_look_things_up_a_job_rests_after_each_document(kb):
     of the time, resting between two documents; a cancel ends the rest at once; without lookups it never rests."""
     from kb_core.console import JobCancelledError
 
-    runner = internals(kb).jobs
+    runner = parts_of(kb).jobs
     assert runner.share == 0.25  # the default
     job = runner.store.create("reindex_all", ADMIN, runner.identity, {})
     runner.store.claim(job.id)

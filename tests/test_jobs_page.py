@@ -19,10 +19,11 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import doc, finish_jobs, run_page, wait_for_jobs
 from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequests
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1.local_script_runner import LocalScriptRunner
+from support.console import finish_jobs, run_page, wait_for_jobs
+from support.documents import doc
 
 from kb_core.access import Actor, Role
 from kb_core.jobs.model import JobState
@@ -151,7 +152,10 @@ def test_a_running_job_of_another_session_shows_progress_an_eta_and_can_be_cance
 
 
 def test_a_viewer_sees_jobs_without_cancel_buttons_and_a_curator_cancels_only_their_own(jobs, monkeypatch):
-    from test_signin import ROLES, _app, _maintenance, _user
+    from support.console import ROLES
+    from support.console import maintenance_buttons as _maintenance
+    from support.console import signed_in_user as _user
+    from support.console import signin_app as _app
 
     monkeypatch.setenv("KB_ROLES", json.dumps(ROLES))
     admins = jobs.create("reindex_all", ELSEWHERE, ProcessIdentity.current(), {})
@@ -169,7 +173,7 @@ def test_a_viewer_sees_jobs_without_cancel_buttons_and_a_curator_cancels_only_th
 
     curator = _app(_user("carl@example.com"))
     curator.run()
-    curator.switch_page("../pages/upload.py").run()
+    curator.switch_page("../../pages/upload.py").run()
     assert not curator.exception, curator.exception
     assert f"**Batch upload** · job {upload.id} · queued · started by ada@example.com" in texts(curator)
     assert {b.key for b in curator.button if b.label == "Cancel"} == {f"cancel-job-{carls.id}"}

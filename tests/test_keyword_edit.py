@@ -4,8 +4,10 @@ when the file changed after the preview, and documents whose file has gone remov
 from __future__ import annotations
 
 import pytest
-from conftest import assert_consistent, doc, internals, write_doc
+from support.documents import doc, write_doc
+from support.stores import assert_consistent
 
+from kb_core.bootstrap import parts_of
 from kb_core.errors import KnowledgeBaseError, UploadRejected
 
 EN = "knowledge_base/gateway/limit-req.md"
@@ -27,20 +29,20 @@ def test_a_keyword_edit_goes_through_upload_and_every_store_follows(kb):
     edit = kb.prepare_frontmatter_edit(ZH, keywords=["限流", "漏桶限流", "  ", "限流"])
     assert edit.keywords == ("限流", "漏桶限流") and edit.removed == ("limit-req",) and edit.added == ("漏桶限流",)
     assert edit.preview.can_upload and edit.preview.file_path == ZH and edit.preview.replaces_existing
-    on_disk = internals(kb).folder.resolve(ZH).read_text(encoding="utf-8")
+    on_disk = parts_of(kb).folder.resolve(ZH).read_text(encoding="utf-8")
     assert on_disk.count("limit-req  # 与英文版相同") == 1  # not written yet
     outcome = kb.save_frontmatter_edit(edit)
     assert outcome.action == "replaced"
-    text = internals(kb).folder.resolve(ZH).read_text(encoding="utf-8")
+    text = parts_of(kb).folder.resolve(ZH).read_text(encoding="utf-8")
     assert text.startswith("---\n# 中文版\ntitle: limit-req 限流\nkeywords:\n  - 限流\n  - 漏桶限流\nsummary:")
-    assert [m.entry.file_path for m in internals(kb).index.match("limit-req")] == [EN]
+    assert [m.entry.file_path for m in parts_of(kb).index.match("limit-req")] == [EN]
     assert kb.lookup("漏桶限流").primary.confidence == "high"
     assert_consistent(kb)
 
 
 def test_a_preview_of_an_older_version_is_not_saved(kb):
     edit = kb.prepare_frontmatter_edit(EN, keywords=["limit-req", "rate limiting"])
-    path = internals(kb).folder.resolve(EN)
+    path = parts_of(kb).folder.resolve(EN)
     newer = path.read_text(encoding="utf-8").replace("nodelay", "nodelay and burst")
     path.write_text(newer, encoding="utf-8")
     with pytest.raises(UploadRejected, match="changed on disk since the preview"):
@@ -77,7 +79,7 @@ def test_a_document_without_frontmatter_gets_a_block_holding_its_keywords(kb, tm
 
 
 def test_documents_whose_file_is_gone_are_removed_and_a_file_that_is_back_stays(kb):
-    internals(kb).folder.resolve(EN).unlink()
+    parts_of(kb).folder.resolve(EN).unlink()
     assert [d.file_path for d in kb.missing_files()] == [EN]
     report = kb.reconcile(delete_missing=True)
     assert report.removed == (EN,) and report.failed == ()

@@ -9,9 +9,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import doc, write_doc
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.documents import doc, write_doc
 
 from kb_core import KnowledgeEntry, KnowledgeIndex
 
@@ -269,7 +269,7 @@ keyword = st.text(min_size=1, max_size=6, alphabet="abcAB超时支付_ ")
        alphabet="abcAB超时支付_ x."))
 def test_property_exact_match_never_returns_duplicates_and_agrees_with_naive(matching, keyword_lists, query):
     """The index equals the brute-force reference in each mode; `substring` is decision I3's loop verbatim."""
-    from naive_l0 import NaiveIndex
+    from support.naive_l0 import NaiveIndex
 
     from kb_core.terms import normalize_term
 

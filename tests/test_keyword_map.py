@@ -6,12 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import doc, write_doc
+from support.documents import doc, write_doc
+from support.paths import FIXTURES
 
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.keyword_map import keyword_hits, keyword_map
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 def _index(root: Path, matching: str = "words", generic_docs: int | None = 2) -> KnowledgeIndex:

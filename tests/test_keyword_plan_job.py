@@ -10,10 +10,12 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from conftest import assert_consistent, doc, internals, make_settings, write_doc
+from support.documents import doc, write_doc
+from support.stores import assert_consistent, make_settings
 
 from kb_core import InvalidInputError, JobState, open_knowledge_base
 from kb_core.access import Actor, Role
+from kb_core.bootstrap import parts_of
 from kb_core.console import AccessDeniedError
 from kb_core.documents.trash import RECORD_NAME
 
@@ -108,7 +110,7 @@ def test_a_keyword_plan_job_needs_a_plan_and_a_curator(kb, tmp_path):
 
 # -- the trash purge ------------------------------------------------------------------------------------------------
 def _age(kb, item, days: float) -> None:
-    record_path = internals(kb).trash.directory / item.item_id / RECORD_NAME
+    record_path = parts_of(kb).trash.directory / item.item_id / RECORD_NAME
     record = json.loads(record_path.read_text(encoding="utf-8"))
     record["deleted_at"] = (datetime.now(UTC) - timedelta(days=days)).isoformat()
     record_path.write_text(json.dumps(record), encoding="utf-8")

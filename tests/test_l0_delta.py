@@ -176,7 +176,7 @@ def test_term_order_follows_the_first_claimant_as_a_full_build_numbers_terms():
 
 def _lookups(index: KnowledgeIndex, hits: list) -> list:
     """The agent JSON and the trace's decision of every query, as `HybridLookup` answers them."""
-    from conftest import RecordingL1
+    from support.fakes import RecordingL1
 
     from kb_core import HybridLookup
 

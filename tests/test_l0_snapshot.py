@@ -6,40 +6,17 @@ from __future__ import annotations
 
 import os
 
-from conftest import doc, write_doc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.documents import doc, write_doc
+from support.l0_snapshot import open_index as _open
+from support.l0_snapshot import parses as _parses
+from support.l0_snapshot import view as _view
 
 from kb_core.retrieval import l0_snapshot_file
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 
 NAMES = [f"knowledge_base/{c}/{n}.md" for c in ("api", "ops") for n in ("a", "b", "c")]
-
-
-def _open(root, snapshot=True) -> KnowledgeIndex:
-    index = KnowledgeIndex("knowledge_base", app_root=root,
-                           snapshot_path=root / "l0.snap" if snapshot else None)
-    index.load()
-    return index
-
-
-def _view(index: KnowledgeIndex) -> list:
-    return sorted(index.entries(), key=lambda e: e.file_path)
-
-
-def _parses(monkeypatch) -> list[str]:
-    """Record every file the index parses (the real parser still runs)."""
-    import kb_core.retrieval.keyword_index as module
-
-    parsed: list[str] = []
-    real = module.entry_of_file
-
-    def counting(folder, relative):
-        parsed.append(relative)
-        return real(folder, relative)
-
-    monkeypatch.setattr(module, "entry_of_file", counting)
-    return parsed
 
 
 def test_an_unchanged_folder_opens_without_parsing_and_a_changed_file_is_parsed_again(tmp_path, monkeypatch):

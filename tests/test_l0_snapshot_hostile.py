@@ -17,16 +17,18 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import doc, write_doc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_l0_snapshot import _open, _parses, _view
+from support.documents import doc, write_doc
+from support.l0_snapshot import open_index as _open
+from support.l0_snapshot import parses as _parses
+from support.l0_snapshot import view as _view
+from support.paths import REPO as ROOT
 
 from kb_core.retrieval import l0_snapshot_file
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.snapshot_key import snapshot_key
 
-ROOT = Path(__file__).resolve().parents[1]
 NAMES = [f"knowledge_base/{c}/{n}.md" for c in ("api", "ops/runbooks") for n in ("err-timeout", "limit", "tls")]
 
 

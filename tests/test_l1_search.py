@@ -4,7 +4,7 @@ that occur nowhere find nothing."""
 from __future__ import annotations
 
 import pytest
-from conftest import doc
+from support.documents import doc
 
 GATEWAY = doc("Gateway upstream keepalive", [], "How the gateway reuses upstream connections.",
               "# Keepalive\n\nSet `keepalive_pool_size` to the number of idle connections kept per upstream.\n\n"

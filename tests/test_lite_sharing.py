@@ -17,9 +17,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from conftest import NO_MODEL, bare_lite_holder, internals, listening_addresses, machine_addresses, make_settings
+from support.servers import listening_addresses, machine_addresses
+from support.stores import NO_MODEL, bare_lite_holder, make_settings
 
-from kb_core.bootstrap import open_knowledge_base
+from kb_core.bootstrap import open_knowledge_base, parts_of
 from kb_core.errors import KnowledgeBaseError
 from kb_core.storage.lite_sharing import info_path, read_server
 
@@ -150,8 +151,8 @@ def test_a_second_process_on_the_default_settings_shares_the_directory(tmp_path,
     (tmp_path / "knowledge_base").mkdir()
     kb = open_knowledge_base(make_settings(tmp_path))  # this process opens first: the owner
     try:
-        assert internals(kb).vectors._session.is_owner
-        assert read_server(internals(kb).vectors._session.directory).pid == os.getpid()
+        assert parts_of(kb).vectors._session.is_owner
+        assert read_server(parts_of(kb).vectors._session.directory).pid == os.getpid()
         agent = agents("agent").started()
         opened = agent.call("open")
         assert opened["error"] is None and opened["role"] == "follower" and opened["owner_pid"] == os.getpid()
@@ -165,9 +166,9 @@ def test_a_second_process_on_the_default_settings_shares_the_directory(tmp_path,
         assert "ledger-snapshots.md" in answer
         assert "gateway-retries.md" in json.dumps(kb.lookup("幂等请求的重试次数").to_dict(), ensure_ascii=False)
         seen = agent.call("milvus", doc_ids=[mine.id, theirs["doc_id"]])
-        assert seen["total"] == internals(kb).vectors.count_chunks() > 0
+        assert seen["total"] == parts_of(kb).vectors.count_chunks() > 0
         assert all(n > 0 for n in seen["chunks"].values())
-        theirs_now = internals(kb).vectors.chunks_of(theirs["doc_id"], with_vectors=True)
+        theirs_now = parts_of(kb).vectors.chunks_of(theirs["doc_id"], with_vectors=True)
         assert len(theirs_now) == seen["chunks"][str(theirs["doc_id"])]
     finally:
         kb.close()
@@ -200,9 +201,9 @@ def test_the_owner_exits_a_follower_takes_over_and_close_frees_the_directory(tmp
     assert follower.call("close") is not None  # the process lives on, the directory is free
     kb = open_knowledge_base(make_settings(tmp_path))
     try:
-        assert internals(kb).vectors._session.is_owner
+        assert parts_of(kb).vectors._session.is_owner
         assert kb.lookup_knowledge("LEDGER_SNAPSHOT")["primary"]["confidence"] == "high"
-        assert internals(kb).vectors.count_chunks() == seen["total"]
+        assert parts_of(kb).vectors.count_chunks() == seen["total"]
     finally:
         kb.close()
 
@@ -285,7 +286,7 @@ def test_the_shared_server_listens_on_loopback_only_and_its_port_file_is_private
         for ip in machine_addresses():  # what another machine would connect to
             with pytest.raises(OSError):
                 socket.create_connection((ip, address.port), timeout=2).close()
-        assert internals(kb).vectors.count_chunks() == 0  # and it serves this process as before
+        assert parts_of(kb).vectors.count_chunks() == 0  # and it serves this process as before
     finally:
         kb.close()
 
@@ -299,7 +300,7 @@ def test_an_owner_closing_during_a_followers_write_costs_the_follower_nothing(tm
     assert owner.call("open")["role"] == "owner"
     kb = open_knowledge_base(make_settings(tmp_path))
     try:
-        vectors = internals(kb).vectors
+        vectors = parts_of(kb).vectors
         kb.upload("gateway-retries.md", GATEWAY.encode(), "api")  # connects this process as a follower
         assert not vectors._session.is_owner
         client = vectors.client()

@@ -7,7 +7,7 @@ import logging
 from datetime import UTC, datetime
 
 import pytest
-from conftest import RecordingL1
+from support.fakes import RecordingL1
 
 from kb_core import HybridLookup, KnowledgeIndex, L1Hit
 

@@ -7,12 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import RecordingL1
+from support.fakes import RecordingL1
+from support.paths import TESTS
 
 from kb_core import HybridLookup, KnowledgeIndex, L1Hit
 from kb_core.documents import sections as sections_module
 
-FIXTURES = Path(__file__).parent / "fixtures" / "sections_kb"
+FIXTURES = TESTS / "fixtures" / "sections_kb"
 REFERENCE = "knowledge_base/gateway/limit-req-reference.md"
 CATALOGUE = "knowledge_base/gateway/admin-api-error-catalogue.md"
 NOTES = "knowledge_base/gateway/release-notes-3-9-1.md"
@@ -178,7 +179,7 @@ def test_an_edited_document_gets_its_new_sections_on_refresh(index, root):
 def test_a_generated_page_is_answered_clean_everywhere(tmp_path):
     """A Docusaurus page (licence comment, `<head>`, MDX imports, heading ids in Chinese headings): the content,
     `availableSections` and the served section come out of one cleaning rule; the old anchored name still works."""
-    golden = Path(__file__).parent / "golden" / "cleaning" / "docusaurus-zh.md"
+    golden = TESTS / "golden" / "cleaning" / "docusaurus-zh.md"
     (tmp_path / "knowledge_base" / "gateway-zh").mkdir(parents=True)
     shutil.copy(golden, tmp_path / "knowledge_base" / "gateway-zh" / "limit-conn.md")
     idx = KnowledgeIndex("knowledge_base", app_root=tmp_path)

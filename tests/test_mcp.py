@@ -157,8 +157,8 @@ def test_stdio_entry_point_serves_the_tool(sample_root, tmp_path):
     import os
     import sys
 
-    from conftest import NO_MODEL
     from mcp import StdioServerParameters
+    from support.stores import NO_MODEL
 
     env = {**os.environ, "KB_APP_ROOT": str(sample_root), "KB_EMBEDDING_MODEL": NO_MODEL}
     params = StdioServerParameters(command=sys.executable, args=["-m", "kb_core.mcp"], env=env)

@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_doc
-from test_mcp_http import _post, _start, _stop
+from support.documents import write_doc
+from support.mcp_http import post as _post
+from support.mcp_http import start as _start
+from support.mcp_http import stop as _stop
 
 from kb_core.agent.tokens import NamedToken, TokenTable, parse_tokens
 from kb_core.errors import SettingsError

@@ -13,9 +13,11 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import doc, free_port, internals
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from support.documents import doc
+from support.servers import free_port
+from support.stores import summaries_of
 
 from kb_core.errors import KnowledgeBaseError
 from kb_core.ops.logs import JsonLinesFormatter, configure_log_file, log_context
@@ -121,7 +123,7 @@ def test_a_scrape_never_computes_the_status(open_kb):
     assert not any(name == "kb_documents" for name, _ in first)
     # the background refresh the first scrape started: wait for its result, not a fixed time
     deadline = time.monotonic() + 30
-    while internals(kb).summaries.peek("status") is None:
+    while summaries_of(kb).peek("status") is None:
         assert time.monotonic() < deadline, "the status was never refreshed"
         time.sleep(0.05)
     later = samples(generate_latest(kb.metrics_registry).decode())

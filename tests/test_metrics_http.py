@@ -10,7 +10,10 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_mcp_http import INITIALIZE, TOKEN, _post, _start, _stop
+from support.mcp_http import INITIALIZE, TOKEN
+from support.mcp_http import post as _post
+from support.mcp_http import start as _start
+from support.mcp_http import stop as _stop
 
 pytestmark = pytest.mark.processes
 

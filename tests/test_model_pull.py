@@ -14,11 +14,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from model_factory import minilm_path
+from support.model_factory import minilm_path
 
 REPO = "acme/minilm-test"
 SHA = "0123456789abcdef0123456789abcdef01234567"
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class _Hub(http.server.BaseHTTPRequestHandler):

@@ -11,9 +11,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import NO_MODEL, doc
-
-REPO = Path(__file__).resolve().parents[1]
+from support.documents import doc
+from support.paths import REPO
+from support.stores import NO_MODEL
 
 
 def _env(root: Path) -> dict[str, str]:

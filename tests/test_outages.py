@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import doc, make_settings
+from support.documents import doc
+from support.stores import make_settings
 
 from kb_core import KnowledgeBaseError
 from kb_core.bootstrap import open_knowledge_base

@@ -19,11 +19,10 @@ import re
 import sys
 import tomllib
 from importlib.metadata import packages_distributions
-from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PACKAGE = REPO / "kb_core"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 PROJECT_NAME = PYPROJECT["project"]["name"]

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from conftest import RecordingL1, doc, write_doc
 from pydantic import ValidationError
+from support.documents import doc, write_doc
+from support.fakes import RecordingL1
+from support.paths import TESTS
 
 from kb_core import (
     READ_TOOL_NAME,
@@ -27,7 +28,7 @@ from kb_core.retrieval.reading import DocumentReader
 
 PAYMENT = "knowledge_base/api/payment-errors.md"
 CACHE = "knowledge_base/domain/cache-optimization.md"
-SECTIONS_KB = Path(__file__).parent / "fixtures" / "sections_kb"
+SECTIONS_KB = TESTS / "fixtures" / "sections_kb"
 REFERENCE = "knowledge_base/gateway/limit-req-reference.md"
 
 

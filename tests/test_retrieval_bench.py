@@ -10,7 +10,7 @@ import math
 from datetime import timedelta
 
 import pytest
-from conftest import doc, write_doc
+from support.documents import doc, write_doc
 
 from kb_core import Actor, KnowledgeBaseError, Role
 from kb_core.console import MAX_TOP_K, REPLAY_CALLER, BenchOptions, Retriever, bench_link_params, parse_bench_link
@@ -275,14 +275,13 @@ def test_the_history_keeps_each_users_newest_runs(bench_kb, monkeypatch):
 
 
 def test_a_run_the_history_cannot_take_still_answers(bench_kb, monkeypatch):
-    from conftest import internals
-
+    from kb_core.bootstrap import parts_of
     from kb_core.errors import MetadataStoreError
 
     def refuse(**_fields):
         raise MetadataStoreError("cannot record the query in the history: the database is read-only")
 
-    monkeypatch.setattr(internals(bench_kb).metadata, "record_query", refuse)
+    monkeypatch.setattr(parts_of(bench_kb).metadata, "record_query", refuse)
     run = bench_kb.run_bench("rate limiting")
     assert run.payload["found"] and "read-only" in run.history_error
 

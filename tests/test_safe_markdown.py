@@ -12,6 +12,7 @@ import unicodedata
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from support.paths import REPO
 
 from pages.shell.safe import (
     HIGHLIGHT,
@@ -254,9 +255,8 @@ def test_no_page_renders_raw_html_or_loads_an_image():
     """Streamlit shows HTML in Markdown as text unless a call says otherwise, and loads images only where a page
     asks for one: no page may (st.html, st.image, components, ImageColumn, unsafe_allow_html)."""
     import ast
-    from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = REPO
     offenders = []
     for path in [root / "app.py", *(root / "pages").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -9,14 +9,14 @@ tree's top three); a page outside a caller's audiences is a missing page, throug
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
-from conftest import internals
+from support.paths import TESTS
 
+from kb_core.bootstrap import parts_of
 from kb_core.retrieval.scope import AudienceRule, Scope
 
-FIXTURE = Path(__file__).parent / "fixtures" / "realistic_kb"
+FIXTURE = TESTS / "fixtures" / "realistic_kb"
 RATE_QUESTION = "how to limit the request rate per consumer"
 
 POSTMORTEM = """---
@@ -134,7 +134,7 @@ def test_a_folder_default_audience_applies_to_pages_without_their_own(kb):
     rule = AudienceRule.of_mapping({"ops": ["sre"]})
     support = Scope(audiences=frozenset({"support"}), rule=rule)
     assert not kb.lookup_knowledge("config-reference", scope=support)["found"]
-    index = internals(kb).index
+    index = parts_of(kb).index
     mask = index.scope_mask(support)
     shown = {e.file_path for i, e in enumerate(index.view.entries[p] for p in range(index.view.size)) if mask[i]}
     assert shown and not any(p.startswith("knowledge_base/ops/") for p in shown)
@@ -150,7 +150,7 @@ def test_a_wide_scope_searched_a_few_times_wider_finds_what_the_list_filter_find
         shutil.copytree(FIXTURE / folder, tmp_path / "knowledge_base" / folder)
     kb = open_kb(embedding_fallback="use-multilingual-v3")
     kb.reconcile()
-    parts = internals(kb)
+    parts = parts_of(kb)
     assert parts.documents.dense_ready()
     vector = parts.embedder.encode_queries([RATE_QUESTION])[0]
     for folder in ("gateway-zh", "gateway"):  # a third of the documents, then most of them

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import APP, SIGNIN_AUTH, look_up, write_doc
 from streamlit.testing.v1 import AppTest
+from support.console import APP, SIGNIN_AUTH, look_up
+from support.documents import write_doc
 
 SECRET = """---
 title: Incident bridge numbers
@@ -36,7 +37,7 @@ def viewer(monkeypatch, app_root, sample_root, request):
         at.user = {"is_logged_in": True, "email": email, "email_verified": True, "groups": groups}
         at.run()
         if page != "playground":
-            at.switch_page(f"../pages/{page}.py").run()
+            at.switch_page(f"../../pages/{page}.py").run()
         assert not at.exception, at.exception
         return at
 

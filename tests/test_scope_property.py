@@ -58,7 +58,7 @@ def _source(page: dict) -> str:
 
 @pytest.fixture(scope="module")
 def tree_kb(tmp_path_factory):
-    from conftest import make_settings
+    from support.stores import make_settings
 
     from kb_core.bootstrap import open_knowledge_base
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from support.golden_gen import GOLDEN_SECTIONS, sections_for  # noqa: E402
+from support.paths import TESTS
 
 from kb_core import KnowledgeIndex
 from kb_core.documents.frontmatter import parse_frontmatter, parse_sections
@@ -25,11 +26,8 @@ from kb_core.documents.sections import (
     section_chips,
 )
 
-sys.path.insert(0, str(Path(__file__).parent))
-from golden_gen import GOLDEN_SECTIONS, sections_for  # noqa: E402
-
 GOLDEN_CASES = sorted(GOLDEN_SECTIONS.glob("*.md"))
-FIXTURES = Path(__file__).parent / "fixtures" / "sections_kb" / "gateway"
+FIXTURES = TESTS / "fixtures" / "sections_kb" / "gateway"
 
 
 @pytest.mark.parametrize("case", GOLDEN_CASES, ids=[p.stem for p in GOLDEN_CASES])

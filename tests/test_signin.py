@@ -10,31 +10,13 @@ import secrets
 from pathlib import Path
 
 import pytest
-from conftest import APP, CHROMIUM, CHROMIUM_ARGS, SIGNIN_AUTH, VIEWPORT, doc, free_port, server_env, streamlit_server
-
-AUTH = SIGNIN_AUTH
-ROLES = {"vera@example.com": "viewer", "carl@example.com": "curator", "ada@example.com": "admin"}
-
-
-def _app(user: dict | None, *, signin: bool = True):
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(APP, default_timeout=60)
-    if signin:
-        at.secrets["auth"] = AUTH
-    if user is not None:
-        at.user = user
-    return at
-
-
-def _user(email: str) -> dict:
-    return {"is_logged_in": True, "email": email, "email_verified": True}
-
-
-def _maintenance(at):
-    at.session_state["documents_tab"] = "Maintenance"
-    at.switch_page("../pages/documents.py").run()
-    return {b.label for b in at.button}
+from support.browser import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+from support.console import ROLES
+from support.console import maintenance_buttons as _maintenance
+from support.console import signed_in_user as _user
+from support.console import signin_app as _app
+from support.documents import doc
+from support.servers import free_port, server_env, streamlit_server
 
 
 def _texts(at) -> str:
@@ -78,7 +60,7 @@ def test_an_unverified_email_of_an_admin_gets_no_role(roles, verified):
     text = _texts(at)
     assert "does not say `ada@example.com` is verified" in text and "sub:https://idp.example|x-1" in text
     assert [b.label for b in at.button] == ["Sign out"] and "Signed in as" not in text
-    at.switch_page("../pages/settings.py").run()
+    at.switch_page("../../pages/settings.py").run()
     assert "Signed in as" not in _texts(at) and not at.text_input
 
 
@@ -102,7 +84,7 @@ def test_a_viewer_looks_things_up_but_has_no_upload_page_and_no_write_buttons(ro
     next(b for b in at.button if b.label == "Look up").click().run()
     assert "payment-errors.md" in _texts(at)
     at.query_params["doc"] = "api/payment-errors.md"
-    at.switch_page("../pages/documents.py").run()
+    at.switch_page("../../pages/documents.py").run()
     assert "Trash" not in {t.label for t in at.tabs}  # restoring and purging are a curator's
     assert "Raw file" in {t.label for t in at.tabs} and "Edit" not in {t.label for t in at.tabs}  # the inspector
     labels = {b.label for b in at.button} | _maintenance(at)
@@ -116,7 +98,7 @@ def test_a_viewer_looks_things_up_but_has_no_upload_page_and_no_write_buttons(ro
     assert not at.exception, at.exception
     assert "Editing needs the curator role; you are signed in as a viewer." in _texts(at)
     assert not [e for e in at.expander if e.label.startswith("Rename or remove")] and not at.text_area
-    at.switch_page("../pages/upload.py").run()  # not in a viewer's navigation, yet a shared /upload link says why
+    at.switch_page("../../pages/upload.py").run()  # not in a viewer's navigation, yet a shared /upload link says why
     assert not at.exception, at.exception
     assert "Uploading needs the curator role; you are signed in as a viewer." in _texts(at)
     assert not at.file_uploader
@@ -126,14 +108,14 @@ def test_a_curator_uploads_but_does_not_reconcile(roles):
     at = _app(_user("carl@example.com"))
     at.run()
     at.query_params["doc"] = "api/payment-errors.md"
-    at.switch_page("../pages/documents.py").run()
+    at.switch_page("../../pages/documents.py").run()
     labels = {b.label for b in at.button}
     assert any(label.startswith("Delete") for label in labels)
     assert {"Trash", "Edit"} <= {t.label for t in at.tabs}  # the inspector's Edit tab too
     labels = _maintenance(at)
     assert "Reconcile" not in labels and "Re-index all" not in labels
     assert "Reconcile and re-index need the admin role" in _texts(at)
-    at.switch_page("../pages/upload.py").run()
+    at.switch_page("../../pages/upload.py").run()
     assert not at.exception and "needs the curator role" not in _texts(at)
 
 

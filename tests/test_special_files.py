@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import assert_consistent, doc, internals
+from support.documents import doc
+from support.stores import assert_consistent
 
+from kb_core.bootstrap import parts_of
 from kb_core.documents.folder import KnowledgeFolder, checked_sha256, read_regular
 from kb_core.documents.path_rule import validate_category, validate_file_name
 from kb_core.errors import FileTooLarge, InvalidInputError, UploadRejected
@@ -34,7 +36,7 @@ def kb(open_kb):
 
 
 def _base(kb) -> Path:
-    return internals(kb).folder.base_dir
+    return parts_of(kb).folder.base_dir
 
 
 def _quick(action, limit: float = 3.0):
@@ -110,8 +112,8 @@ def test_a_document_replaced_by_a_fifo_never_hangs_a_reader(kb):
         report = _quick(reconcile, 10.0)
         assert report.failed == () and row.file_path in report.missing_files
         assert any(p == row.file_path and "not a regular file (a FIFO)" in why for p, why in report.refused)
-    assert _quick(lambda: internals(kb).index.load(), 10.0) == 0
-    assert _quick(lambda: internals(kb).index.refresh(row.file_path)) in (True, False)
+    assert _quick(lambda: parts_of(kb).index.load(), 10.0) == 0
+    assert _quick(lambda: parts_of(kb).index.refresh(row.file_path)) in (True, False)
     assert _quick(lambda: kb.status(max_age=0), 10.0) is not None
     assert kb.get(row.id) is not None and os.path.lexists(path)  # the row is reported, the FIFO left alone
     # and the next write works
@@ -296,14 +298,14 @@ def test_hard_links_are_one_document(kb):
 
 
 def test_the_watcher_skips_links_and_fifos(tmp_path):
-    from conftest import make_settings
+    from support.stores import make_settings
 
     from kb_core.bootstrap import open_knowledge_base
 
     kb = open_knowledge_base(make_settings(tmp_path, watch=True, refresh_interval=0.2))
     try:
         deadline = time.monotonic() + 15
-        while not internals(kb).watcher.is_watching:
+        while not parts_of(kb).watcher.is_watching:
             assert time.monotonic() < deadline
             time.sleep(0.05)
         base = _base(kb)
@@ -315,10 +317,10 @@ def test_the_watcher_skips_links_and_fifos(tmp_path):
         (base / "api" / "sentinel.md").write_text(doc("Sentinel", ["SENTINEL_KEY"]), encoding="utf-8")
         deadline = time.monotonic() + 20
         sentinel = "knowledge_base/api/sentinel.md"
-        while internals(kb).metadata.get_by_path(sentinel) is None or internals(kb).index.get(sentinel) is None:
+        while parts_of(kb).metadata.get_by_path(sentinel) is None or parts_of(kb).index.get(sentinel) is None:
             assert time.monotonic() < deadline, "the watcher did not sync"
             time.sleep(0.05)
-        assert internals(kb).watcher.last_error is None
+        assert parts_of(kb).watcher.last_error is None
         assert sorted(d.file_name for d in kb.documents()) == ["a.md", "sentinel.md"]
         assert_consistent(kb)
     finally:
@@ -377,7 +379,7 @@ def test_any_mix_of_aliases_keeps_every_file_and_the_stores_agree(kb):
             if rows:
                 row = rng.choice(rows)
                 kb.delete(row.id)
-                files.pop(internals(kb).folder.relative_of(row.file_path), None)  # that name only
+                files.pop(parts_of(kb).folder.relative_of(row.file_path), None)  # that name only
         elif action == "reconcile":
             kb.reconcile(delete_missing=True)
             _check(kb, base, files)
@@ -389,7 +391,7 @@ def _check(kb, base: Path, files: dict[str, str]) -> None:
     assert_consistent(kb)
     for relative, text in files.items():
         assert (base / relative).read_text(encoding="utf-8") == text, f"{relative} was lost or changed"
-    inodes = [(base / internals(kb).folder.relative_of(d.file_path)).stat().st_ino for d in kb.documents()]
+    inodes = [(base / parts_of(kb).folder.relative_of(d.file_path)).stat().st_ino for d in kb.documents()]
     assert len(inodes) == len(set(inodes)), "two rows for one file"
 
 

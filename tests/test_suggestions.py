@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import random
 import time
-from pathlib import Path
 
 import pytest
+from support.paths import FIXTURES
 
 from kb_core import KnowledgeEntry, KnowledgeIndex
 from kb_core.retrieval.keyword_matching import Snapshot
@@ -20,8 +20,6 @@ from kb_core.retrieval.suggestions import (
     identifier_tokens,
     max_distance,
 )
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def entry(path: str, *keywords: str, title: str = "", lang: str = "und", group: str = "") -> KnowledgeEntry:

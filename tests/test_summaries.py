@@ -4,7 +4,10 @@ change from another KnowledgeBase on the same database drop the cache."""
 from __future__ import annotations
 
 import pytest
-from conftest import doc, internals, two_knowledge_bases
+from support.documents import doc
+from support.stores import summaries_of, two_knowledge_bases
+
+from kb_core.bootstrap import parts_of
 
 
 class Spy:
@@ -12,9 +15,9 @@ class Spy:
 
     def __init__(self, monkeypatch, kb):
         self.calls: dict[str, int] = {}
-        for owner, name in [(internals(kb).metadata, "count_documents"), (internals(kb).metadata, "count_chunks"),
-                            (internals(kb).metadata, "list_documents"), (internals(kb).vectors, "count_chunks"),
-                            (internals(kb).folder, "markdown_files")]:
+        for owner, name in [(parts_of(kb).metadata, "count_documents"), (parts_of(kb).metadata, "count_chunks"),
+                            (parts_of(kb).metadata, "list_documents"), (parts_of(kb).vectors, "count_chunks"),
+                            (parts_of(kb).folder, "markdown_files")]:
             self._wrap(monkeypatch, owner, name)
 
     def _wrap(self, monkeypatch, owner, name):
@@ -46,7 +49,7 @@ def pair(tmp_path, db_url):
 def test_a_second_render_recounts_nothing_and_a_write_invalidates(pair, monkeypatch):
     a, _ = pair
     a.upload("gateway-timeouts.md", doc("Gateway timeouts", ["ERR_GATEWAY_TIMEOUT", "API", "超时"]).encode(), "api")
-    internals(a).follower.poll()  # its own write comes back through the feed (and drops the cache once more)
+    parts_of(a).follower.poll()  # its own write comes back through the feed (and drops the cache once more)
     spy = Spy(monkeypatch, a)
     first = _render(a)
     assert spy.total() > 0 and first[0].database == 1
@@ -69,7 +72,7 @@ def test_a_change_from_another_knowledge_base_invalidates(pair, monkeypatch):
 
     a.upload("kafka-lag.md", doc("Kafka consumer lag", ["consumer lag", "Kafka"]).encode(), "runbooks")
     assert b.documents() == []  # B has not seen the change yet: still the cached list
-    assert internals(b).follower.poll() >= 1
+    assert parts_of(b).follower.poll() >= 1
     counts, documents, categories, claims = _render(b)
     assert spy.calls["MetadataStore.list_documents"] == listed + 1
     assert counts.database == 1 and [d.file_path for d in documents] == ["knowledge_base/runbooks/kafka-lag.md"]
@@ -82,7 +85,7 @@ def test_unindexed_files_are_the_files_a_sync_would_add(pair, tmp_path):
     by_hand = tmp_path / "knowledge_base" / "runbooks" / "重启网关.md"  # copied in by hand, as git does
     by_hand.parent.mkdir(parents=True)
     by_hand.write_text(doc("重启网关", ["重启", "gateway restart"]), encoding="utf-8")
-    internals(a).summaries.max_age = 0  # nobody announces a hand copy: the backstop age makes it visible
+    summaries_of(a).max_age = 0  # nobody announces a hand copy: the backstop age makes it visible
     assert a.unindexed_files() == ["knowledge_base/runbooks/重启网关.md"]
     a.reconcile()
     assert a.unindexed_files() == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import doc, write_doc
+from support.documents import doc, write_doc
 
 from kb_core import Actor, Role
 from kb_core.console import AccessDeniedError
@@ -111,7 +111,7 @@ def test_a_generic_keyword_as_a_synonym_is_warned_about(open_kb, tmp_path):
 
 
 def test_the_keyword_map_edits_the_groups(synced_sample):
-    from conftest import run_page
+    from support.console import run_page
 
     at = run_page("documents", documents_tab="Keyword map")
     assert any(e.label.startswith("Synonyms (0 groups)") for e in at.expander)

@@ -27,7 +27,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-from conftest import CHROMIUM, CHROMIUM_ARGS, NO_MODEL, REPO, VIEWPORT, doc, free_port, wait_healthy
+from support.browser import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+from support.documents import doc
+from support.paths import REPO
+from support.servers import free_port, wait_healthy
+from support.stores import NO_MODEL
 
 from kb_core.testing.milvus_server import milvus_lite_server
 
@@ -260,10 +264,10 @@ def setup(request, tmp_path):
     if request.param == "embedded":
         yield root, None, None
         return
-    from conftest import _empty_mysql_tables
+    from support.stores import empty_mysql_tables
 
     database = request.getfixturevalue("mysql_database")
-    _empty_mysql_tables(database)
+    empty_mysql_tables(database)
     with milvus_lite_server(tmp_path / "milvus-server.db") as uri:
         yield root, uri, database
 

@@ -6,15 +6,14 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from conftest import internals
+from support.paths import REPO
 
 from kb_core import TOOL_NAME, lookup_knowledge, openai_tool_schema, read_document
 from kb_core.agent.call_stats import needs_attention, percentile
+from kb_core.bootstrap import parts_of
 
-REPO = Path(__file__).resolve().parent.parent
 PAYMENT = "knowledge_base/api/payment-errors.md"
 
 
@@ -97,7 +96,7 @@ def test_the_call_log_records_the_section_served(sample_kb):
 def test_a_database_outage_never_breaks_a_lookup(sample_kb, monkeypatch, caplog):
     from kb_core.storage.metadata_store import MetadataStoreError
 
-    store = internals(sample_kb).metadata
+    store = parts_of(sample_kb).metadata
     real = store.record_tool_calls
     attempts = []
 
@@ -119,7 +118,7 @@ def test_a_database_outage_never_breaks_a_lookup(sample_kb, monkeypatch, caplog)
 
 
 def test_module_level_helper_uses_the_default_knowledge_base(monkeypatch, sample_root):
-    from conftest import NO_MODEL
+    from support.stores import NO_MODEL
 
     import kb_core.bootstrap as bootstrap
 
@@ -158,7 +157,7 @@ def test_percentile_is_nearest_rank():
 def test_example_script_runs(sample_root):
     import os
 
-    from conftest import NO_MODEL
+    from support.stores import NO_MODEL
 
     env = {**os.environ, "KB_APP_ROOT": str(sample_root), "KB_EMBEDDING_MODEL": NO_MODEL}
     done = subprocess.run([sys.executable, str(REPO / "examples/agent_lookup.py"), "ERR_TIMEOUT", "如何优化缓存"],

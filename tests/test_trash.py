@@ -16,11 +16,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import assert_consistent, doc, internals, make_settings, two_knowledge_bases
+from support.documents import doc
+from support.stores import assert_consistent, make_settings, two_knowledge_bases
 
 from kb_core import DocumentError, KnowledgeBaseError
 from kb_core.access import Actor, Role
-from kb_core.bootstrap import open_knowledge_base
+from kb_core.bootstrap import open_knowledge_base, parts_of
 from kb_core.console import AccessDeniedError, DocumentConflictError, RestoreConflictError, TrashItem
 from kb_core.documents.trash import DANGLING_AFTER, RECORD_NAME
 from kb_core.errors import InvalidInputError
@@ -55,7 +56,7 @@ def _upload(kb, data: bytes = ORIGINAL, name: str = "limit-req.md", category: st
 
 
 def _file_of(kb, item: TrashItem) -> Path:
-    return internals(kb).trash.directory / item.item_id / item.relative_path
+    return parts_of(kb).trash.directory / item.item_id / item.relative_path
 
 
 # -- delete -> trash -> restore -----------------------------------------------------------------------------
@@ -74,10 +75,10 @@ def test_delete_moves_the_file_to_the_trash_and_restore_brings_it_back_byte_for_
     assert abs((datetime.now(UTC) - item.deleted_at).total_seconds()) < 60
     # outside the scanned folder; gone from every store
     assert _file_of(kb, item).read_bytes() == ORIGINAL
-    assert tmp_path / "kb_trash" == internals(kb).trash.directory
+    assert tmp_path / "kb_trash" == parts_of(kb).trash.directory
     assert not (tmp_path / PATH).exists()
-    assert kb.get(record.id) is None and internals(kb).vectors.chunks_of(record.id) == []
-    assert internals(kb).index.exact_match("LIMIT_REQ_TRASH") == []
+    assert kb.get(record.id) is None and parts_of(kb).vectors.chunks_of(record.id) == []
+    assert parts_of(kb).index.exact_match("LIMIT_REQ_TRASH") == []
     assert_consistent(kb)
     report = kb.reconcile()  # the trash is not under the base: nothing comes back by itself
     assert report.added == () and not (tmp_path / PATH).exists()
@@ -87,7 +88,7 @@ def test_delete_moves_the_file_to_the_trash_and_restore_brings_it_back_byte_for_
     assert (tmp_path / PATH).read_bytes() == ORIGINAL
     assert restored.document.content_sha256 == _sha(ORIGINAL) and restored.document.changed_by == "carl@example.com"
     assert kb.lookup_knowledge("LIMIT_REQ_TRASH")["primary"]["source"] == PATH
-    assert kb.trash() == [] and not (internals(kb).trash.directory / item.item_id).exists()
+    assert kb.trash() == [] and not (parts_of(kb).trash.directory / item.item_id).exists()
     assert_consistent(kb)
 
 
@@ -109,7 +110,7 @@ def test_restoring_onto_a_path_that_exists_again_asks_for_replace(kb, tmp_path):
     [kept] = kb.trash()
     assert kept.item_id != item.item_id and kept.file_path == PATH and kept.sha256 == _sha(newer)
     assert _file_of(kb, kept).read_bytes() == newer
-    assert internals(kb).index.exact_match("LIMIT_REQ_TRASH") and not internals(kb).index.exact_match("LIMIT_REQ_V2")
+    assert parts_of(kb).index.exact_match("LIMIT_REQ_TRASH") and not parts_of(kb).index.exact_match("LIMIT_REQ_V2")
     assert_consistent(kb)
 
 
@@ -154,7 +155,7 @@ def test_restore_goes_through_the_upload_checks(kb, tmp_path, monkeypatch):
     assert not (tmp_path / PATH).exists()
     # larger than KB_MAX_UPLOAD_BYTES now: refused by the read, nothing written
     _file_of(kb, item).write_bytes(ORIGINAL)
-    monkeypatch.setattr(internals(kb).folder, "_max_bytes", 10)  # as if KB_MAX_UPLOAD_BYTES had been lowered
+    monkeypatch.setattr(parts_of(kb).folder, "_max_bytes", 10)  # as if KB_MAX_UPLOAD_BYTES had been lowered
     with pytest.raises(DocumentError, match="larger than"):
         kb.restore(item)
     monkeypatch.undo()
@@ -184,7 +185,7 @@ def test_a_link_in_place_of_the_file_is_removed_and_not_trashed(kb, tmp_path):
 # -- purge ----------------------------------------------------------------------------------------------------
 def _age(kb, item: TrashItem, days: float) -> None:
     """Make an item look deleted `days` ago (its record says when)."""
-    record_path = internals(kb).trash.directory / item.item_id / RECORD_NAME
+    record_path = parts_of(kb).trash.directory / item.item_id / RECORD_NAME
     record = json.loads(record_path.read_text(encoding="utf-8"))
     record["deleted_at"] = (datetime.now(UTC) - timedelta(days=days)).isoformat()
     record_path.write_text(json.dumps(record), encoding="utf-8")
@@ -201,7 +202,7 @@ def test_purge_removes_items_older_than_the_setting_or_the_age_given(kb):
     assert {i.item_id for i in kb.trash()} == {middle.item_id, new.item_id}
     assert [i.item_id for i in kb.purge_trash(older_than_days=7)] == [middle.item_id]
     assert [i.item_id for i in kb.purge_trash(items=[new.item_id])] == [new.item_id]  # any age, by id
-    assert kb.trash() == [] and list(internals(kb).trash.directory.iterdir()) == []
+    assert kb.trash() == [] and list(parts_of(kb).trash.directory.iterdir()) == []
     with pytest.raises(InvalidInputError):
         kb.purge_trash(older_than_days=-1)
     with pytest.raises(InvalidInputError, match="not in the trash"):
@@ -217,7 +218,7 @@ def test_opening_purges_old_items_in_the_background(tmp_path, monkeypatch):
         gone = kb.delete(_upload(kb, name="gone.md").id).trashed
         _age(kb, gone, 4)
         _age(kb, kept, 2)
-        trash_dir = internals(kb).trash.directory
+        trash_dir = parts_of(kb).trash.directory
         stale = trash_dir / "20000101T000000000000Z-0badc0de" / "api"  # an interrupted delete's folder, no file
         stale.mkdir(parents=True)
         old = time.time() - DANGLING_AFTER.total_seconds() - 60
@@ -260,7 +261,7 @@ def test_a_viewer_may_not_delete_restore_or_purge(kb, tmp_path):
 @pytest.mark.parametrize("record", ["missing", "corrupt", "not-an-object", "wrong-path"])
 def test_an_item_with_a_missing_or_broken_record_is_listed_and_can_be_restored_or_purged(kb, tmp_path, record):
     item = kb.delete(_upload(kb).id).trashed
-    record_path = internals(kb).trash.directory / item.item_id / RECORD_NAME
+    record_path = parts_of(kb).trash.directory / item.item_id / RECORD_NAME
     if record == "missing":
         record_path.unlink()
     elif record == "corrupt":
@@ -278,7 +279,7 @@ def test_an_item_with_a_missing_or_broken_record_is_listed_and_can_be_restored_o
     assert (tmp_path / PATH).read_bytes() == ORIGINAL and kb.trash() == []
     assert_consistent(kb)
     again = kb.delete(kb.documents()[0].id).trashed
-    (internals(kb).trash.directory / again.item_id / RECORD_NAME).unlink()
+    (parts_of(kb).trash.directory / again.item_id / RECORD_NAME).unlink()
     assert kb.purge_trash(items=[again.item_id])[0].item_id == again.item_id and kb.trash() == []
 
 
@@ -289,7 +290,7 @@ def test_links_and_strays_in_the_trash_are_not_items(kb, tmp_path):
     trashed = _file_of(kb, item)
     trashed.unlink()
     trashed.symlink_to(secret)  # a link where the file was: never read through
-    trash_dir = internals(kb).trash.directory
+    trash_dir = parts_of(kb).trash.directory
     (trash_dir / "stray.md").write_text("a file at the top of the trash")
     (trash_dir / "linked-item").symlink_to(tmp_path / "knowledge_base", target_is_directory=True)
     assert kb.trash() == []
@@ -306,7 +307,7 @@ def test_a_trash_that_cannot_be_written_deletes_nothing(kb, tmp_path, monkeypatc
     def refuse(*_args, **_kwargs):
         raise PermissionError("injected: the trash is read-only")
 
-    monkeypatch.setattr(internals(kb).trash, "prepare", refuse)
+    monkeypatch.setattr(parts_of(kb).trash, "prepare", refuse)
     with pytest.raises(DocumentError, match="nothing was deleted") as failed:
         kb.delete(record.id)
     assert failed.value.step == "move to the trash"
@@ -339,7 +340,7 @@ def test_a_file_system_boundary_is_crossed_by_copying(kb, tmp_path, monkeypatch)
 # -- where the trash is -------------------------------------------------------------------------------------------
 def test_a_knowledge_base_at_the_app_root_keeps_its_trash_hidden_from_the_scan(open_kb, tmp_path):
     kb = open_kb(base_path=str(tmp_path))  # the app root itself
-    assert internals(kb).trash.directory == tmp_path / ".kb_trash"
+    assert parts_of(kb).trash.directory == tmp_path / ".kb_trash"
     record = kb.upload("limit-req.md", ORIGINAL, "plugins").document
     item = kb.delete(record.id).trashed
     assert _file_of(kb, item).read_bytes() == ORIGINAL
@@ -366,12 +367,12 @@ def test_a_knowledge_base_configured_as_dot_deletes_and_restores_its_files(open_
 def test_another_knowledge_base_drops_and_regains_the_document(tmp_path, db_url):
     with two_knowledge_bases(tmp_path, db_url, refresh_interval=0.2) as (a, b):
         record = _upload(a)
-        _wait_for(lambda: internals(b).index.exact_match("LIMIT_REQ_TRASH"))
+        _wait_for(lambda: parts_of(b).index.exact_match("LIMIT_REQ_TRASH"))
         item = a.delete(record.id).trashed
-        _wait_for(lambda: not internals(b).index.exact_match("LIMIT_REQ_TRASH"))
+        _wait_for(lambda: not parts_of(b).index.exact_match("LIMIT_REQ_TRASH"))
         assert b.trash() == [item]  # one trash folder at the app root
         b.restore(item)
-        _wait_for(lambda: internals(a).index.exact_match("LIMIT_REQ_TRASH"))
+        _wait_for(lambda: parts_of(a).index.exact_match("LIMIT_REQ_TRASH"))
         assert a.lookup_knowledge("LIMIT_REQ_TRASH")["primary"]["source"] == PATH
         assert a.trash() == []
 
@@ -384,7 +385,7 @@ def test_a_second_process_sees_the_delete_and_the_restore(tmp_path, db_url):
     other = None
     try:
         _upload(here)
-        assert internals(here).index.exact_match("LIMIT_REQ_TRASH")
+        assert parts_of(here).index.exact_match("LIMIT_REQ_TRASH")
         script = textwrap.dedent(f"""
             import sys
             from kb_core import load_settings, open_knowledge_base
@@ -412,10 +413,10 @@ def test_a_second_process_sees_the_delete_and_the_restore(tmp_path, db_url):
 
         assert other.stdout.readline().strip() == "open", other.stderr.read()[-3000:]
         _, item_id = ask("delete")
-        _wait_for(lambda: not internals(here).index.exact_match("LIMIT_REQ_TRASH"))
+        _wait_for(lambda: not parts_of(here).index.exact_match("LIMIT_REQ_TRASH"))
         assert [i.item_id for i in here.trash()] == [item_id]
         assert ask("restore") == ["restored", "indexed"]
-        _wait_for(lambda: internals(here).index.exact_match("LIMIT_REQ_TRASH"))
+        _wait_for(lambda: parts_of(here).index.exact_match("LIMIT_REQ_TRASH"))
         assert (tmp_path / PATH).read_bytes() == ORIGINAL and here.trash() == []
         assert here.lookup_knowledge("LIMIT_REQ_TRASH")["primary"]["source"] == PATH
     finally:

@@ -12,11 +12,13 @@ import sys
 import textwrap
 
 import pytest
-from conftest import assert_consistent, doc, internals
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.documents import doc
+from support.stores import assert_consistent
 
 from kb_core import KnowledgeBaseError
+from kb_core.bootstrap import parts_of
 from kb_core.errors import InvalidInputError
 
 CATEGORY = "ops/runbooks"
@@ -44,7 +46,7 @@ def kb_with_trash(open_kb, tmp_path):
 
 def _state(kb, tmp_path):
     """What the trash and the knowledge base hold, byte for byte."""
-    trash = internals(kb).trash.directory
+    trash = parts_of(kb).trash.directory
     files = sorted((p.relative_to(tmp_path).as_posix(), p.read_bytes())
                    for folder in (trash, tmp_path / "knowledge_base") for p in folder.rglob("*") if p.is_file())
     return sorted(item.item_id for item in kb.trash()), files
@@ -74,7 +76,7 @@ def test_a_hostile_or_gone_trash_id_is_refused_and_the_trash_keeps_its_items(kb_
     st.builds(lambda n, c: c * n, st.integers(200, 10_000), st.sampled_from(["a", ".", "/", "é"]))))
 def test_no_id_but_an_items_own_reaches_the_trash(kb_with_trash, tmp_path, item_id):
     kb, items, _purged = kb_with_trash
-    trash = internals(kb).trash
+    trash = parts_of(kb).trash
     if item_id in {item.item_id for item in items}:
         return
     assert trash.get(item_id) is None
@@ -108,7 +110,7 @@ def test_restore_with_replace_keeps_the_replaced_version_in_the_trash(open_kb, t
     assert path.read_bytes() == old
     [kept] = kb.trash()
     assert kept.sha256 == _sha(new) and kept.problem is None
-    assert (internals(kb).trash.directory / kept.item_id / kept.relative_path).read_bytes() == new
+    assert (parts_of(kb).trash.directory / kept.item_id / kept.relative_path).read_bytes() == new
     # and it comes back the same way, the restored one going to the trash in turn
     assert kb.restore(kept.item_id, replace=True).action == "replaced"
     assert path.read_bytes() == new and [i.sha256 for i in kb.trash()] == [_sha(old)]
@@ -183,7 +185,7 @@ def test_a_kill_around_the_replace_of_a_restore_loses_no_version(open_kb, tmp_pa
 
     kb = open_kb()  # reopening finishes what the kill interrupted (the upload's undo journal, reconcile)
     path = tmp_path / "knowledge_base" / "ops" / "runbook.md"
-    trash = internals(kb).trash.directory
+    trash = parts_of(kb).trash.directory
     versions = [path.read_bytes()] if path.exists() else []
     versions += [(trash / i.item_id / i.relative_path).read_bytes() for i in kb.trash()]
     assert old in versions and new in versions, f"a version was lost at {point}: {[_sha(v)[:8] for v in versions]}"

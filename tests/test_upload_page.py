@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 
 import pytest
 import streamlit as st
-from conftest import assert_consistent, doc, finish_jobs, run_page
 from streamlit.testing.v1 import AppTest
+from support.console import finish_jobs, run_page, stores
+from support.console import upload_button as _upload_button
+from support.console import upload_files as _files
+from support.documents import doc
+from support.stores import assert_consistent
 
 LICENCE = ("<!--\n  Licensed to the Apache Software Foundation (ASF) under one or more contributor license "
            "agreements.\n-->\n")
@@ -23,29 +26,6 @@ def product_doc(title: str, keywords: list[str], summary: str, paragraphs: int =
 
 ROUTE_EN = product_doc("Route", ["Route", "APISIX", "API Gateway"], "Match requests and send them upstream.")
 ROUTE_ZH = product_doc("路由", ["路由", "APISIX", "API 网关"], "匹配请求并转发到上游。", lang="zh")
-
-
-def _files(*items: tuple[str, str | bytes]) -> list[tuple[str, bytes, str]]:
-    return [(name, body.encode() if isinstance(body, str) else body, "text/markdown") for name, body in items]
-
-
-def _open_stores():
-    from kb_core import load_settings, open_knowledge_base
-
-    return open_knowledge_base(load_settings())
-
-
-@contextlib.contextmanager
-def stores():
-    kb = _open_stores()
-    try:
-        yield kb
-    finally:
-        kb.close()
-
-
-def _upload_button(at: AppTest):
-    return next(b for b in at.button if b.label.startswith(("Upload", "Nothing")))
 
 
 def _result_shown(at: AppTest) -> bool:

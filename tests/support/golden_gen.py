@@ -1,24 +1,25 @@
-"""Regenerate golden expectations: python tests/golden_gen.py (review the diff before committing)."""
+"""Regenerate golden expectations: python tests/support/golden_gen.py (review the diff before committing)."""
 
 import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kb_core.documents.chunking import chunk_markdown  # noqa: E402
 from kb_core.documents.cleaning import clean_document  # noqa: E402
 from kb_core.documents.frontmatter import parse_frontmatter  # noqa: E402
 from kb_core.documents.frontmatter_edit import edit_frontmatter  # noqa: E402
 from kb_core.documents.sections import body_text, document_sections, outline  # noqa: E402
 
-GOLDEN = Path(__file__).parent / "golden" / "frontmatter"
-GOLDEN_SECTIONS = Path(__file__).parent / "golden" / "sections"
+TESTS = Path(__file__).resolve().parents[1]
+GOLDEN = TESTS / "golden" / "frontmatter"
+GOLDEN_SECTIONS = TESTS / "golden" / "sections"
 # Documents shaped like generated docs: `x.md` -> `x.expected.md` (what an answer and the Content tab show) and
 # `x.sections.json` (the section parser's view and the chunks' heading paths, all from the one cleaning rule)
-GOLDEN_CLEANING = Path(__file__).parent / "golden" / "cleaning"
+GOLDEN_CLEANING = TESTS / "golden" / "cleaning"
 # In-place frontmatter edits: `x.in.md` + `x.edit.json` (the fields to set: title, summary, keywords, sections)
 # or `x.keywords.json` (a keyword list, the keyword map's edit) -> `x.out.md`, byte for byte
-GOLDEN_EDITS = Path(__file__).parent / "golden" / "keyword_edit"
+GOLDEN_EDITS = TESTS / "golden" / "keyword_edit"
 
 
 def edit_cases() -> list[str]:

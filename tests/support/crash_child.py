@@ -1,16 +1,16 @@
-"""The child process of tests/test_crash_safety.py: open a knowledge base, seed it, arm ONE kill point, then
+"""The child process of tests/processes/test_crash_safety.py: open a knowledge base, seed it, arm ONE kill point, then
 run one write (upload of a new document, replace with fewer or more chunks, or delete). At the kill point the
 process sends itself SIGKILL, so nothing after it runs: no undo, no `finally`, no atexit.
 
 Run by hand to reproduce one case on an empty root (the test prints this command when a case fails):
 
-    .venv/bin/python tests/crash_child.py '{"root": "/tmp/crash-repro", "scenario": "replace-fewer",
+    .venv/bin/python tests/support/crash_child.py '{"root": "/tmp/crash-repro", "scenario": "replace-fewer",
                                              "point": "vectors.upsert:after"}'
 
 then open the knowledge base on the same root (that runs `recover`) and look. The test itself starts the children
-through `python tests/crash_child.py --serve`, a fork server that has imported the heavy third-party modules
+through `python tests/support/crash_child.py --serve`, a fork server that has imported the heavy third-party modules
 once (a fresh interpreter per case spends ~3 s importing); `KB_CRASH_CHILD=subprocess` runs this file as a plain
-`python tests/crash_child.py '{...}'` per case instead. kb_core is imported only in the child, after the fork,
+`python tests/support/crash_child.py '{...}'` per case instead. kb_core is imported only in the child, after the fork,
 so nothing the child does carries state of the fork server (the writer id on PENDING rows is made when the
 knowledge base is opened and names the child).
 """
@@ -103,6 +103,7 @@ def _around(function, point: str, when: str):
 def arm(kb, point: str, target: Path) -> None:
     """Patch ONE step (instance attribute, module function or, for the file, `os.rename`/`os.replace`
     restricted to the target document) so that the process kills itself right before/inside/after it."""
+    from kb_core.bootstrap import parts_of
     from kb_core.documents import folder
 
     step, when = point.rsplit(":", 1)
@@ -131,7 +132,7 @@ def arm(kb, point: str, target: Path) -> None:
 
         os.rename = rename  # Trash.move_in calls os.rename through the os module
     elif step.startswith("fulltext."):
-        fulltext = getattr(kb._vectors, "_fulltext", None)
+        fulltext = getattr(parts_of(kb).vectors, "_fulltext", None)
         if fulltext is None:
             print(f"no full-text index beside Milvus here: {point} does not exist", flush=True)
             sys.stdout.flush()
@@ -140,7 +141,7 @@ def arm(kb, point: str, target: Path) -> None:
         setattr(fulltext, name, _around(getattr(fulltext, name), step, when))
     else:
         store, name = step.split(".")
-        owner = getattr(kb, f"_{store}")  # the facade's own store (see conftest.internals)
+        owner = getattr(parts_of(kb), store)  # the store itself (kb_core.bootstrap.parts_of)
         setattr(owner, name, _around(getattr(owner, name), step, when))
 
 
@@ -160,7 +161,7 @@ def run_case(config: dict) -> None:
                         format="child %(process)d %(levelname)s %(name)s: %(message)s")
     try:
         print(f"child pid {os.getpid()} at {time.time():.3f}: {json.dumps(config)}", flush=True)
-        from kb_core.bootstrap import open_knowledge_base
+        from kb_core.bootstrap import open_knowledge_base, parts_of
         from kb_core.settings import load_settings
 
         print(f"kb_core imported after {time.monotonic() - started:.2f} s", flush=True)
@@ -175,7 +176,7 @@ def run_case(config: dict) -> None:
         kb.upload(BYSTANDER, bystander_text(), CATEGORY)
         seeded = kb.upload(TARGET, version_text(*seed), CATEGORY).document if seed else None
         print(f"opened and seeded after {time.monotonic() - started:.2f} s; armed at {config['point']}", flush=True)
-        arm(kb, config["point"], kb._folder.base_dir / CATEGORY / TARGET)
+        arm(kb, config["point"], parts_of(kb).folder.base_dir / CATEGORY / TARGET)
         if new is not None:
             kb.upload(TARGET, version_text(*new), CATEGORY)
         else:
