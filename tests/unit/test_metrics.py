@@ -19,6 +19,7 @@ from support.documents import doc
 from support.servers import free_port
 from support.stores import summaries_of
 
+from kb_core.bootstrap import parts_of
 from kb_core.errors import KnowledgeBaseError
 from kb_core.ops.logs import JsonLinesFormatter, configure_log_file, log_context
 from kb_core.ops.metrics import KnowledgeBaseMetrics, MetricsRoute, loopback_host
@@ -77,7 +78,7 @@ def test_a_scrape_shows_exactly_the_lookups_and_writes(kb, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("milvus down")
 
-    monkeypatch.setattr(kb._lookup._l1, "search", broken)
+    monkeypatch.setattr(parts_of(kb).lookup._l1, "search", broken)
     failed = kb.call_tool({"query": "ERR_BETA shared_term"})  # ambiguous, and L1 fails
     assert failed.result.trace.l1_error and failed.payload["found"]
 
@@ -219,7 +220,7 @@ def test_log_lines_are_json_and_carry_the_request_id(open_kb, log_file, monkeypa
     def broken(*args, **kwargs):
         raise RuntimeError("milvus down")
 
-    monkeypatch.setattr(kb._lookup._l1, "search", broken)
+    monkeypatch.setattr(parts_of(kb).lookup._l1, "search", broken)
     failed = kb.call_tool({"query": "nothing matches this"}, caller="playground")
     refused = kb.call_tool({"query": ""}, caller="mcp")
 

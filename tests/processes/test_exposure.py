@@ -3,7 +3,7 @@ without sign-in, every page says so instead of showing the console (pages/shell/
 
 The rules on their own, every page under AppTest with `server.address` set, and `streamlit run app.py` exactly
 as the README says: it listens on 127.0.0.1 only. The refusal in a real browser, reached through the machine's
-other address, is in tests/test_browser_safety.py."""
+other address, is in tests/browser/test_browser_safety.py."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_sign_in_configured_lifts_the_refusal(app_root, server_address, monkeypa
     at.user = {"is_logged_in": False}
     at.run()
     assert not at.exception, at.exception
-    assert [b.label for b in at.button] == ["Sign in"]  # no refusal: sign in instead (tests/test_signin.py)
+    assert [b.label for b in at.button] == ["Sign in"]  # no refusal: sign in instead (tests/console/test_signin.py)
     at.user = {"is_logged_in": True, "email": "ada@example.com", "email_verified": True}
     at.run()
     assert not at.exception, at.exception

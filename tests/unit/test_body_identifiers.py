@@ -78,7 +78,7 @@ def test_background_refreshes_leave_no_connection_behind(open_kb):
 
     kb = _kb(open_kb)
     fulltext = parts_of(kb).vectors._fulltext  # noqa: SLF001
-    suggester = kb._lookup._body_suggester  # noqa: SLF001
+    suggester = parts_of(kb).lookup._body_suggester
     before = len(fulltext._connections)  # noqa: SLF001
     for _ in range(5):
         suggester._built_version = None  # noqa: SLF001 - force a rebuild each time

@@ -2,7 +2,7 @@
 stores that the next opening (`recover`) brings back into agreement, with the document either wholly old or
 wholly new (or wholly present / wholly absent), and nothing served from a file that is gone.
 
-Group 1 runs each kill point in a child process (tests/crash_child.py) on SQLite + Milvus Lite (every kill
+Group 1 runs each kill point in a child process (tests/support/crash_child.py) on SQLite + Milvus Lite (every kill
 point, including those between the SQLite FTS5 index and Milvus inside one chunk-store call) and on MariaDB +
 a `milvus-lite server` (a selection). Before reopening, each case checks that the crash really left work for
 `recover` (a PENDING row, a temp file) where it should. Group 2 raises a `BaseException` (Streamlit's
@@ -109,7 +109,7 @@ def run_child():
 
     By default each case is a fork of `crash_child.py --serve`, which has imported the heavy third-party
     modules once (~1 s per case instead of ~4 s); KB_CRASH_CHILD=subprocess starts a fresh
-    `python tests/crash_child.py '{...}'` per case instead."""
+    `python tests/support/crash_child.py '{...}'` per case instead."""
     if os.environ.get("KB_CRASH_CHILD") == "subprocess":
         def run(config: dict, timeout: float = 180) -> int:
             done = subprocess.run([sys.executable, str(CHILD_SCRIPT), json.dumps(config)], cwd=REPO,
@@ -357,7 +357,7 @@ def _left_for_recovery(root: Path, scenario: str, point: str, db_url: str | None
 
 
 def _settings(root: Path, db_url: str | None, milvus_uri: str):
-    """conftest's make_settings, with the Milvus URI chosen (make_settings always points at root/kb_milvus.db)."""
+    """support.stores.make_settings, with the Milvus URI chosen (make_settings always points at root/kb_milvus.db)."""
     if "://" not in milvus_uri:
         return make_settings(root, db_url=db_url, model=NO_MODEL)
     from kb_core import load_settings
@@ -372,7 +372,7 @@ def crash_and_check(root: Path, scenario: str, point: str, run_child, *, db_url:
     setup = "MariaDB + milvus-lite server" if db_url else "SQLite + Milvus Lite"
     label = f"kill point {_case_id((scenario, point))} ({setup})"
     again = {**config, "root": "/tmp/crash-repro"}
-    reproduce = (f"reproduce (on an empty root): .venv/bin/python tests/crash_child.py '{json.dumps(again)}'"
+    reproduce = (f"reproduce (on an empty root): .venv/bin/python tests/support/crash_child.py '{json.dumps(again)}'"
                  "; then open the knowledge base on that root")
     code = run_child(config)
     if code == child.EXIT_NO_SUCH_STEP:

@@ -400,11 +400,12 @@ def test_a_purge_whose_process_died_says_what_was_and_was_not_purged(kb):
 KILLED_JOB = textwrap.dedent("""
     import json, os, signal, sys
     from kb_core import load_settings, open_knowledge_base
+    from kb_core.bootstrap import parts_of
     from kb_core.console import JobFile
 
     config = json.loads(sys.argv[1])
     kb = open_knowledge_base(load_settings(**config["settings"]))
-    vectors = kb._vectors  # the facade's own store (tests/conftest.py internals)
+    vectors = parts_of(kb).vectors  # the store itself
     real, calls = vectors.upsert, []
 
     def upsert(rows):  # SIGKILL right after the kill_at-th document's vectors are written (its row PENDING)

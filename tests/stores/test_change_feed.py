@@ -242,11 +242,12 @@ def test_a_running_process_recovers_the_write_of_a_writer_killed_mid_upload(tmp_
         child = textwrap.dedent(f"""
             import os, signal
             from kb_core import load_settings, open_knowledge_base
+            from kb_core.bootstrap import parts_of
             kb = open_knowledge_base(load_settings(app_root={str(tmp_path)!r}, database_url={db_url!r},
                                      milvus_uri={str(tmp_path / "a_milvus.db")!r},
                                      embedding_model="no-such-org/no-such-model", refresh_interval=0))
             # die after the file and the vectors, before the row is settled and the change is announced
-            kb._metadata.finish_write = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+            parts_of(kb).metadata.finish_write = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
             kb.upload("killed.md", {doc("Killed", ["KILLED_MID_UPLOAD"])!r}.encode(), "api")
         """)
         done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)

@@ -4,7 +4,7 @@ badges), looked up through hostile `?q=` links, inspected, previewed for upload 
 
 AppTest sees the Markdown source each element hands the browser: no source may contain `![` (the only way to
 start an image), and the hostile values show up escaped exactly where they should. That Chromium then loads
-nothing and runs no script is tests/test_browser_safety.py."""
+nothing and runs no script is tests/browser/test_browser_safety.py."""
 
 from __future__ import annotations
 
@@ -152,7 +152,8 @@ def test_the_inspector_and_the_keyword_map_show_a_hostile_document_as_text(hosti
     labels = [e.label for e in at.expander]
     assert any(escape_markdown(f"![heading]({BEACON}/heading.png) Details") in label for label in labels), labels
     content = next(s for kind, s in sources if kind == "markdown" and "# Hostile" in s)
-    assert "<script>" in content  # raw HTML is left to Streamlit, which shows it as text (tests/test_browser_safety)
+    # raw HTML is left to Streamlit, which shows it as text (tests/browser/test_browser_safety)
+    assert "<script>" in content
     assert next(t for t in at.text_input if t.label == "Title").value == FIELDS["title"]  # the Edit tab, as typed
     next(t for t in at.text_input if t.label == "Title").set_value(FIELDS["title"] + " ![again](x.png)")
     next(b for b in at.button if b.label == "Preview changes").click().run()

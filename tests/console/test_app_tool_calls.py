@@ -155,7 +155,7 @@ def test_the_fix_opens_the_inspector_and_a_viewer_cannot_add_keywords(synced_sam
     assert at.title[0].value == "📚 Documents" and at.query_params.get("doc") == "domain/cache-optimization.md"
     assert "缓存设计与优化指南" in [h.value for h in at.subheader]
 
-    # sign-in with roles (as tests/test_signin.py): a viewer sees the fix, not the way to write it
+    # sign-in with roles (as tests/console/test_signin.py): a viewer sees the fix, not the way to write it
     viewer = signed_in_page("tool_calls", monkeypatch, "vera@example.com", "viewer")
     viewer.selectbox(key="attention_query").set_value("如何优化缓存").run()
     assert not viewer.exception, viewer.exception

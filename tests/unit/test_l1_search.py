@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from support.documents import doc
 
+from kb_core.bootstrap import parts_of
+
 GATEWAY = doc("Gateway upstream keepalive", [], "How the gateway reuses upstream connections.",
               "# Keepalive\n\nSet `keepalive_pool_size` to the number of idle connections kept per upstream.\n\n"
               "## Timeouts\n\nIdle connections close after `keepalive_timeout` seconds.\n")
@@ -73,7 +75,7 @@ def test_an_identifier_made_of_common_words_is_found_below_bm25s_first_candidate
     kb.upload("collations.md", doc("COLLATIONS", [], "The collations table",
                                    "# Columns\n\n* `is_default`: whether the collation is the charset's default.\n"
                                    ).encode(), "sql")
-    first = kb._searcher.search_with("is_default", top_k=3, retrievers=("bm25",))  # noqa: SLF001
+    first = parts_of(kb).searcher.search_with("is_default", top_k=3, retrievers=("bm25",))
     assert first and first[0].source.endswith("sql/collations.md"), [h.source for h in first]
     assert kb.lookup("is_default").supplement.source.endswith("sql/collations.md")
     assert kb.lookup("is_defualt_x").found is False  # still: a code that occurs nowhere finds nothing

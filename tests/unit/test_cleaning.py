@@ -73,7 +73,7 @@ def test_boilerplate_goes_and_code_stays():
 @pytest.mark.parametrize("case", CLEANING_CASES, ids=[p.stem for p in CLEANING_CASES])
 def test_golden_generated_docs(case: Path):
     """Docusaurus / MDX / Pandoc-shaped pages: the cleaned answer, and the sections and chunk headings read
-    from it (regenerate with `python tests/golden_gen.py`, review the diff)."""
+    from it (regenerate with `python tests/support/golden_gen.py`, review the diff)."""
     assert cleaned_for(case) == case.with_name(case.stem + ".expected.md").read_text(encoding="utf-8")
     expected = json.loads(case.with_name(case.stem + ".sections.json").read_text(encoding="utf-8"))
     assert cleaned_sections_for(case) == expected

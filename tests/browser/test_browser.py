@@ -38,7 +38,7 @@ PAYMENT_DOC = doc(
 
 @contextlib.contextmanager
 def _serve(root: Path, tmp_path: Path):
-    """`streamlit run app.py` on a free port over `root` (tests/conftest.py: streamlit_server)."""
+    """`streamlit run app.py` on a free port over `root` (tests/support/servers.py: streamlit_server)."""
     with streamlit_server(tmp_path, server_env(root)) as served:
         yield {"url": served.url, "root": root, "log": served.log}
 

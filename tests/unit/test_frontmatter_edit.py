@@ -1,7 +1,7 @@
 """Rewriting frontmatter fields in place: golden files (tests/golden/keyword_edit: `x.in.md` + `x.edit.json` or
-`x.keywords.json` -> exactly `x.out.md`, byte for byte; `python tests/golden_gen.py` regenerates them), refusals,
-and property checks that editing any field to any value either round-trips exactly — the parser reads the new
-value back, every byte outside the field's own lines is unchanged — or is refused with a clear error."""
+`x.keywords.json` -> exactly `x.out.md`, byte for byte; `python tests/support/golden_gen.py` regenerates them),
+refusals, and property checks that editing any field to any value either round-trips exactly — the parser reads
+the new value back, every byte outside the field's own lines is unchanged — or is refused with a clear error."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def test_restore_with_replace_keeps_the_replaced_version_in_the_trash(open_kb, t
 _CHILD = textwrap.dedent("""
     import json, os, signal, sys
     from pathlib import Path
-    from kb_core.bootstrap import open_knowledge_base
+    from kb_core.bootstrap import open_knowledge_base, parts_of
     from kb_core.settings import load_settings
     from kb_core.documents import service, trash
 
@@ -152,7 +152,7 @@ _CHILD = textwrap.dedent("""
         around(trash.Trash, "keep_copy", when)
     elif step == "replace":  # the upload's write of the restored bytes over the kept version
         real_replace = os.replace
-        target = kb._folder.base_dir / "ops" / "runbook.md"
+        target = parts_of(kb).folder.base_dir / "ops" / "runbook.md"
         def replace(src, dst, *a, **k):
             if Path(dst) == target and when == "before":
                 kill("replace:before")

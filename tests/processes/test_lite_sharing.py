@@ -31,12 +31,13 @@ pytestmark = pytest.mark.processes
 AGENT = textwrap.dedent("""
     import json, os, sys, time
     from kb_core import open_knowledge_base
+    from kb_core.bootstrap import parts_of
     from kb_core.errors import KnowledgeBaseError
 
     kb = None
 
     def role():
-        session = kb._vectors._session  # the facade's store (conftest.internals in-process)
+        session = parts_of(kb).vectors._session  # the store itself
         if session is None:
             return {"role": None}
         return {"role": "owner" if session.is_owner else "follower",
@@ -54,9 +55,9 @@ AGENT = textwrap.dedent("""
         if op == "lookup":
             return {"answer": json.dumps(kb.lookup(cmd["query"]).to_dict(), ensure_ascii=False)}
         if op == "milvus":  # straight from Milvus, not the shared full-text file
-            vectors = kb._vectors
+            vectors = parts_of(kb).vectors
             return {"chunks": {str(d): len(vectors.chunks_of(d, with_vectors=True)) for d in cmd["doc_ids"]},
-                    "total": kb._vectors.count_chunks()}
+                    "total": vectors.count_chunks()}
         if op == "close":
             kb.close()
             return {}

@@ -2,7 +2,7 @@
 that comes from a document or a query. Golden strings first, then invariants over any text (hypothesis).
 
 That Streamlit's own parser shows these results as the literal text, and that nothing is fetched, is checked
-in Chromium by tests/test_browser_safety.py."""
+in Chromium by tests/browser/test_browser_safety.py."""
 
 from __future__ import annotations
 
