@@ -71,7 +71,6 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.slow)
 
 
-
 @pytest.fixture(autouse=True)
 def _no_folder_watcher_unless_asked(monkeypatch):
     """app.py turns the watcher on with os.environ.setdefault, which would outlive an AppTest run and start

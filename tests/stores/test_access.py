@@ -18,9 +18,7 @@ ADMIN = Actor("ada@example.com", Role.ADMIN)
 
 @pytest.fixture
 def kb(open_kb, sample_root, db_url):
-    kb = open_kb(sample_root, db_url=db_url)
-    kb.reconcile()
-    return kb
+    return open_kb(sample_root, db_url=db_url, reconcile=True)
 
 
 def test_role_map_from_settings_most_specific_entry_wins():

@@ -5,11 +5,9 @@ who may do what. Real stores: SQLite and MariaDB, Milvus Lite, the realistic fix
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from support.paths import FIXTURES
-from support.stores import make_settings
 
 from kb_core.access import Actor, Role
 from kb_core.errors import AccessDeniedError, InvalidInputError
@@ -33,14 +31,10 @@ def _jsonl(items) -> bytes:
 
 
 @pytest.fixture
-def realistic(tmp_path, db_url):
-    from kb_core.bootstrap import open_knowledge_base
-
-    shutil.copytree(FIXTURES / "realistic_kb", tmp_path / "knowledge_base")
-    kb = open_knowledge_base(make_settings(tmp_path, db_url=db_url))
+def realistic(open_kb, db_url):
+    kb = open_kb(tree=FIXTURES / "realistic_kb", db_url=db_url)
     assert kb.reconcile().failed == ()
-    yield kb
-    kb.close()
+    return kb
 
 
 def _run(kb, set_name: str):

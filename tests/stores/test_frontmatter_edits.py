@@ -49,14 +49,13 @@ CURATOR = Actor("carl@example.com", Role.CURATOR)
 
 
 @pytest.fixture
-def kb(tmp_path, open_kb, db_url):
-    write_doc(tmp_path, PAY, PAY_DOC)
-    write_doc(tmp_path, GATE, doc("Gateway timeouts", ["超时", "upstream timeout"], body="# Gateway\n\n504\n"))
-    write_doc(tmp_path, OPS, doc("Timeout runbook", ["超时", "runbook"], body="# Runbook\n\nrestart\n"))
-    write_doc(tmp_path, PLAIN, "# Latency runbook\n\nWhen p99 latency climbs, check the connection pool first.\n")
-    kb = open_kb(tmp_path, db_url=db_url)
-    kb.reconcile()
-    return kb
+def kb(open_kb, db_url):
+    return open_kb(files={
+        PAY: PAY_DOC,
+        GATE: doc("Gateway timeouts", ["超时", "upstream timeout"], body="# Gateway\n\n504\n"),
+        OPS: doc("Timeout runbook", ["超时", "runbook"], body="# Runbook\n\nrestart\n"),
+        PLAIN: "# Latency runbook\n\nWhen p99 latency climbs, check the connection pool first.\n",
+    }, db_url=db_url, reconcile=True)
 
 
 def _disk(kb, path: str) -> bytes:

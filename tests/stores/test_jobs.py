@@ -84,9 +84,7 @@ def many_documents(root: Path, n: int) -> None:
 
 @pytest.fixture
 def kb(open_kb, sample_root, db_url):
-    kb = open_kb(sample_root, db_url=db_url)
-    kb.reconcile()
-    return kb
+    return open_kb(sample_root, db_url=db_url, reconcile=True)
 
 
 # -- a job's life ------------------------------------------------------------------------------------------

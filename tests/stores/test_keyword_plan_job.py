@@ -33,10 +33,8 @@ def _docs(root, n: int) -> list[str]:
 
 
 @pytest.fixture
-def kb(open_kb, tmp_path, db_url):
-    kb = open_kb(tmp_path, db_url=db_url)
-    kb.reconcile()
-    return kb
+def kb(open_kb, db_url):
+    return open_kb(db_url=db_url, reconcile=True)
 
 
 def test_a_keyword_plan_runs_as_one_job_with_an_outcome_per_document(kb, tmp_path):

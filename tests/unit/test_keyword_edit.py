@@ -15,13 +15,12 @@ ZH = "knowledge_base/gateway-zh/limit-req.md"
 
 
 @pytest.fixture
-def kb(tmp_path, open_kb):
-    write_doc(tmp_path, EN, doc("limit-req", ["limit-req", "leaky bucket"], body="# limit-req\n\nnodelay\n"))
-    write_doc(tmp_path, ZH, "---\n# 中文版\ntitle: limit-req 限流\nkeywords:\n  - limit-req  # 与英文版相同\n"
-                            "  - 限流\nsummary: 漏桶算法\n---\n\n# limit-req\n\n正文\n")
-    kb = open_kb(tmp_path)
-    kb.reconcile()
-    return kb
+def kb(open_kb):
+    return open_kb(files={
+        EN: doc("limit-req", ["limit-req", "leaky bucket"], body="# limit-req\n\nnodelay\n"),
+        ZH: "---\n# 中文版\ntitle: limit-req 限流\nkeywords:\n  - limit-req  # 与英文版相同\n"
+            "  - 限流\nsummary: 漏桶算法\n---\n\n# limit-req\n\n正文\n",
+    }, reconcile=True)
 
 
 def test_a_keyword_edit_goes_through_upload_and_every_store_follows(kb):

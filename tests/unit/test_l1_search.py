@@ -17,10 +17,8 @@ REGISTRY = doc("注册中心集群部署", [], "介绍注册中心集群的部�
 
 @pytest.fixture
 def kb(open_kb):
-    kb = open_kb()
-    kb.upload("keepalive.md", GATEWAY.encode(), "gateway")
-    kb.upload("cluster.md", REGISTRY.encode(), "registry")
-    return kb
+    return open_kb(uploads=[("keepalive.md", GATEWAY.encode(), "gateway"),
+                            ("cluster.md", REGISTRY.encode(), "registry")])
 
 
 def test_a_summary_query_is_answered_with_body_text_not_the_metadata_chunk(kb):

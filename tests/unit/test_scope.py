@@ -36,13 +36,8 @@ pushed to every data plane at once. Rate limits are now rolled out one data plan
 
 
 @pytest.fixture
-def kb(open_kb, tmp_path):
-    shutil.copytree(FIXTURE, tmp_path / "knowledge_base")
-    (tmp_path / "knowledge_base" / "internal").mkdir()
-    (tmp_path / "knowledge_base" / "internal" / "postmortem-2026-10.md").write_text(POSTMORTEM, encoding="utf-8")
-    opened = open_kb()
-    opened.reconcile()
-    return opened
+def kb(open_kb):
+    return open_kb(tree=FIXTURE, files={"knowledge_base/internal/postmortem-2026-10.md": POSTMORTEM}, reconcile=True)
 
 
 def sources(payload: dict) -> set[str]:
