@@ -7,8 +7,6 @@ import contextlib
 import os
 from pathlib import Path
 
-from kb_core.bootstrap import parts_of
-
 MYSQL_SERVER = os.environ.get("KB_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306")
 NO_MODEL = "no-such-org/no-such-model"  # not a folder, not in the hub cache: BM25 only
 
@@ -78,6 +76,7 @@ def assert_consistent(kb) -> None:
     import hashlib
     import json as _json
 
+    from kb_core.bootstrap import parts_of
     from kb_core.retrieval.keyword_index import split_keywords
 
     rows = parts_of(kb).metadata.list_documents()
