@@ -99,7 +99,7 @@ _MISS_TOPICS = ["磁盘写满", "证书链不完整", "日志轮转失败", "夜
 def bench_l0(n: int, workdir: Path, *, repeat: int) -> dict[str, Any]:
     """L0 on its own: a `KnowledgeIndex` over the generated folder (the public class the knowledge base uses)."""
     use_test_tooling()
-    from naive_l0 import NaiveIndex  # the brute-force reference of the tests (tests/naive_l0.py)
+    from support.naive_l0 import NaiveIndex  # the brute-force reference of the tests (tests/support/naive_l0.py)
 
     root = workdir / f"l0-{n}"
     corpus = generate_corpus(root, n)
@@ -535,7 +535,7 @@ def l1_documents(*, seed: int = 20240611) -> Iterator[tuple[str, str, str]]:
 
 def chunk_rows(doc_id: int, category: str, name: str, text: str) -> list[Any]:
     """A document chunked as uploads chunk it: the frontmatter chunk (title, summary, keywords), then the body's
-    sections, each prefixed with the title and heading path (tests/test_bench.py checks that this is what
+    sections, each prefixed with the title and heading path (tests/unit/test_bench.py checks that this is what
     `KnowledgeBase.upload` stores)."""
     # What the L1 section measures is the full-text engines themselves, so it fills their stores directly: the
     # chunker, the frontmatter chunk's text and the stores' row type are kb_core's own.
@@ -831,7 +831,7 @@ def main(argv: list[str] | None = None) -> int:
     bge: Path | None = None
     if not args.no_bge and ("lookups" not in args.skip or "ingest" not in args.skip):
         use_test_tooling()
-        from model_factory import build_bge_m3_shaped  # tests/model_factory.py
+        from support.model_factory import build_bge_m3_shaped  # tests/support/model_factory.py
 
         print(f"BGE-M3-shaped model: {args.bge_m3_shaped} (building it if missing) ...", file=sys.stderr)
         bge = build_bge_m3_shaped(args.bge_m3_shaped)

@@ -2,7 +2,7 @@
 
 It generates N documents with the page benchmark's corpus (benchmarks/common.py, small bodies), reconciles them
 (BM25 only, no model) in this process, closes them, then starts `streamlit run app.py` over them on a free port
-(as tests/conftest.py's `streamlit_server` does: the console's own .streamlit/config.toml, headless, the file
+(as tests/support/servers.py's `streamlit_server` does: the console's own .streamlit/config.toml, headless, the file
 watcher off so that an edit in the checkout cannot put a "Rerun" prompt in the status widget) and drives
 Debian's Chromium through playwright:
 

@@ -31,8 +31,9 @@ NO_MODEL = "no-such-org/no-such-model"  # not a folder, not in the hub cache: L1
 
 
 def use_test_tooling() -> None:
-    """Make tests/ importable: the naive L0 reference (`naive_l0`) and the model builders (`model_factory`) are
-    test tooling, which pytest finds through its `pythonpath` and the benchmarks through this."""
+    """Make tests/ importable: the naive L0 reference (`support.naive_l0`) and the model builders
+    (`support.model_factory`) are test tooling, which pytest finds through its `pythonpath` and the benchmarks
+    through this."""
     if str(TESTS) not in sys.path:
         sys.path.append(str(TESTS))
 

@@ -20,7 +20,7 @@ Inputs (all in docs/):
   documents, rule, L1 mode as the command printed it, machine).
 
 This script holds no measured figure: every number in the pages it writes comes from those files (the spec's
-budgets, which are requirements, are the only constants). tests/test_docs.py renders both pages in memory
+budgets, which are requirements, are the only constants). tests/unit/test_docs.py renders both pages in memory
 and compares them with the committed files.
 """
 
@@ -705,7 +705,7 @@ def render_quality(docs: Path = DOCS) -> str:
         "imaginary products, written like real documentation (generic keywords on most pages, short keywords such "
         "as AI/CLI/ACL, bilingual pairs, licence comments, `<head>` blocks, MDX imports and Docusaurus heading ids, "
         f"long bodies with config keys) — and {words['overall']['queries']} labelled queries in "
-        "`tests/fixtures/realistic_queries.jsonl`. tests/test_evaluate.py fails when a change lowers its floors.")
+        "`tests/fixtures/realistic_queries.jsonl`. tests/unit/test_evaluate.py fails when a change lowers its floors.")
     out += ["## The default rule (`words`)", "", f"{_run_line(words)}; JSON in "
             "[quality-results.json](quality-results.json).", "", *_quality_table(words), ""]
     if literal:

@@ -2,7 +2,7 @@
 this file in a subprocess (the benchmark process itself never imports streamlit).
 
 Usage: render_timing.py ENTRY OUT.json RUNS DOCUMENT, with KB_* variables naming the knowledge base to open. ENTRY
-is a script that runs app.py from a folder without a `pages/` beside it (as tests/app_entry.py does), so every
+is a script that runs app.py from a folder without a `pages/` beside it (as tests/support/app_entry.py does), so every
 run goes through app.py's navigation as on a running server. DOCUMENT is one indexed Markdown file.
 
 Figures per page, all measured from outside the knowledge base (its summary cache is private):

@@ -19,11 +19,11 @@ runs the matching file on its own:
   the sidebar, in the same script run. No "Page not found", no private Streamlit attribute.
 
 Pinned by tests:
-- tests/test_browser.py `test_a_deep_link_on_a_fresh_server_runs_app_py`: a fresh `streamlit run app.py` whose
+- tests/browser/test_browser.py `test_a_deep_link_on_a_fresh_server_runs_app_py`: a fresh `streamlit run app.py` whose
   first request is `/upload` shows the Upload page, exactly app.py's navigation links, the sidebar status and no
   "Page not found" dialog; the next page opened from the sidebar works as usual.
-- tests/test_app.py `test_a_page_file_run_on_its_own_goes_through_app_py`: AppTest on app.py itself (it
+- tests/console/test_app.py `test_a_page_file_run_on_its_own_goes_through_app_py`: AppTest on app.py itself (it
   re-detects this folder at every run, so each run is a legacy one) renders a page with app.py's sidebar.
-- tests/test_app.py `test_every_page_script_is_a_navigation_page_named_by_its_file`: the top-level `*.py`
+- tests/console/test_app.py `test_every_page_script_is_a_navigation_page_named_by_its_file`: the top-level `*.py`
   files here are exactly app.py's pages and none sets a `url_path` (a URL the legacy mode would not find).
 """

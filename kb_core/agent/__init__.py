@@ -7,5 +7,5 @@ serves a facade and lives above it, in `kb_core.mcp`.
 
 May import: kb_core's base modules, `kb_core.ops` (logs, the percentile), `kb_core.storage` (the call spool),
 `kb_core.documents` (the folder L0 reads) and `kb_core.retrieval` (the lookup it wraps); never the facade, the
-composition root or the commands above them (`tests/test_architecture.py`, `IMPORT_RULES`).
+composition root or the commands above them (`tests/unit/test_architecture.py`, `IMPORT_RULES`).
 """

@@ -11,6 +11,6 @@ L0 together and undoes the earlier steps when a later one fails, reconcile (`rec
 
 May import: kb_core's base modules (`errors`, `terms`, `progress`, `settings`, `access`) and `kb_core.storage`
 (its ports, and the record types and constants of the stores); never `kb_core.retrieval`, the agents, the jobs
-or the facade (`tests/test_architecture.py`, `IMPORT_RULES`). The pure parsers (`frontmatter`, `path_rule`,
+or the facade (`tests/unit/test_architecture.py`, `IMPORT_RULES`). The pure parsers (`frontmatter`, `path_rule`,
 `cleaning`, `sections`, `chunking`, `language`) import nothing but each other and the base modules.
 """

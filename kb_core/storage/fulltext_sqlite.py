@@ -17,7 +17,7 @@ all of it in `bm25()`. When the query's postings (the sum of its tokens' documen
 only (those whose postings add up to `RARE_POSTINGS`), and the best `CANDIDATES` of them are scored again
 here with every token, by FTS5's own BM25 formula and inputs (row count, average length, document
 frequencies, the row's length and each token's frequency in it; see `_Bm25`): the same score FTS5 gives,
-to the last bit (tests/test_fulltext_sqlite.py compares them). A chunk that none of the rare tokens rank
+to the last bit (tests/stores/test_fulltext_sqlite.py compares them). A chunk that none of the rare tokens rank
 among the candidates can be missed: that is the approximation, and only long queries over large indexes
 take this path (a smaller query is one FTS5 query, as before). Document frequencies come from FTS5's
 vocabulary (`fts5vocab`) and are cached per connection until the index changes (`document_frequency`).

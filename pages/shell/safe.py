@@ -17,8 +17,8 @@ query (`?q=` links, recent queries) or from a message that may quote them, goes 
 - `highlight_text(text, spans)`: a chunk shown as literal text line by line, with the given character spans
   (the query's terms, from kb_core) on a highlight; the text is escaped as a whole, the highlight wraps it.
 
-Pure functions, no Streamlit import; tests/test_safe_markdown.py pins them on hostile inputs, and
-tests/test_browser_safety.py renders a hostile document in Chromium with a beacon server.
+Pure functions, no Streamlit import; tests/unit/test_safe_markdown.py pins them on hostile inputs, and
+tests/browser/test_browser_safety.py renders a hostile document in Chromium with a beacon server.
 """
 
 from __future__ import annotations
