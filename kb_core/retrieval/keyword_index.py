@@ -234,8 +234,20 @@ class KnowledgeIndex:
             return {}
         if saved is not None:
             row_of, unchanged = saved.row.get, saved.unchanged
-            files = [relative for relative in files if (row := row_of(prefix + relative)) is None
-                     or (packed := stats.get(relative)) is None or not unchanged(row, packed)]
+
+            def stale(relative: str) -> bool:
+                row = row_of(prefix + relative)
+                packed = stats.get(relative)
+                return row is None or packed is None or not unchanged(row, packed)
+
+            # An open from the snapshot finds a handful of changed files: a sample of ~2,000 says so for a
+            # twentieth of the pass below, which at 100,000 files costs a quarter of a second. A run of k stale
+            # files (a folder dropped in: they sort together) is met about k/step times, so only runs far below
+            # the threshold go unseen, and those the loop parses itself either way.
+            step = max(1, len(files) // 2000)
+            if sum(map(stale, files[::step])) * step < parallel_scan.PARALLEL_FROM // 2:
+                return {}
+            files = [relative for relative in files if stale(relative)]
             if len(files) < parallel_scan.PARALLEL_FROM:
                 return {}
         return parallel_scan.parse_files(self._folder, files, processes)
