@@ -199,7 +199,7 @@ class ChangeFollower:
 
     def _apply(self, file_path: str, operation: str, content_sha256: str | None) -> None:
         if operation == "delete":
-            self._index.remove(file_path)
+            self._index.remove_if_gone(file_path)
         else:
             self._index.refresh(file_path, content_sha256)
 

@@ -670,6 +670,16 @@ class KnowledgeIndex:
             else:
                 self._written.pop(entry.file_path, None)
 
+    def remove_if_gone(self, file_path: str) -> bool:
+        """A delete the change feed brings: remove the entry unless the file is on disk again. Every delete
+        moves the file away before its row (and so its change) goes, so a file still there was written anew
+        after the delete was read (a delete, then an upload or a reconcile of that path): removing its entry
+        would hide the page until that write's own change came round; that change settles the entry."""
+        path = self._folder.lexical_path(file_path)
+        if path is not None and self._folder.is_own_path(path):
+            return False
+        return self.remove(file_path)
+
     def remove(self, file_path: str) -> bool:
         with self._write_lock:
             self._forget(file_path)

@@ -264,3 +264,36 @@ def test_a_running_process_recovers_the_write_of_a_writer_killed_mid_upload(tmp_
         assert settled.status == DocumentStatus.INDEXED and settled.pending_operation is None
     finally:
         survivor.close()
+
+
+def test_a_delete_read_before_the_path_was_written_anew_leaves_the_new_version(tmp_path):
+    """The follower reads a delete, then this process writes the same path again (a delete, then an upload or
+    a reconcile of it) before the follower applies what it read: the page must stay in L0 (a file on disk is
+    never the deleted one: every delete moves the file away before its change is written). A file that is
+    really gone still leaves L0."""
+    from types import SimpleNamespace
+
+    from kb_core.documents.entry import entry_of_bytes
+    from kb_core.retrieval.change_follower import ChangeFollower
+    from kb_core.retrieval.keyword_index import KnowledgeIndex
+
+    base = tmp_path / "knowledge_base" / "api"
+    base.mkdir(parents=True)
+    again, gone = base / "again.md", base / "gone.md"
+    gone.write_text(doc("Gone", ["GONE_KEY"]), encoding="utf-8")
+    index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
+    index.load()
+    new = doc("Again", ["AGAIN_KEY"]).encode()
+    again.write_bytes(new)  # written anew after its delete: this process put it in L0 itself
+    index.add(entry_of_bytes(index.folder, "api/again.md", new))
+    gone.unlink()
+    deletes = [SimpleNamespace(id=1, file_path="knowledge_base/api/again.md", operation="delete",
+                               content_sha256=None),
+               SimpleNamespace(id=2, file_path="knowledge_base/api/gone.md", operation="delete",
+                               content_sha256=None)]
+    feed = SimpleNamespace(latest_change_id=lambda: 2, changes_with_ids=lambda ids: [],
+                           changes_since=lambda after, limit=1000: ([c for c in deletes if c.id > after], True))
+    follower = ChangeFollower(feed, index)
+    assert follower.poll() == 2
+    assert [e.file_path for e in index.exact_match("AGAIN_KEY")] == ["knowledge_base/api/again.md"]
+    assert index.exact_match("GONE_KEY") == []
