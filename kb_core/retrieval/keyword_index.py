@@ -503,6 +503,11 @@ class KnowledgeIndex:
         with self._write_lock:
             if not self._records_dirty:
                 return False
+            if self._bulk_depth:
+                # A batch's records are in and its entries are not (readers see them at its end): saved now, its
+                # new files would be recorded as no L0 document, and the next open would trust that. The end
+                # of the batch saves.
+                return False
             self._records_dirty = False
             view, own = self._snapshot, self._records
             # a record's entry is the view's (every change of an entry drops its record: `_forget`), in the
@@ -644,6 +649,8 @@ class KnowledgeIndex:
                         self._rebuild_with(changes)
                     else:
                         self._apply(changes)
+                if self._bulk_depth == 0 and self._records_dirty:
+                    self._snapshot_changed()  # (a save the batch held back)
 
     WRITTEN_MAX = 10_000  # own writes remembered for the change feed (forgetting one only costs a re-read)
     SCOPE_MASKS = 64  # scopes whose masks are kept for the current view (callers, filters)

@@ -220,3 +220,26 @@ def test_the_exact_title_table_comes_with_the_saved_index(tmp_path, monkeypatch)
     assert decoded == []  # the table was read, no entry's title decoded
     monkeypatch.undo()
     assert found == [e.file_path for e in _open(tmp_path, snapshot=False).titled("rate limits 1")] == NAMES[1::2]
+
+
+def test_a_snapshot_is_not_saved_in_the_middle_of_a_batch(tmp_path):
+    """A batch (`bulk()`, as a reconcile writes) records each new file's version at once and shows its entry
+    at the end: a snapshot saved in between (the save timer fires while a slow batch pauses) would record the
+    new files as no L0 document, and the next open would trust that and leave them out."""
+    import hashlib
+
+    from kb_core.documents.entry import entry_of_bytes
+
+    write_doc(tmp_path, NAMES[0], doc("T0", ["key-0"]))
+    index = _open(tmp_path)
+    data = doc("T1", ["key-1"]).encode()
+    (tmp_path / NAMES[1]).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / NAMES[1]).write_bytes(data)
+    with index.bulk():
+        index.add(entry_of_bytes(index.folder, NAMES[1].removeprefix("knowledge_base/"), data),
+                  sha256=hashlib.sha256(data).hexdigest())
+        index.save_snapshot()  # what the timer would do now
+    index.close()
+    reopened = _open(tmp_path)
+    assert [e.file_path for e in _view(reopened)] == sorted(NAMES[:2])
+    reopened.close()
