@@ -12,9 +12,11 @@ out of the answer: the caller parses those itself, as it parses everything below
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 import os
-import pickle
 import struct
 import subprocess
 import sys
@@ -59,24 +61,77 @@ def scan_processes() -> int:
 
 
 def _send(stream: IO[bytes], value: object) -> None:
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    data = json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     stream.write(_FRAME.pack(len(data)) + data)
     stream.flush()
 
 
+MAX_FRAME = 256 * 1024 * 1024  # a chunk's answer is a few MB; anything larger is not a child of ours talking
+
+
 def _receive(stream: IO[bytes]) -> Any:
+    """One JSON value (data only: the other side's bytes are never trusted to build objects)."""
     head = stream.read(_FRAME.size)
     if len(head) < _FRAME.size:
         raise EOFError("the other process closed the pipe")
     (size,) = _FRAME.unpack(head)
+    if size > MAX_FRAME:
+        raise ValueError(f"a frame of {size} bytes")
     data = stream.read(size)
     if len(data) < size:
         raise EOFError("the other process closed the pipe")
-    return pickle.loads(data)  # noqa: S301 - a pipe to a process of our own making, never a file or a peer
+    return json.loads(data)
 
 
-def _fields(entry: KnowledgeEntry) -> tuple[Any, ...]:
-    return entry.__reduce__()[1]
+def _fields(entry: KnowledgeEntry) -> list[Any]:
+    fields = list(entry.__reduce__()[1])
+    fields[-1] = base64.b64encode(fields[-1]).decode("ascii")  # the packed cold fields: bytes
+    return fields
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError("expected a list of strings")
+    return tuple(value)
+
+
+def _checked(outcome: object) -> Outcome:
+    """An outcome as a child sent it, checked field by field: a wrong shape raises ValueError (the chunk is then
+    parsed here)."""
+    if not isinstance(outcome, list) or len(outcome) != 3 or outcome[0] not in (ENTRY, NO_ENTRY, UNREADABLE):
+        raise ValueError("not an outcome")
+    kind, value, raw_records = outcome
+    if not isinstance(raw_records, list):
+        raise ValueError("not a list of log records")
+    records = []
+    for record in raw_records:
+        if not (isinstance(record, list) and len(record) == 3 and isinstance(record[0], str)
+                and type(record[1]) is int and isinstance(record[2], str)):
+            raise ValueError("not a log record")
+        records.append((record[0], record[1], record[2]))
+    if kind == NO_ENTRY:
+        if value is not None:
+            raise ValueError("an entry where none was")
+    elif kind == UNREADABLE:
+        if not isinstance(value, str):
+            raise ValueError("not an error text")
+    else:
+        if not isinstance(value, list) or len(value) != 8:
+            raise ValueError("not an entry")
+        path, keywords, category, lang, group, ignored, audience, cold = value
+        if not (isinstance(path, str) and isinstance(lang, str) and isinstance(group, str)
+                and (category is None or isinstance(category, str)) and isinstance(cold, str)
+                and isinstance(ignored, list)):
+            raise ValueError("not an entry")
+        pairs = []
+        for pair in ignored:
+            first, second = _strings(pair) if isinstance(pair, list) and len(pair) == 2 else ("", None)
+            if second is None:
+                raise ValueError("not an ignored keyword")
+            pairs.append((first, second))
+        value = (path, _strings(keywords), category, lang, group, tuple(pairs), _strings(audience),
+                 base64.b64decode(cold.encode("ascii"), validate=True))
+    return kind, value, tuple(records)
 
 
 class _Records(logging.Handler):
@@ -153,7 +208,7 @@ class _Child:
 
         try:
             hello = _receive(process.stdout)
-            if hello != ("kb_core", _PACKAGE_FILE):
+            if hello != ["kb_core", _PACKAGE_FILE]:
                 log.debug("an L0 scan child imported another kb_core (%r): not used", hello)
                 return
             _send(process.stdin, self.config)
@@ -161,11 +216,11 @@ class _Child:
             send_next()
             while sent:
                 number, outcomes = _receive(process.stdout)
-                if number != sent.popleft():
+                if number != sent.popleft() or not isinstance(outcomes, list):
                     return
-                results[number] = outcomes
+                results[number] = [_checked(outcome) for outcome in outcomes]
                 send_next()
-        except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError) as exc:
+        except (OSError, EOFError, ValueError, TypeError, binascii.Error) as exc:
             log.debug("an L0 scan child failed (its files are parsed here): %s", exc)
         finally:
             self.close()

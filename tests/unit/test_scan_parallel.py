@@ -131,3 +131,26 @@ def test_the_process_count(monkeypatch):
     assert parallel_scan.scan_processes() == 0
     monkeypatch.delenv("KB_L0_SCAN_PROCESSES")
     assert parallel_scan.scan_processes() in (0, *range(2, parallel_scan.MAX_PROCESSES + 1))
+
+
+def test_what_a_child_sends_is_data_checked_field_by_field():
+    """The pipe carries JSON, never an object format: a pickle (which could run code) is not JSON, and a value
+    of the wrong shape is refused (the caller then parses that chunk itself)."""
+    import io
+    import pickle
+    import struct
+
+    payload = pickle.dumps(("kb_core", "x"))
+    with pytest.raises(ValueError):
+        parallel_scan._receive(io.BytesIO(struct.pack("<Q", len(payload)) + payload))
+    with pytest.raises(ValueError):
+        parallel_scan._receive(io.BytesIO(struct.pack("<Q", parallel_scan.MAX_FRAME + 1)))
+    good = [parallel_scan.ENTRY, ["knowledge_base/a.md", ["k"], "api", "en", "g", [["x", "y"]], [], "AAE="],
+            [["kb_core", 30, "warned"]]]
+    kind, value, records = parallel_scan._checked(good)
+    assert kind == parallel_scan.ENTRY and value[-1] == b"\x00\x01" and records == (("kb_core", 30, "warned"),)
+    for bad in ([9, None, []], [parallel_scan.NO_ENTRY, "x", []], [parallel_scan.UNREADABLE, 3, []],
+                [parallel_scan.ENTRY, good[1][:7], []], [parallel_scan.ENTRY, [*good[1][:1], "k", *good[1][2:]], []],
+                [parallel_scan.ENTRY, [*good[1][:7], "not base64!"], []], [parallel_scan.NO_ENTRY, None, [["a"]]]):
+        with pytest.raises(ValueError):
+            parallel_scan._checked(bad)
