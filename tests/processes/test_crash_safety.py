@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import select
+import selectors
 import socket
 import subprocess
 import sys
@@ -102,6 +102,14 @@ SERVER_CASES = [
 assert set(SERVER_CASES) <= set(SQLITE_CASES)
 
 
+def _readable(stream, timeout: float) -> bool:
+    """Whether `stream` has something to read within `timeout` (selectors, not select.select: a long test run
+    holds descriptors past 1,024, which select() refuses with "filedescriptor out of range")."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        return bool(selector.select(timeout))
+
+
 # -- the child process -----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def run_child():
@@ -123,7 +131,7 @@ def run_child():
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def answer(timeout: float) -> dict:
-        ready, _, _ = select.select([server.stdout], [], [], timeout)
+        ready = _readable(server.stdout, timeout)
         line = server.stdout.readline() if ready else ""
         if not line:
             server.kill()
