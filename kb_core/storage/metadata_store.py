@@ -34,7 +34,7 @@ from kb_core.access import acting_name
 from kb_core.errors import MetadataStoreError, SettingsError
 from kb_core.storage.db_models import ApiDocument, Change, DocumentStatus, ToolCall, ToolCallDropped, utcnow
 from kb_core.storage.evaluation_store import EvaluationQueries
-from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name
+from kb_core.storage.named_lock import BACKENDS, NamedLock, lock_name, socket_timeouts
 from kb_core.storage.query_history import QueryHistoryQueries
 from kb_core.storage.sqlite_wal import switch_to_wal
 from kb_core.storage.tool_call_log import ToolCallQueries, ToolCallRecord, tool_call_record
@@ -45,6 +45,11 @@ log = logging.getLogger(__name__)
 # record is cut to fit rather than refused, so no record can make a whole batch fail.
 _TOOL_CALL_LIMITS = {"tool_name": 64, "match_types": 64, "request_id": 16, "caller": 64, "confidence": 8}
 _MAX_TEXT_CHARS = 16000
+# MySQL/MariaDB run DDL outside transactions: a statement the client gives up on (its socket's read timeout, the
+# backend timeout of 10 s) may still finish on the server, half-applying a migration that the next try then
+# cannot redo ("Table ... already exists"). A migration's statements get this long instead: a slow server (a
+# busy machine, an ALTER of a large table) finishes them; a frozen one still ends in an error.
+MIGRATION_TIMEOUT = 600.0
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -226,7 +231,8 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
         from alembic import command
 
         try:
-            with self._locked(self.lock("kbmigrate", "schema"), 120, stuck), self._engine.connect() as connection:
+            with self._locked(self.lock("kbmigrate", "schema"), 120, stuck), self._engine.connect() as connection, \
+                    socket_timeouts(connection, MIGRATION_TIMEOUT):
                 cfg = _alembic_config()
                 cfg.attributes["connection"] = connection
                 command.upgrade(cfg, revision)

@@ -167,7 +167,7 @@ class NamedLock:
         if connection is None:
             return
         try:
-            with _waiting_at_most(connection, RELEASE_WAIT):
+            with socket_timeouts(connection, RELEASE_WAIT):
                 connection.execute(text("SELECT RELEASE_LOCK(:n)"), {"n": self.name})
                 connection.commit()
             connection.close()
@@ -199,8 +199,9 @@ class NamedLock:
 
 
 @contextlib.contextmanager
-def _waiting_at_most(connection: Connection, seconds: float) -> Iterator[None]:
-    """Shorter socket timeouts on a pymysql connection for a moment (it reads them before each socket use)."""
+def socket_timeouts(connection: Connection, seconds: float) -> Iterator[None]:
+    """Other socket timeouts on a pymysql connection for a moment (it reads them before each socket use); a no-op
+    on other drivers."""
     raw = connection.connection.dbapi_connection
     saved = (getattr(raw, "_read_timeout", None), getattr(raw, "_write_timeout", None))
     if hasattr(raw, "_read_timeout"):

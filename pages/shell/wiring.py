@@ -25,7 +25,13 @@ _OPENING = ("Opening the knowledge base: reading the keyword index from the fold
 _opened: list[bool] = []  # non-empty once this process has opened it (the first open takes seconds)
 
 
-@st.cache_resource(show_spinner="Opening the knowledge base…")
+def _close(kb: KnowledgeBase) -> None:
+    """Whoever clears the resource cache (AppTest runs, a server reloading its settings) closes what it held:
+    its Milvus Lite server, its follower and job threads would otherwise outlive it."""
+    kb.close()
+
+
+@st.cache_resource(show_spinner="Opening the knowledge base…", on_release=_close)
 def _open_knowledge_base() -> KnowledgeBase:
     kb = open_knowledge_base()
     _opened.append(True)

@@ -215,3 +215,26 @@ def test_mysql_connection_killed_by_the_server_is_survived(mysql_database):
         admin.execute(text(f"KILL {int(connection_id)}"))
     assert store.count_documents() >= 0  # pool_pre_ping replaced the dead pooled connection
     store.dispose()
+
+
+def test_a_migration_statement_slower_than_the_backend_timeout_still_completes(mysql_database, monkeypatch):
+    """MySQL runs DDL outside transactions: a statement the client gave up on at the backend timeout could finish
+    on the server anyway and leave a half-applied migration the next try cannot redo ("Table ... already exists",
+    seen on a busy machine). A migration's statements get MIGRATION_TIMEOUT instead of the backend timeout."""
+    from alembic import command
+    from support.stores import empty_mysql_tables
+
+    empty_mysql_tables(mysql_database)
+    MetadataStore(mysql_database).migrate("0009")  # 0010 and 0011 are left to run
+    real_upgrade = command.upgrade
+
+    def slow_upgrade(cfg, revision):  # the server takes longer than the 1 s backend timeout over one statement
+        cfg.attributes["connection"].execute(text("SELECT SLEEP(2)"))
+        real_upgrade(cfg, revision)
+
+    monkeypatch.setattr(command, "upgrade", slow_upgrade)
+    store = MetadataStore(mysql_database, timeout=1.0)
+    store.migrate()
+    assert store.current_revision() == head_revision()
+    assert store.count_documents() >= 0  # the store's own calls keep the 1 s budget afterwards
+    store.dispose()
