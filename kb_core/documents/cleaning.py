@@ -15,12 +15,21 @@ content (a YAML sample may well contain `<!-- -->` or `import`, a Markdown sampl
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kb_core.documents.frontmatter import split_body
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 _MDX_LINE = re.compile(r"^(?:import\s+[\w*{}\s,]+\s+from\s+['\"][^'\"]+['\"]|import\s+['\"][^'\"]+['\"]|export\s+"
                        r"(?:const|let|var|function|default)\b).*$")
+# The first line of an import whose names run over several lines (`import {`, `import Tabs, {`): it ends where
+# its braces close (`} from '@theme/Tabs';`).
+_MDX_IMPORT_OPEN = re.compile(r"^import\s+(?:[\w$]+\s*,\s*)?\{[^}]*$")
+# The start of a component's tag (`<Tabs`, `</TabItem`, `<Foo.Bar`): a tag that runs over several lines, or
+# holds a `>` inside an attribute (`values={[{label: 'a > b'}]}`), is read by `_tags_to_line_end`.
+_COMPONENT_TAG = re.compile(r"[ \t]*</?[A-Z][\w.]*")
+# Lines a component's tag may run over before the cleaner decides it was not one (text that only looked alike).
+_MAX_TAG_LINES = 200
 # A line that is only MDX/JSX component tags (`<Tabs groupId="os">`, `<TabItem value="linux">`, `</TabItem>`,
 # `<Admonition type="note" />`): a component's name starts with a capital letter, an HTML tag's does not (those
 # stay: `<br>`, `<details>` are content).
@@ -132,7 +141,16 @@ def clean_body(body: str) -> str:
     candidates = _Candidates(p)
     out = cleaner.out
     at = 1  # where the next line starts
-    while at <= len(p):
+    tag_began: tuple[int, int, int] | None = None  # a tag running over lines: (its line's start, end, len(out))
+    while at <= len(p) or tag_began is not None:
+        if tag_began is not None and (at > len(p) or cleaner.tag_lines > _MAX_TAG_LINES):
+            # it never closed: not a tag after all; its first line stays, and the lines after it are read again
+            line_start, line_end, kept = tag_began
+            cleaner.tag_budget -= cleaner.tag_lines
+            del out[kept:]
+            out.append(p[line_start:line_end])
+            cleaner.in_tag, tag_began, at = None, None, line_end + 1
+            continue
         if cleaner.fence is not None:  # copy through the closing fence line
             close = _closing_fence(cleaner.fence).search(p, at - 1)
             end = len(p) if close is None else _line_end(p, close.end())
@@ -153,6 +171,8 @@ def clean_body(body: str) -> str:
             if line_start > at:
                 cleaner.in_export += sum(p.count(c, at, line_start) for c in "{[(")
                 at = line_start
+        elif cleaner.in_tag is not None:  # every line until the tag closes
+            pass
         else:  # copy the lines that cannot change anything
             line_start = candidates.next(at)
             if line_start > at:
@@ -160,7 +180,13 @@ def clean_body(body: str) -> str:
                 at = line_start
                 continue
         end = _line_end(p, at)
+        in_tag = cleaner.in_tag is not None
+        kept = len(out)
         cleaner.line(p[at:end])
+        if cleaner.in_tag is None:
+            tag_began = None
+        elif not in_tag:
+            tag_began = (at, end, kept)
         at = end + 1
         # a setext underline right after a line just cleaned may clean it further
         while at <= len(p) and cleaner.normal and _SETEXT_UNDERLINE.match(p[at : _line_end(p, at)]):
@@ -246,10 +272,16 @@ class _Cleaner:
         self.fence: str | None = None
         self.in_comment = self.in_head = False
         self.in_export = 0  # open brackets of a multi-line `export const x = {` (or `= [`, `(`) statement
+        self.in_tag: _TagState | None = None  # inside a component's tag that began on an earlier line
+        self.tag_lines = 0  # lines that tag has run over so far
+        # lines read again after tags that never closed: past this, an unclosed tag is text (linear time on
+        # hostile input, a line of `<A` after another)
+        self.tag_budget = 20 * _MAX_TAG_LINES
 
     @property
     def normal(self) -> bool:
-        return self.fence is None and not self.in_comment and not self.in_head and not self.in_export
+        return self.fence is None and not self.in_comment and not self.in_head and not self.in_export \
+            and self.in_tag is None
 
     def line(self, line: str) -> None:
         out = self.out
@@ -274,6 +306,12 @@ class _Cleaner:
         if self.in_export:
             self.in_export = max(self.in_export + _open_brackets(line), 0)
             return
+        if self.in_tag is not None:
+            self.tag_lines += 1
+            rest, self.in_tag = _tags_to_line_end(line, 0, self.in_tag)
+            if rest is not None and rest.strip():  # text after the tag closed: kept
+                out.append(rest)
+            return
         match = _FENCE.match(line)
         if match:
             self.fence = match.group(1)
@@ -290,7 +328,10 @@ class _Cleaner:
             if line.startswith("export"):
                 self.in_export = max(_open_brackets(line), 0)
             return
-        if "<" in line and _JSX_LINE.match(line):
+        if line.startswith("import") and _MDX_IMPORT_OPEN.match(line):
+            self.in_export = max(_open_brackets(line), 0)
+            return
+        if "<" in line and (_JSX_LINE.match(line) or self._component_tags(line)):
             return
         if "#" in line or "<" in line:
             line = _clean_atx(line)
@@ -299,6 +340,62 @@ class _Cleaner:
             if last.strip() and not _NOT_PARAGRAPH.match(last):
                 out[-1] = head + newline + clean_heading(last)  # the last line of a setext heading's text
         out.append(line)
+
+
+    def _component_tags(self, line: str) -> bool:
+        """True when the line is only component tags, the last of which may go on over the next lines (then the
+        cleaner is `in_tag` until it closes); a line with text besides tags is not one."""
+        if not _COMPONENT_TAG.match(line):
+            return False
+        rest, state = _tags_to_line_end(line, 0, None)
+        if rest is not None and rest.strip() or state is not None and self.tag_budget <= 0:
+            return False
+        self.in_tag, self.tag_lines = state, 0
+        return True
+
+
+@dataclass
+class _TagState:
+    """Where a scan stopped inside a component's tag: how deep in `{…}` attribute values, and in which quote."""
+
+    braces: int = 0
+    quote: str = ""
+
+
+def _tags_to_line_end(line: str, at: int, state: _TagState | None) -> tuple[str | None, _TagState | None]:
+    """Read component tags from `at` (continuing the tag `state` left open, if any) as long as the line holds only
+    tags and blanks. Returns (the text after the last closed tag, None) when a tag closes and something other
+    than a tag follows ("" when nothing does), or (None, the state) when the line ends inside a tag."""
+    n = len(line)
+    while True:
+        if state is None:
+            while at < n and line[at] in " \t":
+                at += 1
+            if at == n:
+                return "", None
+            match = _COMPONENT_TAG.match(line, at)
+            if match is None or line[at] != "<" and not line[at:match.end()].lstrip().startswith("<"):
+                return line[at:], None
+            state, at = _TagState(), match.end()
+        braces, quote = state.braces, state.quote
+        while at < n:
+            char = line[at]
+            at += 1
+            if quote:
+                if char == quote:
+                    quote = ""
+            elif char in "\"'`":
+                quote = char
+            elif char == "{":
+                braces += 1
+            elif char == "}":
+                braces = max(braces - 1, 0)
+            elif char == ">" and not braces:
+                break
+        else:
+            # a quote ends with its line in attributes written as "…" or '…' (JSX strings do not run over lines)
+            return None, _TagState(braces, quote if quote == "`" or braces else "")
+        state = None
 
 
 def _line_end(p: str, at: int) -> int:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.golden_gen import GOLDEN_CLEANING, cleaned_for, cleaned_sections_for  # noqa: E402
+from support.paths import FIXTURES
 
 from kb_core.documents.chunking import chunk_markdown
 from kb_core.documents.cleaning import clean_body, clean_document, clean_heading, needs_cleaning
@@ -192,3 +193,32 @@ def test_an_answer_reads_and_cleans_only_the_head_of_a_large_file_yet_equals_the
     expected = full[:2000] + "..." if len(full) > 2000 else full
     index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
     assert index.read_document("knowledge_base/api/big.md", 2000, clean=True) == expected
+
+
+def _component_lines(text: str) -> list[str]:
+    """Lines outside code fences that open or close a component's tag, or state an import."""
+    found, fence = [], ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if fence:
+            fence = "" if stripped.startswith(fence) else fence
+            continue
+        if stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+        elif re.match(r"</?[A-Z]", stripped) or re.match(r"import\s", stripped) or stripped.endswith("]}>"):
+            found.append(line)
+    return found
+
+
+def test_no_component_tags_or_imports_reach_answers_or_chunks_from_real_shaped_pages():
+    """Documentation sites write a component's tag over several lines (`<Tabs` then `values={[ … ]}>`) and
+    imports over several lines: none of it reaches the served content or an L1 chunk (issue 34)."""
+    pages = sorted((FIXTURES / "realistic_kb").rglob("*.md"))
+    multi_line = [p for p in pages if re.search(r"^<Tabs\s*$", p.read_text(encoding="utf-8"), re.M)]
+    assert len(multi_line) >= 10  # the fixture has them: this test checks something
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert _component_lines(clean_document(text)) == [], page.name
+        for chunk in chunk_markdown(text):
+            assert _component_lines(chunk.text) == [], page.name
+
