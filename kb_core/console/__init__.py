@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "JobCancelledError": "kb_core.errors",
     "RestoreConflictError": "kb_core.errors",
     "HEADLINE": "kb_core.evaluation.runs",
+    "counted_warnings_on_stderr": "kb_core.ops.logs",
     "ChangedQuery": "kb_core.evaluation.runs",
     "RunComparison": "kb_core.evaluation.runs",
     "compare_runs": "kb_core.evaluation.runs",

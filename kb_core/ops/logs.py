@@ -199,6 +199,16 @@ def configure_log_file(path: str | os.PathLike[str] | None) -> logging.Handler |
         return handler
 
 
+def counted_warnings_on_stderr() -> None:
+    """Where nothing configured logging (the console under `streamlit run`: Streamlit sets up its own loggers
+    only), Python prints every WARNING on stderr unfiltered (`logging.lastResort`): a watcher's queue overflowing
+    printed thousands of lines. Print them through a `RepeatFilter` instead; a process that configured logging
+    keeps its own."""
+    with _lock:
+        if not logging.getLogger().handlers:
+            log_to_stderr(logging.WARNING)
+
+
 def log_to_stderr(level: int | str, fmt: str = "%(levelname)s %(name)s: %(message)s") -> None:
     """`logging.basicConfig` on stderr whose handler itself keeps to `level`: a log file that lets kb_core's
     INFO records through does not make a quiet command chatty."""

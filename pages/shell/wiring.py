@@ -13,6 +13,7 @@ from typing import NoReturn
 import streamlit as st
 
 from kb_core import KnowledgeBase, KnowledgeBaseError, open_knowledge_base
+from kb_core.console import counted_warnings_on_stderr
 from pages.shell.auth import console_access
 from pages.shell.safe import escape_markdown
 
@@ -33,6 +34,7 @@ def _close(kb: KnowledgeBase) -> None:
 
 @st.cache_resource(show_spinner="Opening the knowledge base…", on_release=_close)
 def _open_knowledge_base() -> KnowledgeBase:
+    counted_warnings_on_stderr()  # the server's terminal: a flood of one warning is counted, not repeated
     kb = open_knowledge_base()
     _opened.append(True)
     # The console will show the summaries (document list, files gone, status) on its first pages: compute them
