@@ -8,7 +8,7 @@ import re
 
 import streamlit as st
 
-from kb_core import JobState, KnowledgeBaseError, Role
+from kb_core import JobState, KnowledgeBase, KnowledgeBaseError, Role
 from kb_core.console import (
     MORE_SECTIONS,
     HistoryEntry,
@@ -123,6 +123,15 @@ def _index_now() -> None:
         started_here(job)  # its end redraws the page (the panel below)
 
 
+def _indexing_elsewhere(kb: KnowledgeBase) -> bool:
+    """A reconcile job runs that this page's *Index now* did not start (the sidebar's *Reconcile now*, another
+    tab, the CLI): the banner shows it instead of offering to index again."""
+    try:
+        return any(j.active for j in kb.jobs(5, ("reconcile",)))
+    except KnowledgeBaseError:
+        return False
+
+
 indexing = None
 if state.get("index_job"):
     try:
@@ -143,7 +152,7 @@ elif unindexed > 0:
                     f"{'are' if unindexed != 1 else 'is'} not indexed yet.** Indexing reads them into the database "
                     "and the search index, so lookups can find them by meaning as well as by keyword.")
         show_flash("index-now")
-        if indexing is not None:  # running on the server: its progress, refreshed every second
+        if indexing is not None or _indexing_elsewhere(kb):  # running on the server: its progress, every second
             # the user pressed Index now and waits for it: its end redraws the page (the banner, the counts)
             render_jobs_panel(kb, ("reconcile",), key="index-now", recent=0, refresh_own=True)
         elif kb.actor.may(Role.ADMIN):

@@ -386,3 +386,30 @@ def test_while_a_job_writes_the_sidebar_says_so_instead_of_a_disagreement(synced
     finally:
         release.set()
         other.close()
+
+
+def test_a_reconcile_started_elsewhere_shows_in_the_playground_banner_instead_of_index_now(app_root, sample_root):
+    """The sidebar's Reconcile now (or another tab, or the CLI) started the job: the playground's banner shows
+    that job running instead of offering to index again, and says what it indexed once it ends (issue 34)."""
+    import threading
+
+    from kb_core import load_settings, open_knowledge_base
+    from kb_core.bootstrap import parts_of
+    from kb_core.jobs.model import JobKind
+
+    other = open_knowledge_base(load_settings())  # another process's job, as far as the console can tell
+    release = threading.Event()
+    try:
+        at = run_page("playground")
+        assert not at.exception, at.exception
+        assert [b for b in at.button if b.key == "index-now"]  # nothing indexed yet: the offer
+        job = parts_of(other).jobs.submit(JobKind.RECONCILE, other.actor, {},
+                                          lambda control: release.wait(60) and "held", total=3)
+        at.run()
+        assert not at.exception, at.exception
+        assert not [b for b in at.button if b.key == "index-now"]
+        assert any(f"job {job.id}" in shown(m.value) for m in at.markdown) or \
+            any(f"job {job.id}" in c.value for c in at.caption)
+    finally:
+        release.set()
+        other.close()
