@@ -18,6 +18,7 @@ from kb_core.documents.folder import KnowledgeFolder
 from kb_core.documents.folder_watcher import FolderWatcher, paths_changed_while_unwatched
 from kb_core.documents.reconcile import Reconciler
 from kb_core.documents.service import DocumentService
+from kb_core.documents.synonyms import SynonymsFile
 from kb_core.documents.trash import Trash
 from kb_core.errors import KnowledgeBaseError
 from kb_core.jobs.runner import JobRunner
@@ -105,9 +106,10 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
             # database is back (connections are made anew then); `status()` shows it.
             log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
         folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
+        synonyms_file = SynonymsFile(folder.base_dir)
         index = KnowledgeIndex(folder=folder, matching=settings.l0_matching,
                                generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms,
-                               snapshot_path=settings.l0_snapshot_path)
+                               snapshot_path=settings.l0_snapshot_path, synonyms_file=synonyms_file)
         follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
         follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
         if (empty := folder.empty_warning(index.scan().scanned)) is not None:
@@ -123,7 +125,6 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
             body_identifiers.refresh_in_background()
         trash = Trash(settings.trash_dir, folder)
         documents = DocumentService(folder, index, metadata, vectors, dense_embedder, trash=trash,
-                                    max_upload_bytes=settings.max_upload_bytes,
                                     backend_timeout=settings.backend_timeout)
         reconciler = Reconciler(documents, folder, index, metadata, vectors)
         # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
@@ -150,8 +151,9 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
                               body_suggester=body_identifiers, scope_ids=ScopedDocuments(metadata, index).ids)
         kb = KnowledgeBase(settings, Parts(folder=folder, index=index, metadata=metadata, vectors=vectors,
                                            embedder=embedder, documents=documents, reconciler=reconciler,
-                                           trash=trash, lookup=lookup, searcher=searcher, follower=follower,
-                                           watcher=watcher, metrics=metrics, jobs=jobs))
+                                           trash=trash, synonyms_file=synonyms_file, lookup=lookup,
+                                           searcher=searcher, follower=follower, watcher=watcher, metrics=metrics,
+                                           jobs=jobs))
         if settings.metrics_port:
             if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
                 log.warning("metrics served beyond loopback on %s: anyone who reaches the port reads them",

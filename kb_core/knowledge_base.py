@@ -93,8 +93,7 @@ class KnowledgeBase:
         self._catalogue = Catalogue(parts, self._summaries)
         self._status = StatusService(parts, self._catalogue, self._summaries, base_path=settings.base_path,
                                      closed=lambda: self._clock.closed)
-        self._editing = EditingService(parts.index, parts.searcher, max_bytes=settings.max_upload_bytes,
-                                       default_language=settings.default_language)
+        self._editing = EditingService(parts.index, parts.searcher, default_language=settings.default_language)
         self._playground = Playground(parts, self._catalogue)
         self._job_service = JobsService(parts.jobs, lambda: self._clock.closed)
         self._evaluation = EvaluationService(parts.metadata, parts.lookup, self._job_service.runner)
@@ -128,9 +127,9 @@ class KnowledgeBase:
     # -- queries and the agents' tools (kb_core.services.calls) -------------------------------------------
     def lookup(self, query: str, section_title: str | None = None, scope: Scope | None = None) -> LookupResult:
         """L0, then L1 when needed (`HybridLookup`); a query over `MAX_QUERY_CHARS` raises `InvalidInputError`
-        before anything reads it. `scope` (`kb_core.retrieval.scope.Scope`): only the pages it admits exist."""
+        first. Only the pages `scope` admits exist (by default those the acting identity may read)."""
         check_query_length(query)
-        result = self._lookup.lookup(query, section_title, scope)
+        result = self._lookup.lookup(query, section_title, scope or self._actor_scope())
         self._metrics.observe_lookup(result)
         return result
 
@@ -146,7 +145,7 @@ class KnowledgeBase:
     def read_document_tool(self, source: str, section_title: str | None = None, *, language: str | None = None,
                            caller: str | None = None, scope: Scope | None = None) -> dict:
         """The `read_document` agent tool: the document at `source` (or its section) served like a lookup's
-        primary, in `language` when it has that version; logged (`read_document` is the raw file text)."""
+        primary, in `language` when it has that version; logged (`document_text` is the raw file text)."""
         arguments = {"source": source, "section_title": section_title, **({} if language is None else
                                                                           {"language": language})}
         return self.call_tool(arguments, caller=caller, tool=READ_TOOL_NAME, scope=scope).payload
@@ -173,12 +172,12 @@ class KnowledgeBase:
         return self._calls.not_logged(span)
 
     def tool_call_buckets(self, span: timedelta) -> list[CallBucket]:
-        """Calls, found-rate and latency per hour (spans up to two days) or day over the last `span`."""
-        return self._calls.buckets(span)
+        """Calls, found-rate and latency per hour (up to two days) or day over `span`, of readable sources."""
+        return self._calls.buckets(span, self._actor_scope())
 
     def needs_attention(self, span: timedelta) -> list[AttentionGroup]:
-        """Queries of the last `span` answered with nothing, with L1 only or with low confidence, grouped."""
-        return self._calls.needing_attention(span)
+        """Queries of `span` answered with nothing, L1 only or low confidence, grouped; readable sources only."""
+        return self._calls.needing_attention(span, self._actor_scope())
 
     # -- the playground ------------------------------------------------------------------------------
     def run_bench(self, query: str, options: BenchOptions | None = None, *, section_title: str | None = None,
@@ -190,6 +189,7 @@ class KnowledgeBase:
         (dense only without a model, a category nobody uses) raise `InvalidInputError` before anything runs."""
         return self._playground.run(
             query, BenchOptions() if options is None else options, section_title, replay=replay,
+            scope=self._actor_scope(),
             caller=REPLAY_CALLER if replay else self._actor.name[:64], actor_name=self._actor.name,
             call_tool=lambda arguments, caller: self.call_tool(arguments, caller=caller))
 
@@ -249,7 +249,7 @@ class KnowledgeBase:
         """The keywords a document's frontmatter lists on disk, as written."""
         return self._editing.keywords(file_path)
 
-    def read_document(self, file_path: str, max_chars: int = 1_000_000) -> str | None:
+    def document_text(self, file_path: str, max_chars: int = 1_000_000) -> str | None:
         """The raw text of a document's file (cut at `max_chars`); the agents' tool is `read_document_tool`."""
         return self._folder.read_text(file_path, max_chars)
 
@@ -281,14 +281,14 @@ class KnowledgeBase:
         return self._embedder.state
 
     def preview_upload(self, file_name: str, data: bytes, category: str) -> UploadPreview:
-        return preview_upload(self._index, file_name, data, category, max_bytes=self._settings.max_upload_bytes)
+        return preview_upload(self._index, file_name, data, category)
 
     def preview_batch(self, files: Sequence[BatchFile], category: str, *,
                       duplicates_anyway: bool = False) -> BatchPreview:
         """Per-file verdicts, same-target files, clashes within the batch and content indexed elsewhere
         (`DUPLICATE` unless `duplicates_anyway`); writes nothing."""
-        return preview_batch(self._index, files, category, max_bytes=self._settings.max_upload_bytes,
-                             paths_with_content=self._metadata.paths_with_content, duplicates_anyway=duplicates_anyway)
+        return preview_batch(self._index, files, category, paths_with_content=self._metadata.paths_with_content,
+                             duplicates_anyway=duplicates_anyway)
 
     # -- changes -------------------------------------------------------------------------------------
     def upload(self, file_name: str, data: bytes, category: str, *, progress: Progress | None = None,
@@ -469,9 +469,10 @@ class KnowledgeBase:
         self._actor.require(Role.CURATOR, "edit documents")
 
     def suggest_documents(self, query: str, limit: int = 5) -> list[DocumentSuggestion]:
-        """The documents L1 finds for `query` (a query that needs attention), best first: the agents' search and
-        relevance check, L1 alone, not logged as a tool call. At most `limit` (1-20)."""
-        return self._editing.suggest_documents(query, limit)
+        """The readable documents L1 finds for `query` (one that needs attention), best first: the agents' search
+        and relevance check, L1 alone, not logged as a tool call. At most `limit` (1-20)."""
+        scope = self._actor_scope()
+        return self._editing.suggest_documents(query, limit, scope, self._catalogue.readable_ids(scope))
 
     def synonyms(self) -> tuple[tuple[str, ...], ...]:
         """The synonym groups L0 applies (`_synonyms.yaml` in the knowledge base, then `l0.synonyms`)."""
@@ -487,7 +488,7 @@ class KnowledgeBase:
         self._actor.require(Role.CURATOR, "edit synonyms")
         groups = self._editing.synonym_groups(text_or_groups)
         with self._writing(Role.CURATOR, "edit synonyms", "synonyms"):
-            self._index.save_synonyms(groups)
+            self._editing.save_synonyms(self._parts.synonyms_file, groups)
         return groups
 
     # -- evaluation (kb_core.evaluation.service: labelled query sets, runs as jobs, their outcomes) ---------
@@ -584,8 +585,7 @@ class KnowledgeBase:
 
 
 class _WriteClock:
-    """Moved before and after each write (the version the summaries are keyed on), and whether the knowledge
-    base was closed: one per knowledge base, shared by its `as_user` views."""
+    """Each write's version (the summaries' key) and whether the knowledge base was closed; shared by `as_user`."""
 
     def __init__(self) -> None:
         self._counter = itertools.count(1)  # next() is atomic: concurrent writes never share a number

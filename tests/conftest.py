@@ -22,7 +22,7 @@ if not os.environ.get("KB_L0_SNAPSHOT_KEY_FILE", "").strip():
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Tests that name a missing model mean "BM25 only"; the built-in stand-in (issue 31) is tested on purpose
-# where it is the subject (tests/stores/test_builtin_model.py), and subprocesses inherit this.
+# where it is the subject (tests/unit/test_builtin_model.py), and subprocesses inherit this.
 os.environ.setdefault("KB_EMBEDDING_FALLBACK", "none")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The console's own .streamlit/config.toml binds 127.0.0.1, but AppTest reads it only when pytest runs from the

@@ -15,9 +15,11 @@ from typing import Any
 
 from kb_core.agent.tool import LookupTool, stamped
 from kb_core.documents.folder import KnowledgeFolder
+from kb_core.errors import InvalidInputError
 from kb_core.ops.logs import log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.lookup import HybridLookup, L1Hit
+from kb_core.retrieval.scope import ALL, AudienceRule, Scope
 from kb_core.settings import Settings
 from kb_core.storage.call_spool import spool_at
 
@@ -44,11 +46,25 @@ class _Held:
         self.records.append(stamped(fields))
 
 
+def _service_scope(settings: Settings) -> Scope | None:
+    """What the service identity reads, as the opened knowledge base decides it (`KB_SERVICE_AUDIENCES`, the
+    folders' defaults of `auth.audiences`); None when the settings do not say it plainly: the opened knowledge
+    base then answers, or reports the setting."""
+    if settings.service_audiences is None:
+        return ALL
+    try:
+        rule = AudienceRule.of_mapping(settings.audiences)
+    except InvalidInputError:
+        return None
+    return Scope(audiences=frozenset(settings.service_audiences), rule=rule)
+
+
 def answer_from_l0(settings: Settings, query: object, section_title: object = None, *,
                    caller: str = "cli", filters: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The agent payload of `lookup_knowledge(query, section_title)` when L0 alone answers it and the files
     are as the L0 snapshot saved them; `None` when the whole knowledge base must answer (nothing recorded)."""
-    if settings.l0_snapshot_path is None or not settings.l0_snapshot_path.is_file():
+    scope = _service_scope(settings)
+    if scope is None or settings.l0_snapshot_path is None or not settings.l0_snapshot_path.is_file():
         return None
     folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
     index = KnowledgeIndex(folder=folder, matching=settings.l0_matching, generic_docs=settings.l0_generic_docs,
@@ -61,7 +77,8 @@ def answer_from_l0(settings: Settings, query: object, section_title: object = No
     tool = LookupTool(HybridLookup(index, _NoL1(), default_language=settings.default_language), held)
     try:
         with log_context(request_id=new_request_id(), caller=caller):
-            response = tool.call({"query": query, "section_title": section_title, **(filters or {})}, caller=caller)
+            response = tool.call({"query": query, "section_title": section_title, **(filters or {})}, caller=caller,
+                                 scope=scope)
     except _L1Asked:
         return None
     spool_at(settings.app_root).record_tool_calls(held.records)

@@ -5,9 +5,10 @@ the path rule (`path_rule`: which categories and file names are allowed), the kn
 display and disk paths, the scan, reading and writing a document's file), the body's cleaning, headings and
 chunks (`cleaning`, `sections`, `chunking`), languages and translations (`language`), what L0 knows of a
 document (`entry`), the upload preview of a file (`lint`) and of a whole batch (`batch`), the curators'
-synonyms (`synonyms`), the document service (`service`) that writes a document to disk, database, Milvus and
-L0 together and undoes the earlier steps when a later one fails, reconcile (`reconcile`), the folder watcher
-(`folder_watcher`) and the trash deleted documents wait in (`trash`).
+synonyms and their file, `_synonyms.yaml` (`synonyms`), the document service (`service`) that writes a
+document to disk, database, Milvus and L0 together and undoes the earlier steps when a later one fails,
+reconcile (`reconcile`), the folder watcher (`folder_watcher`) and the trash deleted documents wait in
+(`trash`).
 
 May import: kb_core's base modules (`errors`, `terms`, `progress`, `settings`, `access`) and `kb_core.storage`
 (its ports, and the record types and constants of the stores); never `kb_core.retrieval`, the agents, the jobs

@@ -234,7 +234,7 @@ def _target_key(name: str) -> str:
     return unicodedata.normalize("NFC", name).casefold()
 
 
-def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category: str, *, max_bytes: int,
+def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category: str, *,
                   paths_with_content: Callable[[list[str]], dict[str, list[str]]] | None = None,
                   duplicates_anyway: bool = False) -> BatchPreview:
     """Per-file verdicts for uploading `files` into `category`; reads only (the index, the disk, the database).
@@ -250,8 +250,8 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
             problem, suggestion = str(exc), suggest_category(category)
     # Each file is judged at its own category (a folder's file below the chosen one); the chosen category's own
     # problem is reported once for the batch, a folder's problem once per file under it.
-    previews = [inspect_upload(index, f.name, f.data, f.category_in(category), max_bytes=max_bytes,
-                               check_category=problem is None) for f in files]
+    previews = [inspect_upload(index, f.name, f.data, f.category_in(category), check_category=problem is None)
+                for f in files]
 
     by_target: dict[str, list[int]] = {}
     for i, preview in enumerate(previews):

@@ -74,7 +74,7 @@ class FrontmatterEdit:
 
 
 
-def _read(index: IndexedDocuments, file_path: str, max_bytes: int) -> tuple[bytes, str, str, str]:
+def _read(index: IndexedDocuments, file_path: str) -> tuple[bytes, str, str, str]:
     """(bytes, text, category, file name) of a document the upload path can write back to the same place."""
     folder = index.folder
     if not isinstance(file_path, str) or not folder.exists(file_path) or folder.resolve(file_path) is None:
@@ -84,7 +84,7 @@ def _read(index: IndexedDocuments, file_path: str, max_bytes: int) -> tuple[byte
         data = folder.read_bytes(file_path)
     except OSError as exc:
         raise UploadRejected(f"{file_path} cannot be read: {exc}") from exc
-    return data, decode_markdown(data, max_bytes=max_bytes, file_name=name), category, name
+    return data, decode_markdown(data, max_bytes=folder.max_bytes, file_name=name), category, name
 
 
 def _fields_of(text: str, file_path: str) -> FrontmatterFields:
@@ -95,15 +95,15 @@ def _fields_of(text: str, file_path: str) -> FrontmatterFields:
                                "hand") from exc
 
 
-def current_fields(index: IndexedDocuments, file_path: str, *, max_bytes: int) -> FrontmatterFields:
+def current_fields(index: IndexedDocuments, file_path: str) -> FrontmatterFields:
     """The editable fields of a document's frontmatter on disk now (`exists` False: it has no block)."""
-    _, text, _, _ = _read(index, file_path, max_bytes)
+    _, text, _, _ = _read(index, file_path)
     return _fields_of(text, file_path)
 
 
-def current_keywords(index: IndexedDocuments, file_path: str, *, max_bytes: int) -> tuple[str, ...]:
+def current_keywords(index: IndexedDocuments, file_path: str) -> tuple[str, ...]:
     """The keywords the document's frontmatter lists now, as written (weak ones too)."""
-    fields = current_fields(index, file_path, max_bytes=max_bytes)
+    fields = current_fields(index, file_path)
     if not fields.exists:
         raise FrontmatterError(f"{file_path} has no frontmatter: L0 does not know it")
     return fields.keywords
@@ -128,13 +128,13 @@ def frontmatter_diff(old: str, new: str, file_path: str) -> str:
     return "\n".join(lines)
 
 
-def prepare_frontmatter_edit(index: IndexedDocuments, file_path: str, *, max_bytes: int,
+def prepare_frontmatter_edit(index: IndexedDocuments, file_path: str, *,
                              title: str | None = None, summary: str | None = None,
                              keywords: Sequence[str] | None = None,
                              sections: Mapping[str, str] | Sequence[tuple[str, str]] | None = None) -> FrontmatterEdit:
     """The document rewritten with the given fields (None: left alone; a value equal to the current one changes
     nothing), its upload preview and a diff of the frontmatter. Writes nothing."""
-    data, text, category, name = _read(index, file_path, max_bytes)
+    data, text, category, name = _read(index, file_path)
     original = _fields_of(text, file_path)
     wanted = requested_fields(title=title, summary=summary, keywords=keywords, sections=sections)
     changes = {f: v for f, v in wanted.items() if getattr(original, f) != v}
@@ -146,7 +146,7 @@ def prepare_frontmatter_edit(index: IndexedDocuments, file_path: str, *, max_byt
         edited = FrontmatterFields.of(parse_frontmatter_strict(new_text))
         diff = frontmatter_diff(text, new_text, file_path)
     fields = tuple(f for f in FIELDS if f in changes)
-    preview = preview_upload(index, name, rewritten, category, max_bytes=max_bytes)
+    preview = preview_upload(index, name, rewritten, category)
     return FrontmatterEdit(file_path, name, category, original, edited, fields, rewritten,
                            hashlib.sha256(data).hexdigest(), preview, diff)
 

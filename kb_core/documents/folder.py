@@ -204,7 +204,9 @@ DEFAULT_MAX_BYTES = 5 * 1024 * 1024  # KB_MAX_UPLOAD_BYTES' default
 class KnowledgeFolder:
     """The folder of documents. `base_path` is kept as configured for display paths (`knowledge_base/api/x.md`)
     and resolved against `app_root` (default: the current directory) for disk access. `max_bytes` is the largest
-    allowed document (`KB_MAX_UPLOAD_BYTES`): a larger file is no document, and no read goes past it.
+    allowed document (`KB_MAX_UPLOAD_BYTES`): a larger file is no document, and no read goes past it. It is the
+    one place the limit is kept: the upload, its preview and the frontmatter edits read it here, so they cannot
+    disagree about it.
 
     One file has one path: a link inside the base (to a file or a folder), or a second name of a file (a hard
     link), is skipped by the scan with one warning and refused for writes; the file is indexed under its own

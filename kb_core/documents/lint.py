@@ -43,10 +43,8 @@ class UploadPreview:
         return not any(f.severity == ERROR for f in self.findings)
 
 
-def preview_upload(
-    index: IndexedDocuments, file_name: str, data: bytes, category: str, *, max_bytes: int
-) -> UploadPreview:
-    preview = inspect_upload(index, file_name, data, category, max_bytes=max_bytes)
+def preview_upload(index: IndexedDocuments, file_name: str, data: bytes, category: str) -> UploadPreview:
+    preview = inspect_upload(index, file_name, data, category)
     page = page_of(preview)
     return replace(preview, findings=preview.findings + keyword_clashes(
         preview, lambda keyword: [p for p in index.claimants(keyword, page=page) if p != preview.file_path]))
@@ -61,9 +59,10 @@ def page_of(preview: UploadPreview) -> str:
 
 
 def inspect_upload(
-    index: IndexedDocuments, file_name: str, data: bytes, category: str, *, max_bytes: int, check_category: bool = True
+    index: IndexedDocuments, file_name: str, data: bytes, category: str, *, check_category: bool = True
 ) -> UploadPreview:
-    """Everything about one file except keyword clashes. With `check_category=False` an invalid category is
+    """Everything about one file except keyword clashes (its size limit is the folder's `max_bytes`, so the
+    preview refuses what the upload would). With `check_category=False` an invalid category is
     left to the caller (a batch reports it once), and the file's other problems are still found."""
     findings: list[Finding] = []
     name = file_name
@@ -86,7 +85,7 @@ def inspect_upload(
         except KnowledgeBaseError as exc:
             findings.append(Finding(ERROR, str(exc)))
     try:
-        text = decode_markdown(data, max_bytes=max_bytes, file_name=name)
+        text = decode_markdown(data, max_bytes=index.folder.max_bytes, file_name=name)
     except KnowledgeBaseError as exc:
         findings.append(Finding(ERROR, str(exc)))
         text = None

@@ -196,7 +196,6 @@ class DocumentService:
         embedder: Embedder | None,
         *,
         trash: Trash,
-        max_upload_bytes: int,
         backend_timeout: float = 10.0,
     ):
         self._folder = folder
@@ -205,7 +204,6 @@ class DocumentService:
         self._metadata = metadata
         self._vectors = vectors
         self._embedder = embedder if vectors.has_dense else None
-        self._max_upload_bytes = max_upload_bytes
         # One writer at a time per process: the rollback of one upload must not undo another's work.
         self._write_lock = threading.RLock()
         self._held: set[str] = set()  # paths whose database lock this service holds (under _write_lock)
@@ -294,7 +292,7 @@ class DocumentService:
                                  "a given version); nothing was written")
         file_path, target = self._folder.target(category, file_name)
         name, category = target.name, target.parent.relative_to(self._folder.base_dir).as_posix()
-        text = decode_markdown(data, max_bytes=self._max_upload_bytes, file_name=name)
+        text = decode_markdown(data, max_bytes=self._folder.max_bytes, file_name=name)
         digest = sha256(bytes(data))
         if if_match is not None:
             if_match = checked_sha256(if_match)  # a wrong type or shape is bad input; upper-case hex is fine
@@ -699,7 +697,7 @@ class DocumentService:
             try:
                 category, name = self._folder.document_place(file_path)
                 data = self._folder.read_bytes(file_path)
-                text = decode_markdown(data, max_bytes=max(self._max_upload_bytes, len(data)), file_name=file_path)
+                text = decode_markdown(data, max_bytes=max(self._folder.max_bytes, len(data)), file_name=file_path)
                 items.append((file_path, category, name, data, self.prepare(text, source=file_path, dense=False)))
             except (KnowledgeBaseError, OSError):
                 left.append(file_path)
@@ -772,7 +770,7 @@ class DocumentService:
             raise DocumentError("read file", f"{file_path} is not on disk") from exc
         except OSError as exc:
             raise DocumentError("read file", f"{file_path}: {exc}") from exc
-        text = decode_markdown(data, max_bytes=max(self._max_upload_bytes, len(data)), file_name=file_path)
+        text = decode_markdown(data, max_bytes=max(self._folder.max_bytes, len(data)), file_name=file_path)
         prepared = self.prepare(text, source=file_path, progress=progress, dense=dense)  # outside the lock
         with self.locked(file_path):
             existing = self._metadata.get_by_path(file_path)  # the row as it is now, under the lock

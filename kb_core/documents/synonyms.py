@@ -63,36 +63,56 @@ def as_lines(groups: Groups) -> str:
     return "\n".join(", ".join(group) for group in groups)
 
 
-def file_signature(base_dir: Path) -> tuple[int, int] | None:
-    """(mtime ns, size) of the synonyms file, or None when there is none: cheap to poll for changes."""
-    try:
-        stat = os.stat(base_dir / SYNONYMS_FILE)
-    except OSError:
-        return None
-    return stat.st_mtime_ns, stat.st_size
+Signature = tuple[int, int]
 
 
-def load_file(base_dir: Path) -> Groups:
-    path = base_dir / SYNONYMS_FILE
-    try:
-        if not path.is_file() or path.is_symlink():
-            return ()
-        data = path.read_bytes()[: MAX_FILE_BYTES + 1]
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {SYNONYMS_FILE}: {exc}") from exc
-    if len(data) > MAX_FILE_BYTES:
-        raise InvalidInputError(f"{SYNONYMS_FILE} is larger than {MAX_FILE_BYTES // 1024} KiB")
-    try:
-        return clean_groups(yaml.safe_load(data.decode("utf-8")))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"{SYNONYMS_FILE} is not valid YAML: {exc}") from exc
+class SynonymsFile:
+    """`_synonyms.yaml` of one knowledge base, read and written only here: L0 (`KnowledgeIndex`) is handed the
+    groups, it never opens the file itself."""
 
+    def __init__(self, base_dir: str | os.PathLike[str]):
+        self.path = Path(base_dir) / SYNONYMS_FILE
+        self._seen: Signature | None = None  # the version `changed_groups` last read
 
-def save_file(base_dir: Path, groups: Groups) -> None:
-    header = ("# Synonym groups for L0: any word of a group stands for the group's keywords.\n"
-              "# Edited in the console (Documents -> Keyword map) or by hand; one list per group.\n")
-    body = yaml.safe_dump([list(g) for g in groups], allow_unicode=True, default_flow_style=None, sort_keys=False)
-    write_atomic(base_dir / SYNONYMS_FILE, (header + body).encode("utf-8"))
+    def signature(self) -> Signature | None:
+        """(mtime ns, size) of the file, or None when there is none: cheap to poll for changes."""
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_size
+
+    def load(self) -> Groups:
+        try:
+            if not self.path.is_file() or self.path.is_symlink():
+                return ()
+            data = self.path.read_bytes()[: MAX_FILE_BYTES + 1]
+        except OSError as exc:
+            raise InvalidInputError(f"cannot read {SYNONYMS_FILE}: {exc}") from exc
+        if len(data) > MAX_FILE_BYTES:
+            raise InvalidInputError(f"{SYNONYMS_FILE} is larger than {MAX_FILE_BYTES // 1024} KiB")
+        try:
+            return clean_groups(yaml.safe_load(data.decode("utf-8")))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise InvalidInputError(f"{SYNONYMS_FILE} is not valid YAML: {exc}") from exc
+
+    def changed_groups(self, *, force: bool = False) -> Groups | None:
+        """The file's groups when it changed (size or time) since this last read it, else None; with `force`,
+        read it anyway. A broken file raises `InvalidInputError` once: the next poll waits for a new version."""
+        signature = self.signature()
+        if not force and signature == self._seen:
+            return None
+        self._seen = signature
+        return self.load()
+
+    def save(self, groups: Groups) -> None:
+        """Write the file atomically. What was read last is not moved on: the next poll reads the saved groups
+        back, so a save by another process in the same instant is not mistaken for this one."""
+        header = ("# Synonym groups for L0: any word of a group stands for the group's keywords.\n"
+                  "# Edited in the console (Documents -> Keyword map) or by hand; one list per group.\n")
+        body = yaml.safe_dump([list(g) for g in groups], allow_unicode=True, default_flow_style=None,
+                              sort_keys=False)
+        write_atomic(self.path, (header + body).encode("utf-8"))
 
 
 def merged(*sources: Iterable[Sequence[str]]) -> Groups:

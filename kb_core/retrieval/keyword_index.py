@@ -1,8 +1,9 @@
 """L0: the in-memory keyword index over every document's frontmatter (Specs 3, 6, 9).
 
 This module owns the index's life: loading the entries of the folder's documents (the folder itself, its
-paths and reads belong to `kb_core.documents.folder`), adding and removing entries. Matching and ranking live
-in `keyword_matching` (the `words` rule by default, the spec's literal `substring` rule as a mode).
+paths and reads belong to `kb_core.documents.folder`, the synonyms file to `kb_core.documents.synonyms`),
+adding and removing entries. Matching and ranking live in `keyword_matching` (the `words` rule by default, the
+spec's literal `substring` rule as a mode).
 
 Readers never lock. Writers build a new immutable view under a lock and then swap one reference, so a lookup
 sees the index either before or after an upload, never half-way (the spirit of decision I2's
@@ -68,7 +69,8 @@ class KnowledgeIndex:
     def __init__(self, base_path: str | os.PathLike[str] | None = None, *,
                  app_root: str | os.PathLike[str] | None = None, matching: str = "words",
                  folder: KnowledgeFolder | None = None, generic_docs: int | None = None,
-                 synonyms: Sequence[Sequence[str]] = (), snapshot_path: str | os.PathLike[str] | None = None):
+                 synonyms: Sequence[Sequence[str]] = (), snapshot_path: str | os.PathLike[str] | None = None,
+                 synonyms_file: synonyms_module.SynonymsFile | None = None):
         if matching not in MATCHING_MODES:
             raise ValueError(f"matching must be one of {', '.join(MATCHING_MODES)}, not {matching!r}")
         if folder is None:
@@ -81,7 +83,7 @@ class KnowledgeIndex:
         self._configured_synonyms = synonyms_module.clean_groups([list(g) for g in synonyms], "l0.synonyms")
         self._file_synonyms: synonyms_module.Groups = ()
         self._merged_synonyms: tuple[synonyms_module.Groups | None, synonyms_module.Groups] = (None, ())
-        self._synonym_signature: tuple[int, int] | None = None
+        self._synonyms_file = synonyms_file or synonyms_module.SynonymsFile(folder.base_dir)
         self._snapshot: L0View = Snapshot((), matching, generic_docs=generic_docs, synonyms=self.synonyms())
         # the positions each scope admits, for the current view only (rebuilt once per view and scope)
         self._masks: tuple[L0View | None, dict[Scope, np.ndarray]] = (None, {})
@@ -130,10 +132,9 @@ class KnowledgeIndex:
         if self._records_dirty:  # what this process knows (own writes, an earlier scan) is reused, not parsed again
             self.save_snapshot()
         try:  # the synonyms file lives with the documents: read it with them
-            self._file_synonyms = synonyms_module.load_file(self._folder.base_dir)
+            self._file_synonyms = self._synonyms_file.changed_groups(force=True) or ()
         except InvalidInputError as exc:
             log.warning("synonyms not loaded: %s", exc)
-        self._synonym_signature = synonyms_module.file_signature(self._folder.base_dir)
         entries: list[KnowledgeEntry] = []
         scanned = skipped = failed = reused = 0
         prefix = self._folder.display_prefix()
@@ -567,33 +568,30 @@ class KnowledgeIndex:
         return self._file_synonyms
 
     def reload_synonyms(self, *, force: bool = False) -> bool:
-        """Read `_synonyms.yaml` again when it changed (size or time; another process or a hand edit) and
-        rebuild the snapshot; True when it did. A broken file keeps the groups in use and logs why."""
-        signature = synonyms_module.file_signature(self._folder.base_dir)
-        if not force and signature == self._synonym_signature:
-            return False
-        try:
-            groups = synonyms_module.load_file(self._folder.base_dir)
-        except InvalidInputError as exc:
-            log.warning("synonyms not reloaded, keeping the groups in use: %s", exc)
-            self._synonym_signature = signature
-            return False
+        """Apply `_synonyms.yaml` again when it changed (another process or a hand edit; the documents'
+        `SynonymsFile` tells) and rebuild the snapshot; True when it did. A broken file keeps the groups in use
+        and logs why."""
+        # read and applied under the lock: groups read before a save cannot land after the save's
+        # (`use_synonyms`) and stay in use
         with self._write_lock:
-            self._synonym_signature = signature
-            if groups == self._file_synonyms and not force:
+            try:
+                groups = self._synonyms_file.changed_groups(force=force)
+            except InvalidInputError as exc:
+                log.warning("synonyms not reloaded, keeping the groups in use: %s", exc)
+                return False
+            return groups is not None and self.use_synonyms(groups)
+
+    def use_synonyms(self, groups: synonyms_module.Groups) -> bool:
+        """Apply the synonyms file's `groups` (as just saved, or read again) and rebuild the snapshot; True when
+        they differ from the groups in use."""
+        with self._write_lock:
+            if groups == self._file_synonyms:
                 return False
             self._file_synonyms = groups
             if not self._bulk_changes:  # (the end of a bulk() with changes sees the new groups and rebuilds)
                 self._rebuild(self._snapshot.live_entries())
         log.info("synonyms reloaded: %d group(s)", len(self.synonyms()))
         return True
-
-    def save_synonyms(self, groups: synonyms_module.Groups) -> None:
-        """Write `_synonyms.yaml` (atomically) and apply it here at once; other processes reload it within
-        seconds (their follower polls the file)."""
-        with self._write_lock:
-            synonyms_module.save_file(self._folder.base_dir, groups)
-            self.reload_synonyms(force=True)
 
     def _swap(self, snapshot: Snapshot) -> None:
         """Swap in a new snapshot. Once "did you mean" is in use (the current snapshot built its suggester), the
@@ -788,8 +786,8 @@ class KnowledgeIndex:
     def __contains__(self, file_path: object) -> bool:
         return file_path in self._snapshot.position
 
-    def read_document(self, file_path: str, max_chars: int = 2000, *, clean: bool = False) -> str | None:
-        """The text, cut to `max_chars` characters plus "..." when longer (Spec 3.3); `clean=True` (answers)
-        drops boilerplate first. `None` when the file is missing or outside the base (see
+    def excerpt(self, file_path: str, max_chars: int = 2000, *, clean: bool = False) -> str | None:
+        """The text, cut to `max_chars` characters plus "..." when longer (Spec 3.3; -1: all of it); `clean=True`
+        (answers) drops boilerplate first. `None` when the file is missing or outside the base (see
         `KnowledgeFolder.read_text`)."""
         return self._folder.read_text(file_path, max_chars, clean=clean)

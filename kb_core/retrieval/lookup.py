@@ -15,20 +15,24 @@ that names one of its sections, that section instead (the L0 -> L1 decision does
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
+
+import numpy as np
 
 from kb_core.documents.language import DEFAULT_LANGUAGE, query_language
 from kb_core.ops.logs import current_request_id, log_context, new_request_id
 from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
+from kb_core.retrieval.keyword_matching import L0View, generic_limit
 from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
 from kb_core.retrieval.scope import ALL, Scope
 from kb_core.retrieval.scoped_documents import source_admitted
-from kb_core.terms import identifiers
+from kb_core.terms import identifiers, normalize_term
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +251,7 @@ class HybridLookup:
         self._body_suggester = body_suggester  # identifiers in the pages' text, after the keywords
         self._default_language = default_language
         self._reader = DocumentReader(index)
+        self._readable_pages: dict[Scope, tuple[L0View, int]] = {}  # per caller: the view counted, its pages
 
     def prepare_suggestions(self) -> None:
         """Build both "did you mean" vocabularies now (they build in the background otherwise)."""
@@ -262,6 +267,42 @@ class HybridLookup:
         with log_context(request_id=request_id):
             return self._lookup(request_id, query, section_title, scope or ALL)
 
+    def _readers_counts(self, matches: RankedMatches, scope: Scope) -> RankedMatches:
+        """`matches` as a caller limited to some pages sees them: every "claimed by" count, which keyword of a
+        hit is its rarest, and the generic limit count only the pages it may read, since a count is as much a
+        leak as a title. The question's category and language do not narrow the counts: those pages exist for
+        the caller, and an unlimited caller's counts (and so its answers) stay those of the whole tree."""
+        if (scope.audiences is None and not scope.allowed_categories) or not len(matches):
+            return matches
+        reader = Scope(audiences=scope.audiences, allowed_categories=scope.allowed_categories, rule=scope.rule)
+        # one view for the mask and the counts: a write swapping the view meanwhile cannot mix two numberings
+        view = self._index.view
+        limit = view.generic_limit
+        if generic_limit(view.pages, view.generic_docs) != generic_limit(0, view.generic_docs):
+            limit = generic_limit(self._pages_readable(view, reader), view.generic_docs)
+        readable = self._index.scope_mask(reader, view)
+        assert readable is not None  # a reader that is not `everything` always has a mask
+        return _ReaderCounts(matches, view, readable, limit)
+
+    def _pages_readable(self, view: L0View, reader: Scope) -> int:
+        """How many pages (a page's translations counting once) `reader` may read; counted once per view."""
+        kept = self._readable_pages.get(reader)
+        if kept is not None and kept[0] is view:
+            return kept[1]
+        decided: dict[tuple[Any, ...], bool] = {}
+        pages = set()
+        for entry in view.live_entries():
+            key = (entry.category, entry.audience)
+            ok = decided.get(key)
+            if ok is None:
+                ok = decided[key] = reader.may_read(entry.category, entry.audience)
+            if ok:
+                pages.add(entry.group or "\x00" + entry.file_path)
+        if len(self._readable_pages) >= 64:
+            self._readable_pages.clear()
+        self._readable_pages[reader] = (view, len(pages))
+        return len(pages)
+
     def _lookup(self, request_id: str, query: str, section_title: str | None, scope: Scope) -> LookupResult:
         started = time.perf_counter()
         timings: dict[str, float] = {}
@@ -269,7 +310,7 @@ class HybridLookup:
         scoped = not scope.everything
 
         t = time.perf_counter()
-        matches = self._index.match(query, scope)
+        matches = self._readers_counts(self._index.match(query, scope), scope)
         total = len(matches)
         timings["l0"] = _ms(t)
         log.debug("[%s] L0 matched %d document(s)", request_id, total)
@@ -502,7 +543,7 @@ class HybridLookup:
             if match is None:
                 return None, None, (f"L1 ranks that page first (score {scores[key]:.2f}); the keywords the "
                                     "query mentions weigh less"), False
-            text = self._index.read_document(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
+            text = self._index.excerpt(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
             if text is None:
                 stale.append(match.entry.file_path)
                 continue
@@ -522,7 +563,7 @@ class HybridLookup:
             match = matches.find(hit.source)
             if match is None or match.entry.file_path in stale:
                 continue
-            text = self._index.read_document(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
+            text = self._index.excerpt(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
             if text is None:
                 stale.append(match.entry.file_path)
                 continue
@@ -582,7 +623,7 @@ class HybridLookup:
             return entry, content
         for version in versions:
             if version.lang == language:
-                text = self._index.read_document(version.file_path, PRIMARY_MAX_CHARS, clean=True)
+                text = self._index.excerpt(version.file_path, PRIMARY_MAX_CHARS, clean=True)
                 if text is not None:
                     return version, text
         return entry, content
@@ -592,7 +633,7 @@ class HybridLookup:
             path = matches[i].entry.file_path
             if path in stale:
                 continue
-            content = self._index.read_document(path, PRIMARY_MAX_CHARS, clean=True)
+            content = self._index.excerpt(path, PRIMARY_MAX_CHARS, clean=True)
             if content is not None:
                 return i, content
             stale.append(path)
@@ -613,7 +654,7 @@ class HybridLookup:
             preferred = next((i for h in l1_hits if h.source not in stale
                               and (i := matches.tied_index(h.source)) is not None), None)
             if preferred is not None and preferred != first:
-                text = self._index.read_document(matches[preferred].entry.file_path, PRIMARY_MAX_CHARS, clean=True)
+                text = self._index.excerpt(matches[preferred].entry.file_path, PRIMARY_MAX_CHARS, clean=True)
                 if text is not None:
                     chosen, content = preferred, text
         won = matches[chosen]
@@ -631,6 +672,79 @@ class HybridLookup:
                                      f"“{runner_up.rarest_keyword}” by {runner_up.claimed_by}")
         return chosen, content, (f"“{won.rarest_keyword}” is longer than “{runner_up.rarest_keyword}” "
                                  f"(each claimed by {_documents(won.claimed_by)})")
+
+
+class _ReaderCounts(Sequence[L0Match]):
+    """`RankedMatches` whose counts are those of the pages one caller may read (`HybridLookup._readers_counts`):
+    each hit's rarest keyword chosen again as `RankedMatches` chooses it, by those counts; the rank order and
+    everything else are `RankedMatches`' own."""
+
+    def __init__(self, matches: RankedMatches, view: L0View, readable: np.ndarray, limit: int):
+        self._matches, self._view, self._readable = matches, view, readable
+        self._limit = limit
+        self._claims: dict[str, int] = {}
+        self._recounted: dict[str, L0Match] = {}
+
+    @property
+    def generic_limit(self) -> int:
+        return self._limit
+
+    def is_generic(self, claimants: int) -> bool:
+        return claimants > self._limit
+
+    def claimed_by(self, term: str) -> int:
+        """Readable pages whose keywords include the normalised `term`."""
+        count = self._claims.get(term)
+        if count is None:
+            view = self._view
+            term_id = view.term_id.get(term)
+            positions = np.zeros(0, dtype=np.int32) if term_id is None else np.asarray(view.postings[term_id])
+            positions = positions[self._readable[positions]]
+            if len(positions) > 1 and view.group_members:
+                count = len(set(view.group_of[positions].tolist()))
+            else:
+                count = len(positions)
+            self._claims[term] = count
+        return count
+
+    def _recount(self, match: L0Match) -> L0Match:
+        done = self._recounted.get(match.entry.file_path)
+        if done is not None:
+            return done
+        if match.exact or not match.keywords:  # the keyword the query equals is the one shown, as in ranking
+            rarest = match.rarest_keyword
+            count = self.claimed_by(normalize_term(rarest)) if rarest else match.claimed_by
+        else:
+            rarest, count = "", 0
+            for keyword in match.keywords:
+                term = normalize_term(keyword)
+                claimants = self.claimed_by(term)
+                if not rarest or (claimants, -len(term)) < (count, -len(normalize_term(rarest))):
+                    rarest, count = keyword, claimants
+        done = self._recounted[match.entry.file_path] = dataclasses.replace(
+            match, rarest_keyword=rarest, claimed_by=count)
+        return done
+
+    def find(self, file_path: str) -> L0Match | None:
+        match = self._matches.find(file_path)
+        return None if match is None else self._recount(match)
+
+    def __len__(self) -> int:
+        return len(self._matches)
+
+    @overload
+    def __getitem__(self, index: int) -> L0Match: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[L0Match]: ...
+
+    def __getitem__(self, index: int | slice) -> L0Match | list[L0Match]:
+        if isinstance(index, slice):
+            return [self._recount(m) for m in self._matches[index]]
+        return self._recount(self._matches[index])
+
+    def __getattr__(self, name: str) -> Any:  # tied_count, group_count, ...: counts of what this caller matched
+        return getattr(self._matches, name)
 
 
 _JOINED_NAME = re.compile(r"[0-9A-Za-z]+(?:[-_.][0-9A-Za-z]+)+")

@@ -258,7 +258,8 @@ def agent_filters(options: BenchOptions) -> dict[str, str]:
 def bench_rows(searcher: VectorSearcher, query: str, options: BenchOptions, result: LookupResult | None,
                doc_ids: Collection[int] | None, language_of: Callable[[str], str]) -> dict[str, Any]:
     """The rows of a run and what to say about them: `rows`, `note`, `l1_error`, `timings_ms` (BenchRun's
-    fields). `doc_ids`: the documents the filters leave (None: no filter)."""
+    fields). `doc_ids`: the documents the filters leave, of those the caller may read (None: no filter, and a
+    caller reading every page)."""
     text = query.strip() if isinstance(query, str) else ""
     retriever = options.retriever
     if retriever is Retriever.AGENT:

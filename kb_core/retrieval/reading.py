@@ -133,7 +133,7 @@ class DocumentReader:
                 f"no indexed document at {_shown(source)}; pass a source from an answer (primary.source, "
                 "supplement.source, alternatives[].source) or a path below the knowledge base such as "
                 "'category/file.md'")
-        content = self._index.read_document(entry.file_path, PRIMARY_MAX_CHARS, clean=True)
+        content = self._index.excerpt(entry.file_path, PRIMARY_MAX_CHARS, clean=True)
         if content is None:
             raise UnknownSourceError(f"{entry.file_path} is indexed but its file could not be read (deleted, "
                                      "moved or no longer a regular file); look it up again")
@@ -141,7 +141,7 @@ class DocumentReader:
         note = None
         if language is not None and entry.lang != language:
             chosen = next((v for v in versions if v.lang == language), None)
-            read = chosen and self._index.read_document(chosen.file_path, PRIMARY_MAX_CHARS, clean=True)
+            read = chosen and self._index.excerpt(chosen.file_path, PRIMARY_MAX_CHARS, clean=True)
             if chosen is not None and read is not None:
                 entry, content = chosen, read
             else:
@@ -166,7 +166,7 @@ class DocumentReader:
 
     def serve_section(self, primary: Primary, entry: KnowledgeEntry, title: str) -> tuple[Primary, str | None]:
         """The primary with `content` = the named section (cut like any answer), or unchanged and a note."""
-        text = self._index.read_document(entry.file_path, -1)
+        text = self._index.excerpt(entry.file_path, -1)
         if text is None:
             return primary, f"section '{title}' could not be read: the document is gone"
         served = serve_section(text, title, entry.section_names, entry.sections)

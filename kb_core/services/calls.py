@@ -8,7 +8,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from kb_core.agent.call_stats import AttentionGroup, CallBucket, bucket_for, needs_attention
+from kb_core.agent.call_stats import AttentionGroup, Bucket, CallBucket, bucket_for, needs_attention, percentile
 from kb_core.agent.tool import (
     READ_TOOL_NAME,
     TOOL_NAME,
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from kb_core.storage.metadata_store import ToolCallRecord
 
 log = logging.getLogger(__name__)
+
+# The calls a limited viewer's chart counts at most (the newest): its buckets are counted here, not in SQL.
+SCOPED_CALLS = 50_000
 
 
 class ToolCalls:
@@ -67,7 +70,11 @@ class ToolCalls:
         calls = self._metadata.recent_tool_calls(limit)
         if scope.everything:
             return calls
-        return [c for c in calls if all(self._may_read(s, scope) for s in c.sources)]
+        return [c for c in calls if self._shown(c, scope)]
+
+    def _shown(self, call: ToolCallRecord, scope: Scope) -> bool:
+        """Whether a caller limited to `scope` may see `call`: every page its answer named is one it may read."""
+        return all(self._may_read(s, scope) for s in call.sources)
 
     def _may_read(self, source: str, scope: Scope) -> bool:
         entry = self._index.get(source)
@@ -77,14 +84,50 @@ class ToolCalls:
         self.recorder.flush(2)
         return self._metadata.tool_calls_dropped(_since(span)) + self.recorder.waiting_drops
 
-    def buckets(self, span: timedelta) -> list[CallBucket]:
+    def buckets(self, span: timedelta, scope: Scope) -> list[CallBucket]:
+        """Per hour or day; for a scope limited to some audiences, of the calls it may see (`recent`'s rule),
+        counted here: the database's own buckets would count the others' calls too."""
         self.recorder.flush(2)
-        return self._metadata.tool_call_buckets(_since(span), bucket_for(span))
+        since, bucket = _since(span), bucket_for(span)
+        if scope.everything:
+            return self._metadata.tool_call_buckets(since, bucket)
+        return _buckets([c for c in self._calls_since(since) if self._shown(c, scope)], bucket)
 
-    def needing_attention(self, span: timedelta) -> list[AttentionGroup]:
+    def _calls_since(self, since: datetime) -> list[ToolCallRecord]:
+        """The calls since `since`, newest first, at most `SCOPED_CALLS` (the log has no read by time)."""
+        limit = 1000
+        while True:
+            calls = self._metadata.recent_tool_calls(limit)
+            if len(calls) < limit or calls[-1].created_at < since or limit >= SCOPED_CALLS:
+                return [c for c in calls if c.created_at >= since]
+            limit = min(limit * 4, SCOPED_CALLS)
+
+    def needing_attention(self, span: timedelta, scope: Scope) -> list[AttentionGroup]:
+        """Grouped by query; for a scope limited to some audiences, of the calls it may see (`recent`'s rule)."""
         self.recorder.flush(2)
-        return needs_attention(self._metadata.tool_calls_needing_attention(_since(span)))
+        calls = self._metadata.tool_calls_needing_attention(_since(span))
+        return needs_attention(calls if scope.everything else [c for c in calls if self._shown(c, scope)])
 
 
 def _since(span: timedelta) -> datetime:
     return datetime.now(UTC) - span
+
+
+def _buckets(calls: list[ToolCallRecord], bucket: Bucket) -> list[CallBucket]:
+    """`tool_call_buckets` of these calls, oldest first: the same UTC hours or days, counts and nearest-rank
+    percentiles as the database computes."""
+    slots: dict[datetime, list[ToolCallRecord]] = {}
+    for call in calls:
+        start = call.created_at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        slots.setdefault(start if bucket == "hour" else start.replace(hour=0), []).append(call)
+    found = []
+    for start in sorted(slots):
+        members = slots[start]
+        latencies = [c.latency_ms for c in members]
+        found.append(CallBucket(
+            start=start, calls=len(members),
+            found=sum(1 for c in members if c.found and c.tool_name == TOOL_NAME),
+            errors=sum(1 for c in members if c.error is not None),
+            p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95),
+            lookups=sum(1 for c in members if c.tool_name == TOOL_NAME)))
+    return found

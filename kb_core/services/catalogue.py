@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from kb_core.documents.language import document_language
 from kb_core.errors import KnowledgeBaseError
+from kb_core.retrieval.scoped_documents import source_admitted
 
 if TYPE_CHECKING:
     from kb_core.ops.summaries import SummaryCache
+    from kb_core.retrieval.scope import Scope
     from kb_core.services.parts import Parts
     from kb_core.storage.metadata_store import DocumentRecord
 
@@ -24,6 +26,12 @@ class Catalogue:
 
     def documents(self) -> list[DocumentRecord]:
         return list(self._summaries.get("documents", lambda: tuple(self._metadata.list_documents())))
+
+    def readable_ids(self, scope: Scope) -> frozenset[int] | None:
+        """The ids of the documents `scope` admits, to search within (None: every document)."""
+        if scope.everything:
+            return None
+        return frozenset(r.id for r in self.documents() if source_admitted(self._index, scope, r.file_path))
 
     def scan(self, max_age: float | None = None) -> tuple[list[str], list[tuple[str, str]]]:
         """The folder's documents and refused files: one walk serves the status and the unindexed files."""

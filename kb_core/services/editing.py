@@ -6,7 +6,8 @@ acting user's role and record who wrote."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from kb_core.agent.tool import check_query_length
@@ -19,12 +20,14 @@ from kb_core.documents.document_edit import (
 )
 from kb_core.documents.frontmatter_edit import FrontmatterFields, clean_keywords
 from kb_core.documents.language import query_language
-from kb_core.documents.synonyms import clean_groups, parse_lines
+from kb_core.documents.synonyms import SynonymsFile, clean_groups, parse_lines
 from kb_core.errors import DocumentConflictError, InvalidInputError, KnowledgeBaseError
 from kb_core.jobs.runner import Work
 from kb_core.jobs.work import keyword_plan_work
 from kb_core.progress import Progress
 from kb_core.retrieval.attention import DocumentSuggestion, suggest_documents
+from kb_core.retrieval.scope import ALL, Scope
+from kb_core.retrieval.scoped_documents import source_admitted
 from kb_core.services.keyword_plan import (
     KeywordPlan,
     KeywordPlanReport,
@@ -40,24 +43,24 @@ if TYPE_CHECKING:
     from kb_core.documents.service import UploadOutcome
     from kb_core.retrieval.keyword_index import KnowledgeIndex
     from kb_core.retrieval.l1_search import VectorSearcher
+    from kb_core.retrieval.lookup import L1Hit
 
 Upload = Callable[..., "UploadOutcome"]  # the facade's `upload`, acting for the user
 Save = Callable[[FrontmatterEdit], "UploadOutcome"]  # the facade's `save_frontmatter_edit`
 
 
 class EditingService:
-    def __init__(self, index: KnowledgeIndex, searcher: VectorSearcher, *, max_bytes: int, default_language: str):
+    def __init__(self, index: KnowledgeIndex, searcher: VectorSearcher, *, default_language: str):
         self._index = index
         self._searcher = searcher
-        self._max_bytes = max_bytes
         self._default_language = default_language
 
     # -- frontmatter in place ----------------------------------------------------------------------------------
     def fields(self, file_path: str) -> FrontmatterFields:
-        return current_fields(self._index, file_path, max_bytes=self._max_bytes)
+        return current_fields(self._index, file_path)
 
     def keywords(self, file_path: str) -> tuple[str, ...]:
-        return current_keywords(self._index, file_path, max_bytes=self._max_bytes)
+        return current_keywords(self._index, file_path)
 
     def prepare(self, file_path: str, *, title: str | None = None, summary: str | None = None,
                 keywords: Sequence[str] | None = None,
@@ -65,7 +68,7 @@ class EditingService:
         """The edit with its upload preview and lint; the lint also names a keyword the edit adds that is
         generic, or inside longer keywords of other documents."""
         edit = prepare_frontmatter_edit(self._index, file_path, title=title, summary=summary, keywords=keywords,
-                                        sections=sections, max_bytes=self._max_bytes)
+                                        sections=sections)
         if not edit.added:
             return edit
         extra = keyword_findings(self._index.view, edit.added, edit.file_path)
@@ -91,7 +94,7 @@ class EditingService:
         keyword, new_keyword = checked_operation(operation, keyword, new_keyword)
 
         def prepare(file_path: str, keywords: tuple[str, ...]) -> FrontmatterEdit:
-            return prepare_frontmatter_edit(self._index, file_path, keywords=keywords, max_bytes=self._max_bytes)
+            return prepare_frontmatter_edit(self._index, file_path, keywords=keywords)
 
         return build_plan(self._index.view, operation, keyword, new_keyword, self.keywords, prepare,
                           made_by=made_by)
@@ -135,8 +138,10 @@ class EditingService:
         return params, work, len(plan.items)
 
     # -- needs attention: the fix --------------------------------------------------------------------------------
-    def suggest_documents(self, query: str, limit: int = 5) -> list[DocumentSuggestion]:
-        """L1's documents for `query` in its language, best first: the agents' search and relevance check."""
+    def suggest_documents(self, query: str, limit: int = 5, scope: Scope = ALL,
+                          doc_ids: Collection[int] | None = None) -> list[DocumentSuggestion]:
+        """L1's documents for `query` in its language, best first: the agents' search and relevance check.
+        `scope`: only the documents it admits, searched within `doc_ids` (theirs) as a scoped lookup is."""
         check_query_length(query)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 20:
             raise InvalidInputError(f"limit must be a whole number from 1 to 20, not {limit!r}")
@@ -151,7 +156,15 @@ class EditingService:
             entry = self._index.get(file_path)
             return entry is None or entry.lang in (language, "und")
 
-        return suggest_documents(self._searcher, query, limit, title_of, in_language)
+        searcher: Any = self._searcher
+        if not scope.everything:
+            def within(text: str, top_k: int = 3, category: str | None = None) -> list[L1Hit]:
+                # the id set may be a moment old (as a lookup's): each passage's page is checked against L0 now
+                return [h for h in self._searcher.search(text, top_k=top_k, category=category, doc_ids=doc_ids or ())
+                        if source_admitted(self._index, scope, h.source)]
+
+            searcher = SimpleNamespace(search=within)
+        return suggest_documents(searcher, query, limit, title_of, in_language)
 
     # -- synonyms --------------------------------------------------------------------------------------------
     def synonym_warnings(self, groups: Sequence[Sequence[str]]) -> list[str]:
@@ -170,3 +183,9 @@ class EditingService:
     def synonym_groups(text_or_groups: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
         return parse_lines(text_or_groups) if isinstance(text_or_groups, str) else \
             clean_groups([list(g) for g in text_or_groups], "synonyms")
+
+    def save_synonyms(self, file: SynonymsFile, groups: tuple[tuple[str, ...], ...]) -> None:
+        """Write the groups to the knowledge base's file, and apply them here at once (the followers of other
+        processes read the file)."""
+        file.save(groups)
+        self._index.use_synonyms(groups)

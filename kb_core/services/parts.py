@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from kb_core.documents.folder_watcher import FolderWatcher
     from kb_core.documents.reconcile import Reconciler
     from kb_core.documents.service import DocumentService
+    from kb_core.documents.synonyms import SynonymsFile
     from kb_core.documents.trash import Trash
     from kb_core.jobs.runner import JobRunner
     from kb_core.ops.metrics import KnowledgeBaseMetrics
@@ -33,6 +34,7 @@ class Parts:
     documents: DocumentService  # the writer to every store
     reconciler: Reconciler
     trash: Trash
+    synonyms_file: SynonymsFile  # _synonyms.yaml: the index is handed its groups
     lookup: HybridLookup
     searcher: VectorSearcher  # L1
     follower: ChangeFollower | None = None  # other processes' writes

@@ -20,6 +20,8 @@ from kb_core.retrieval.playground import (
     bench_rows,
     history_entry,
 )
+from kb_core.retrieval.scope import ALL, Scope
+from kb_core.retrieval.scoped_documents import source_admitted
 
 if TYPE_CHECKING:
     from kb_core.agent.tool import ToolResponse
@@ -34,19 +36,22 @@ CallTool = Callable[[dict, str], "ToolResponse"]  # (arguments, caller): the fac
 class Playground:
     def __init__(self, parts: Parts, catalogue: Catalogue):
         self._searcher = parts.searcher
+        self._index = parts.index
         self._embedder = parts.embedder
         self._metadata = parts.metadata
         self._catalogue = catalogue
 
     def run(self, query: str, options: BenchOptions, section_title: str | None, *, caller: str, actor_name: str,
-            replay: bool, call_tool: CallTool) -> BenchRun:
+            replay: bool, call_tool: CallTool, scope: Scope = ALL) -> BenchRun:
+        """`scope`: what the acting identity may read; `call_tool` applies it to the agent's call, and the
+        bench's rows come from those documents only."""
         if not isinstance(options, BenchOptions):
             raise InvalidInputError(f"options must be BenchOptions, got {type(options).__name__}")
         if options.retriever is Retriever.DENSE and not self._searcher.dense_active():
             state = self._embedder.state
             raise InvalidInputError(f"dense only needs the embedding model, which is {state.state} "
                                     f"({state.model_id}): choose L1 hybrid or BM25 only")
-        doc_ids = self._filtered_ids(options)
+        doc_ids = self._filtered_ids(options, scope)
         # one category and one language are what an agent can ask for too: the agent's call carries them
         arguments = {"query": query, "section_title": section_title, **agent_filters(options)}
         response = call_tool(arguments, caller)
@@ -72,13 +77,18 @@ class Playground:
     def history(self, actor_name: str, limit: int) -> list[HistoryEntry]:
         return [history_entry(r) for r in self._metadata.query_history(actor_name, limit)]
 
-    def _filtered_ids(self, options: BenchOptions) -> frozenset[int] | None:
-        """The ids of the documents the options' category and language filters leave (None: no filter)."""
-        if not options.filtered:
+    def _filtered_ids(self, options: BenchOptions, scope: Scope = ALL) -> frozenset[int] | None:
+        """The ids of the documents the options' category and language filters leave, of those `scope` may
+        read (None: no filter, every document)."""
+        if not options.filtered and scope.everything:
             return None
         records = self._catalogue.documents()
+        if not scope.everything:
+            records = [r for r in records if source_admitted(self._index, scope, r.file_path)]
         if options.categories:
-            known = set(category_folders(self._catalogue.categories()))
+            # a folder holding only pages the caller may not read does not exist for it either
+            known = set(category_folders(self._catalogue.categories() if scope.everything else
+                                         {r.category for r in records}))
             unknown = [c for c in options.categories if c not in known]
             if unknown:
                 raise InvalidInputError(f"there is no category {unknown[0]!r} in the knowledge base (nor a "

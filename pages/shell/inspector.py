@@ -31,7 +31,7 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                    f"model {inline_code(doc.embedding_model)}")
         if doc.last_error:
             st.error(escape_markdown(doc.last_error))
-        content = kb.read_document(doc.file_path, -1)
+        content = kb.document_text(doc.file_path, -1)
 
         actions = st.container(horizontal=True)
         if content is not None:

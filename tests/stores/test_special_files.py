@@ -104,8 +104,8 @@ def test_a_document_replaced_by_a_fifo_never_hangs_a_reader(kb):
     read = _quick(lambda: kb.read_document_tool(row.file_path))
     assert read["found"] is False and "no longer a regular file" in read["error"]
     assert _quick(lambda: kb.read_document_tool(row.file_path, section_title="Setup"))["found"] is False
-    assert _quick(lambda: kb.read_document(row.file_path, -1)) is None  # the inspector and its download
-    assert _quick(lambda: kb.read_document(row.file_path)) is None
+    assert _quick(lambda: kb.document_text(row.file_path, -1)) is None  # the inspector and its download
+    assert _quick(lambda: kb.document_text(row.file_path)) is None
     assert isinstance(_quick(lambda: kb.prepare_frontmatter_edit(row.file_path, keywords=["x1"])), UploadRejected)
     for reconcile in (lambda: kb.reconcile(), lambda: kb.reconcile(delete_missing=True),
                       lambda: kb.reconcile([str(path)], delete_missing=True)):
@@ -146,7 +146,7 @@ def test_a_file_larger_than_the_largest_document_is_never_read_whole(open_kb):
     report = kb.reconcile()
     assert report.failed == () and report.added == ()
     assert any("KB_MAX_UPLOAD_BYTES" in why for p, why in report.refused if p.endswith("api/big.md"))
-    assert kb.read_document("knowledge_base/api/big.md") is None
+    assert kb.document_text("knowledge_base/api/big.md") is None
     assert not kb.lookup_knowledge("BIG_KEY")["found"]
     assert_consistent(kb)
 

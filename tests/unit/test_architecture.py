@@ -21,17 +21,26 @@ ROOT = KB_CORE.parent
 # and the console's documented API, `kb_core.console` for the console's helpers).
 # Bottom up: storage, then jobs, documents, retrieval; the facade (knowledge_base) and the composition root
 # (bootstrap) above them; the console (app.py, pages/) above all of it, through the public face only.
-# the facade and what stands on it: nothing below the facade imports any of them (no arrow runs back up)
-_FACADE_AND_ABOVE = ("kb_core.knowledge_base", "kb_core.bootstrap", "kb_core.cli", "kb_core.mcp")
+# the facade and what stands on it, with the faces for code outside the library (the console's helpers, helpers
+# for users' tests): nothing below the facade imports any of them (no arrow runs back up)
+_FACADE_AND_ABOVE = ("kb_core.knowledge_base", "kb_core.bootstrap", "kb_core.cli", "kb_core.mcp", "kb_core.console",
+                     "kb_core.testing")
 # the services the facade delegates to, below it and above the tools
 _SERVICES = ("kb_core.evaluation", "kb_core.services")
 _ABOVE_STORAGE = ("kb_core.documents", "kb_core.retrieval", "kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE)
+# every layer stands on the base modules, so they import only each other: one arrow up from them is a circle
+_ABOVE_BASE = ("kb_core.ops", "kb_core.storage", "kb_core.jobs", *_ABOVE_STORAGE)
 IMPORT_RULES: dict[str, tuple[str, ...]] = {
+    "kb_core.access": _ABOVE_BASE,
+    "kb_core.errors": _ABOVE_BASE,
+    "kb_core.progress": _ABOVE_BASE,
+    "kb_core.settings": _ABOVE_BASE,
+    "kb_core.terms": _ABOVE_BASE,
     "kb_core.storage": _ABOVE_STORAGE,
     # jobs run work the facade hands them as callables: they know the storage and the base modules only
     "kb_core.jobs": _ABOVE_STORAGE,
-    # retrieval may import documents, never the other way round
-    "kb_core.documents": ("kb_core.retrieval", "kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE),
+    # retrieval may import documents, never the other way round; the facade hands a document's work to the jobs
+    "kb_core.documents": ("kb_core.jobs", "kb_core.retrieval", "kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE),
     "kb_core.retrieval": ("kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE),
     # the agents' tools sit on retrieval; the MCP server that serves a facade is kb_core.mcp, above it
     "kb_core.agent": (*_SERVICES, *_FACADE_AND_ABOVE),
@@ -41,6 +50,11 @@ IMPORT_RULES: dict[str, tuple[str, ...]] = {
     "kb_core.services": _FACADE_AND_ABOVE,
     # logs, metrics, the guarded HTTP server, the percentile: beside the base modules, which every layer may use
     "kb_core.ops": ("kb_core.storage", "kb_core.jobs", *_ABOVE_STORAGE),
+    # the console's helpers load on first use: the module itself stands on kb_core's face alone, so importing it
+    # loads no layer
+    "kb_core.console": ("kb_core.",),
+    # helpers for a user's own tests use what any user code uses, kb_core's face
+    "kb_core.testing": ("kb_core.",),
     "app": ("kb_core.",),
     "pages": ("kb_core.",),
 }

@@ -36,7 +36,7 @@ def index(tmp_path):
 
 
 def _batch(index, *files, category="gateway", stored=None):
-    return preview_batch(index, [BatchFile(*f) for f in files], category, max_bytes=64 * 1024,
+    return preview_batch(index, [BatchFile(*f) for f in files], category,
                          paths_with_content=(lambda digests: stored or {}) if stored is not None else None)
 
 
@@ -94,7 +94,7 @@ def test_duplicates_are_skipped_with_a_reason_unless_asked_for(index):
                                      ("plugins-2.md", plugin.encode()), ("overview.md", GATEWAY.encode()))]
 
     def batch(**kw):
-        return preview_batch(index, files, "gateway", max_bytes=64 * 1024, paths_with_content=lambda d: stored, **kw)
+        return preview_batch(index, files, "gateway", paths_with_content=lambda d: stored, **kw)
 
     copy, plugins, plugins_2, overview = batch().files
     assert [v.action for v in (copy, plugins, plugins_2, overview)] == [DUPLICATE, NEW, DUPLICATE, SAME]
@@ -182,7 +182,7 @@ def test_a_folder_maps_each_file_to_its_own_nested_category(index, tmp_path):
                  ("docs/.vitepress/config.md", "# hidden\n"), ("docs/README", "readme"))
     assert [f.skipped for f in tree] == [None] * 4 + ["not Markdown", "hidden", "hidden", "not Markdown"]
     assert [f.folder for f in tree[:4]] == ["docs/en", "docs/zh", "docs/en/latest/plugins", "docs/my notes"]
-    batch = preview_batch(index, [f for f in tree if not f.skipped], "gateway", max_bytes=64 * 1024)
+    batch = preview_batch(index, [f for f in tree if not f.skipped], "gateway")
     route_en, route_zh, limit_req, draft = batch.files
     assert [v.file_path for v in batch.files] == ["knowledge_base/gateway/docs/en/route.md",
                                                   "knowledge_base/gateway/docs/zh/route.md",
@@ -201,35 +201,32 @@ def test_a_folder_maps_each_file_to_its_own_nested_category(index, tmp_path):
 
     # the folder's own name dropped: its content goes straight into the category
     flat = preview_batch(index, _tree(("docs/en/route.md", ROUTE_EN), ("docs/index.md", ROUTE_ZH), keep_top=False),
-                         "gateway", max_bytes=64 * 1024)
+                         "gateway")
     assert [v.file_path for v in flat.files] == ["knowledge_base/gateway/en/route.md",
                                                  "knowledge_base/gateway/index.md"]
 
 
 def test_same_target_within_a_folder_is_case_insensitive_and_a_rename_keeps_the_folder(index):
     files = [("docs/en/Route.md", ROUTE_EN), ("docs/en/route.md", ROUTE_ZH), ("docs/zh/route.md", ROUTE_ZH)]
-    batch = preview_batch(index, _tree(*files), "gateway", max_bytes=64 * 1024)
+    batch = preview_batch(index, _tree(*files), "gateway")
     assert [v.action for v in batch.files] == [CLASH, CLASH, NEW]  # only the two of one folder
     assert batch.files[0].same_target_as == ("docs/en/route.md",) and batch.blocked
-    renamed = preview_batch(index, _tree(*files, renames={"docs/en/route.md": "route-2.md"}), "gateway",
-                            max_bytes=64 * 1024)
+    renamed = preview_batch(index, _tree(*files, renames={"docs/en/route.md": "route-2.md"}), "gateway")
     assert renamed.blocked is None
     assert renamed.files[1].file_path == "knowledge_base/gateway/docs/en/route-2.md"
     # a single file and a folder's top-level file aimed at one path clash too: one code path for both
     mixed = preview_batch(index, [BatchFile("route.md", ROUTE_EN.encode()), *_tree(("docs/route.md", ROUTE_ZH),
                                                                                      keep_top=False)],
-                          "gateway", max_bytes=64 * 1024)
+                          "gateway")
     assert [v.action for v in mixed.files] == [CLASH, CLASH]
 
 
 def test_a_folder_too_long_or_too_deep_is_refused_per_file_before_any_write(index):
     deep = "/".join(["d" * 60] * 5)  # 5 valid folder names, but the category would be over 255 characters
-    batch = preview_batch(index, _tree((f"{deep}/page.md", ROUTE_EN), ("docs/ok.md", LIMIT_REQ)), "gateway",
-                          max_bytes=64 * 1024)
+    batch = preview_batch(index, _tree((f"{deep}/page.md", ROUTE_EN), ("docs/ok.md", LIMIT_REQ)), "gateway")
     assert [v.action for v in batch.files] == [REFUSED, NEW]
     assert "longer than 255 characters" in batch.files[0].errors[0]
-    too_deep = preview_batch(index, _tree(("/".join("abcdefghijklmnopq") + "/page.md", ROUTE_EN)), "gateway",
-                             max_bytes=64 * 1024)
+    too_deep = preview_batch(index, _tree(("/".join("abcdefghijklmnopq") + "/page.md", ROUTE_EN)), "gateway")
     assert "deeper than 16 folders" in too_deep.files[0].errors[0]
 
 

@@ -171,13 +171,13 @@ def test_a_section_lookup_reads_the_huge_file_once_and_a_plain_lookup_not_at_all
     index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
     index.load()
     reads: list[tuple[str, int]] = []
-    original = KnowledgeIndex.read_document
+    original = KnowledgeIndex.excerpt
 
     def counting(self, file_path, max_chars=2000, *, clean=False):
         reads.append((file_path, max_chars))
         return original(self, file_path, max_chars, clean=clean)
 
-    monkeypatch.setattr(KnowledgeIndex, "read_document", counting)
+    monkeypatch.setattr(KnowledgeIndex, "excerpt", counting)
     lookup = HybridLookup(index, RecordingL1())
     result = lookup.lookup("HEAVY_DOC", "heading 1500")
     assert result.primary.section == "heading 1500" and result.primary.content == "## heading 1500\nline 1500"
@@ -203,11 +203,11 @@ def test_chunking_stops_at_the_caps_and_the_preview_says_so(tmp_path):
     index.load()
     from kb_core.documents.lint import preview_upload
 
-    preview = preview_upload(index, "prose.md", text.encode(), "api", max_bytes=LIMIT + 4096)
+    preview = preview_upload(index, "prose.md", text.encode(), "api")
     warnings = [f.message for f in preview.findings]
     assert any(m.startswith(f"long document: full-text and semantic search (L1) index its first "
                             f"{len(chunking.chunks):,} chunks") for m in warnings), warnings
-    small = preview_upload(index, "small.md", doc("Small", ["SMALL_DOC"]).encode(), "api", max_bytes=LIMIT)
+    small = preview_upload(index, "small.md", doc("Small", ["SMALL_DOC"]).encode(), "api")
     assert not any("long document" in f.message or "headings" in f.message for f in small.findings)
 
 

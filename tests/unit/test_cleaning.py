@@ -192,7 +192,7 @@ def test_an_answer_reads_and_cleans_only_the_head_of_a_large_file_yet_equals_the
     full = clean_document(text)
     expected = full[:2000] + "..." if len(full) > 2000 else full
     index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
-    assert index.read_document("knowledge_base/api/big.md", 2000, clean=True) == expected
+    assert index.excerpt("knowledge_base/api/big.md", 2000, clean=True) == expected
 
 
 def _component_lines(text: str) -> list[str]:

@@ -83,7 +83,7 @@ def test_weak_keywords_are_ignored_by_l0_and_reported(tmp_path):
     rows = keyword_map(index.snapshot).rows
     weak = {r.keyword: r.weak for r in rows if r.weak}
     assert weak["e"] == "shorter than 2 characters" and not any(r.ambiguous for r in rows if r.weak)
-    preview = preview_upload(index, "new.md", doc("New", ["a", "ok-keyword"]).encode(), "api", max_bytes=10**6)
+    preview = preview_upload(index, "new.md", doc("New", ["a", "ok-keyword"]).encode(), "api")
     assert any("“a” is ignored by L0: shorter than 2 characters" in f.message for f in preview.findings)
 
 
@@ -124,7 +124,7 @@ def test_links_leading_out_and_fifos_are_skipped_by_the_scan(tmp_path, caplog):
     assert time.perf_counter() - started < 10
     assert [e.file_path for e in index.entries()] == ["knowledge_base/api/ok.md"]
     assert index.exact_match("SECRET_KEY") == []
-    assert index.read_document("knowledge_base/api/link.md") is None
+    assert index.excerpt("knowledge_base/api/link.md") is None
     messages = " ".join(r.getMessage() for r in caplog.records)
     assert "not a regular file" in messages and "outside the knowledge base" in messages
 

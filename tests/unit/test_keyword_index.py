@@ -110,21 +110,21 @@ def test_add_replaces_in_place_and_remove_drops(tmp_path):
 def test_req_3_3_short_document_is_returned_whole(sample_root):
     index = KnowledgeIndex("knowledge_base/", app_root=sample_root)
     write_doc(sample_root, "knowledge_base/api/test-doc.md", "short")
-    assert index.read_document("knowledge_base/api/test-doc.md", 2000) == "short"
+    assert index.excerpt("knowledge_base/api/test-doc.md", 2000) == "short"
     write_doc(sample_root, "knowledge_base/api/exact.md", "x" * 2000)
-    assert index.read_document("knowledge_base/api/exact.md", 2000) == "x" * 2000
+    assert index.excerpt("knowledge_base/api/exact.md", 2000) == "x" * 2000
 
 
 def test_req_3_3_long_document_is_cut_to_2000_chars_plus_ellipsis(sample_root):
     index = KnowledgeIndex("knowledge_base/", app_root=sample_root)
     write_doc(sample_root, "knowledge_base/api/test-doc.md", "文" * 2001)
-    assert index.read_document("knowledge_base/api/test-doc.md", 2000) == "文" * 2000 + "..."
+    assert index.excerpt("knowledge_base/api/test-doc.md", 2000) == "文" * 2000 + "..."
 
 
 def test_req_3_3_missing_file_logs_error_and_returns_none(sample_root, caplog):
     index = KnowledgeIndex("knowledge_base/", app_root=sample_root)
     with caplog.at_level(logging.ERROR):
-        assert index.read_document("knowledge_base/api/missing.md", 2000) is None
+        assert index.excerpt("knowledge_base/api/missing.md", 2000) is None
     assert any(r.levelno == logging.ERROR and "missing.md" in r.getMessage() for r in caplog.records)
 
 
@@ -137,14 +137,14 @@ def test_read_document_refuses_paths_outside_the_base(sample_root, path):
     (sample_root / "secret.md").write_text("secret")
     (sample_root.parent / "outside.md").write_text("outside") if os.access(sample_root.parent, os.W_OK) else None
     index = KnowledgeIndex("knowledge_base/", app_root=sample_root)
-    assert index.read_document(path) is None
+    assert index.excerpt(path) is None
 
 
 def test_read_document_refuses_symlinks_leaving_the_base(sample_root):
     (sample_root / "secret.md").write_text("secret")
     os.symlink(sample_root / "secret.md", sample_root / "knowledge_base/api/link.md")
     index = KnowledgeIndex("knowledge_base/", app_root=sample_root)
-    assert index.read_document("knowledge_base/api/link.md") is None
+    assert index.excerpt("knowledge_base/api/link.md") is None
 
 
 # -- Spec 6 -----------------------------------------------------------------------------------------
@@ -217,7 +217,7 @@ def test_req_9_1_absolute_base_gives_absolute_file_paths(tmp_path):
     index.load()
     [entry] = index.entries()
     assert entry.file_path == (base / "api/test-doc.md").as_posix()
-    assert index.read_document(entry.file_path).startswith("---")
+    assert index.excerpt(entry.file_path).startswith("---")
 
 
 # -- concurrency and properties ------------------------------------------------------------------------

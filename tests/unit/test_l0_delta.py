@@ -156,11 +156,11 @@ def test_a_synonym_reload_during_a_batch_rebuilds_at_its_end(tmp_path):
     index.add(_entry(PATHS[0], ["限流"], "", 0))
     with index.bulk():
         index.add(_entry(PATHS[1], ["cors"], "", 0))
-        index.save_synonyms((("限流", "rate limiting"),))
+        index.use_synonyms((("限流", "rate limiting"),))
     assert [m.entry.file_path for m in index.match("rate limiting")] == [PATHS[0]]
     assert not isinstance(index.view, DeltaSnapshot)
     with index.bulk():  # a batch without changes: the groups apply at once
-        index.save_synonyms((("cors", "跨域"),))
+        index.use_synonyms((("cors", "跨域"),))
     assert [m.entry.file_path for m in index.match("跨域")] == [PATHS[1]] and not index.match("rate limiting")
 
 

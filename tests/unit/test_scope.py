@@ -185,3 +185,121 @@ def test_a_page_that_gains_an_audience_leaves_a_callers_passages_at_once(kb):
     kb.upload("postmortem-2026-10.md", POSTMORTEM.encode(), "internal")  # back to [sre]
     assert page not in sources(kb.lookup_knowledge(question, scope=support))
     assert not kb.lookup_knowledge("outage-2026-10", scope=support)["found"]
+
+
+# -- what a limited viewer sees in the console's services and the Python API -----------------------------
+QUESTION = "bad rate setting pushed to every data plane"  # the postmortem's text, through L1
+PAGE = "knowledge_base/internal/postmortem-2026-10.md"
+
+
+def _as(kb, name: str, *audiences: str):
+    from kb_core.access import Actor, Role
+
+    return kb.as_user(Actor(name, Role.VIEWER, frozenset(audiences)))
+
+
+def test_the_bench_shows_a_limited_viewer_rows_only_from_pages_it_may_read(kb):
+    from kb_core.errors import InvalidInputError
+    from kb_core.retrieval.playground import BenchOptions
+
+    support, sre = _as(kb, "vic@example.com", "support"), _as(kb, "sam@example.com", "sre")
+    for options in (BenchOptions(retriever="bm25", top_k=20), BenchOptions(retriever="hybrid", top_k=20),
+                    BenchOptions(retriever="bm25", top_k=20, languages=("en",))):
+        shown = support.run_bench(QUESTION, options)
+        assert PAGE not in {r.source for r in shown.rows}, options
+        assert "40 minutes" not in " ".join(r.content for r in shown.rows)
+        assert PAGE not in sources(shown.payload)
+        assert PAGE in {r.source for r in sre.run_bench(QUESTION, options).rows}, options  # its audience does
+    # its keyword: no L0 row, no answer
+    keyword = support.run_bench("outage-2026-10")
+    assert not keyword.payload["found"] and not keyword.result.trace.l0_matches
+    # a folder whose every page it may not read is no folder for it, as a folder nobody uses
+    with pytest.raises(InvalidInputError, match="there is no category 'internal'"):
+        support.run_bench(QUESTION, BenchOptions(retriever="bm25", categories=("internal",)))
+    assert {r.source for r in sre.run_bench(QUESTION, BenchOptions(retriever="bm25", categories=("internal",))).rows} \
+        == {PAGE}
+
+
+def test_tool_call_summaries_and_suggestions_leave_out_what_a_viewer_may_not_read(kb):
+    from datetime import timedelta
+
+    day = timedelta(days=1)
+    kb.lookup_knowledge(QUESTION)  # the service identity: an L1-only answer from the postmortem, needing attention
+    kb.lookup_knowledge("how do I rotate the tls certificate of the gateway")
+    kb.lookup_knowledge("jwt-auth")
+    kb.flush_call_log()
+    support, sre = _as(kb, "vic@example.com", "support"), _as(kb, "sam@example.com", "sre")
+
+    assert QUESTION in {g.query for g in kb.needs_attention(day)}
+    assert QUESTION not in {g.query for g in support.needs_attention(day)}
+    assert not any(PAGE in g.sources for g in support.needs_attention(day))
+    assert QUESTION in {g.query for g in sre.needs_attention(day)}
+
+    everything = kb.tool_call_buckets(day)
+    assert sum(b.calls for b in everything) == 3
+    assert sum(b.calls for b in support.tool_call_buckets(day)) == 2
+    # the calls a limited viewer may see are counted apart, the way the database counts them all
+    assert sre.tool_call_buckets(day) == everything
+
+    assert PAGE in {s.file_path for s in kb.suggest_documents(QUESTION)}
+    assert PAGE in {s.file_path for s in sre.suggest_documents(QUESTION)}
+    hidden = support.suggest_documents(QUESTION)
+    assert PAGE not in {s.file_path for s in hidden} and "40 minutes" not in " ".join(s.excerpt for s in hidden)
+    assert support.suggest_documents(RATE_QUESTION), "a limited viewer still gets suggestions from its pages"
+
+
+def test_the_python_lookup_reads_what_the_acting_identity_may(open_kb):
+    kb = open_kb(tree=FIXTURE, files={"knowledge_base/internal/postmortem-2026-10.md": POSTMORTEM}, reconcile=True,
+                 service_audiences=["support"])
+    assert not kb.lookup("outage-2026-10").found
+    assert PAGE not in sources(kb.lookup(QUESTION).to_dict())
+    assert kb.lookup("outage-2026-10").to_dict() == kb.lookup("outage-2099-01").to_dict()
+    assert not _as(kb, "vic@example.com", "support").lookup("outage-2026-10").found
+    assert _as(kb, "sam@example.com", "sre").lookup("outage-2026-10").primary.source == PAGE
+    assert kb.lookup("outage-2026-10", scope=Scope()).primary.source == PAGE  # a scope named is the one applied
+
+
+def test_kb_lookup_from_the_saved_l0_reads_only_what_the_service_identity_may(tmp_path, monkeypatch, capsys):
+    """`kb lookup` answers a keyword from the L0 snapshot without opening the database: there too, a page
+    outside `KB_SERVICE_AUDIENCES` (its own audience or its folder's default in `auth.audiences`) does not
+    exist."""
+    import json
+    import os
+
+    from support.documents import doc, write_doc
+    from support.stores import NO_MODEL
+
+    from kb_core import open_knowledge_base
+    from kb_core.cli import main
+
+    for name in list(os.environ):
+        if name.startswith("KB_"):
+            monkeypatch.delenv(name)
+    for name, value in {"KB_APP_ROOT": str(tmp_path), "KB_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.sqlite3'}",
+                        "KB_MILVUS_URI": str(tmp_path / "kb_milvus.db"), "KB_EMBEDDING_MODEL": NO_MODEL,
+                        "KB_WATCH": "0"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    write_doc(tmp_path, "knowledge_base/ops/bridges.md",
+              doc("Bridges", ["OPS-ONLY-1"]).replace("summary:", "audience: [ops]\nsummary:"))
+    write_doc(tmp_path, "knowledge_base/ops/pager.md", doc("Pager", ["OPS-FOLDER-2"]))
+    write_doc(tmp_path, "knowledge_base/api/errors.md", doc("Errors", ["PUBLIC-3"]))
+    kb = open_knowledge_base()
+    kb.reconcile()
+    kb.close()  # writes the L0 snapshot the fast path answers from
+
+    def lookup(query: str) -> dict:
+        assert main(["lookup", query]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    assert lookup("OPS-ONLY-1")["primary"]["source"] == "knowledge_base/ops/bridges.md"  # every page, by default
+    monkeypatch.setenv("KB_SERVICE_AUDIENCES", '["support"]')
+    monkeypatch.setenv("KB_AUDIENCES", '{"ops": ["ops"]}')
+    missing = lookup("OPS-NOWHERE-9")
+    for hidden in ("OPS-ONLY-1", "OPS-FOLDER-2"):
+        answer = lookup(hidden)
+        assert not answer["found"] and "knowledge_base/ops/" not in json.dumps(answer), answer
+        assert answer == missing
+    assert lookup("PUBLIC-3")["primary"]["source"] == "knowledge_base/api/errors.md"
+    monkeypatch.setenv("KB_SERVICE_AUDIENCES", '["ops"]')
+    assert lookup("OPS-FOLDER-2")["primary"]["source"] == "knowledge_base/ops/pager.md"

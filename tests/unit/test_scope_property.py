@@ -136,3 +136,19 @@ def test_read_document_serves_only_what_the_caller_may_read(tree_kb, caller, whi
             # the error names the source the caller asked for, which it knew already: never another
             for leak in (() if other is page else (_source(other),)) + (other["marker"], other["title"]):
                 assert leak not in shown, (leak, caller, page["n"], answer)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(caller=callers, question=questions, category=st.one_of(st.none(), st.sampled_from(["gateway", "registry"])))
+def test_every_claimed_by_count_a_caller_is_shown_counts_pages_it_may_read(tree_kb, caller, question, category):
+    """A count is as much a leak as a title: "claimed by N" counts the pages (a page's translations once) the
+    caller may read, whatever the question is narrowed to."""
+    kb, pages = tree_kb
+    audiences, folders = caller
+    result = kb.lookup(question, scope=Scope(audiences=audiences, allowed_categories=folders,
+                                             categories=(category,) if category else ()))
+    for match in result.trace.l0_matches:
+        keyword = match.rarest_keyword.casefold()
+        readable = {p["n"] for p in pages if keyword in {k.casefold() for k in p["keywords"]}
+                    and _may_read(p, audiences, folders)}
+        assert match.claimed_by == len(readable), (question, caller, match.rarest_keyword)

@@ -132,13 +132,13 @@ def test_upload_lint_reports_bad_sections_and_headings_not_in_the_body(tmp_path)
     index = KnowledgeIndex("knowledge_base", app_root=tmp_path)
     index.load()
     data = (FIXTURES / "curated-runbook.md").read_bytes()
-    preview = preview_upload(index, "runbook.md", data, "ops", max_bytes=10**6)
+    preview = preview_upload(index, "runbook.md", data, "ops")
     messages = [f.message for f in preview.findings]
     assert preview.can_upload
     assert any("已废弃" in m and "## 9. 旧版网关" in m and "not a heading" in m for m in messages), messages
     assert not any("超时排查" in m for m in messages)
     bad = data.replace(b'  Escalation: "## 3.', b'  Escalation: ["## 3.').replace(b'Escalation"\n', b'Escalation"]\n')
-    messages = [f.message for f in preview_upload(index, "r.md", bad, "ops", max_bytes=10**6).findings]
+    messages = [f.message for f in preview_upload(index, "r.md", bad, "ops").findings]
     assert any("Escalation" in m and "non-empty string" in m for m in messages), messages
 
 
