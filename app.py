@@ -52,11 +52,16 @@ if refusal:
     render_refusal(refusal)  # ends the run: no page, no knowledge base, no sidebar status
 if gate:
     gate()  # ends the run: the sign-in (or no-access) page only
+failed: Exception | None = None
 with run_by_app_py():
     kb = knowledge_base()
     try:
         navigation.run()
     except PageEnded:  # the page ended early (`end_page`): the sidebar is still drawn below
         pass
+    except Exception as exc:  # noqa: BLE001 - a page's bug: the sidebar first, then Streamlit shows the error
+        failed = exc
 render_user(kb.actor)
 render_status(kb)  # after the page, so the sidebar shows what the page's action just changed
+if failed is not None:
+    raise failed
