@@ -34,6 +34,9 @@ over many calls, and ratios between variants run in the same process a moment ap
 - cold start (`cold`): fresh processes timed from outside — `import kb_core`, `kb lookup` of a keyword at
   `--cold-docs` pages from the snapshot, `kb lookup` of a question L1 answers — beside `--cold-against REV`'s
   code in the same run (`benchmarks.bench_cold`, issue 32).
+- open (`open`): real-shaped trees of `--open-docs` pages (default 10,000 and 100,000) opened by a full scan, from
+  the snapshot and after 1 % changed, in this process and in fresh processes from `import kb_core` (L0 alone and
+  the whole knowledge base), beside `--cold-against REV`'s code (`benchmarks.bench_open`, issue 32).
 - ingest of real trees (`--ingest-tree DIR`, repeatable; only when given): `kb reconcile` of copied documentation
   trees in fresh processes, pages/s beside `--cold-against REV`'s code, and the job's ETA at 10 % against the
   time it really took (`benchmarks.bench_ingest`; `python -m benchmarks.devset build` exports the trees).
@@ -48,6 +51,7 @@ those runs measure latency (query encoding + BM25 + dense search + fusion), not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import itertools
 import logging
@@ -64,11 +68,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_cold import bench_cold, render_cold
+from benchmarks.bench_cold import _worktree, bench_cold, render_cold
 from benchmarks.bench_heavy import VARIANTS as HEAVY_VARIANTS
 from benchmarks.bench_heavy import bench_heavy, render_heavy
 from benchmarks.bench_ingest import bench_ingest as bench_ingest_trees
 from benchmarks.bench_ingest import render_ingest
+from benchmarks.bench_open import measure as measure_open
+from benchmarks.bench_open import render_open
 from benchmarks.bench_pages import bench_pages, render_pages
 from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_trees import bench_trees, render_trees
@@ -779,6 +785,9 @@ def render(report: dict[str, Any]) -> str:
         lines += ["", *render_cold(report["cold"])]
     if report.get("ingest_trees"):
         lines += ["", *render_ingest(report["ingest_trees"])]
+    if report.get("open"):
+        lines += ["", "Opening real-shaped trees: in this process, and fresh processes from `import kb_core` "
+                  "(issue 32)", "", *render_open(report["open"]["rows"], report["open"]["against"])]
     return "\n".join(lines)
 
 
@@ -808,7 +817,9 @@ def main(argv: list[str] | None = None) -> int:
                         choices=[*HEAVY_VARIANTS, "prose"], help="documents of the heavy-input section")
     parser.add_argument("--skip", nargs="*", default=[],
                         choices=["l0", "lookups", "l1", "ingest", "pages", "trees", "suggest", "zh", "heavy",
-                                 "cold"])
+                                 "cold", "open"])
+    parser.add_argument("--open-docs", type=int, nargs="+", default=[10_000, 100_000],
+                        help="pages of the open section's trees (real-shaped frontmatter)")
     parser.add_argument("--cold-docs", type=int, default=10000, help="pages of the cold-start L0 tree")
     parser.add_argument("--cold-against", default=None,
                         help="a commit whose code the cold-start processes also run, side by side (e.g. HEAD~1)")
@@ -885,6 +896,15 @@ def main(argv: list[str] | None = None) -> int:
             report["cold"] = bench_cold(workdir / "cold", docs=50 if args.quick else args.cold_docs,
                                         l1_docs=50 if args.quick else 1000, repeat=2 if args.quick else 5,
                                         against=args.cold_against)
+            write_json(args.json, report)
+        if "open" not in args.skip:
+            print(f"opening {', '.join(f'{n:,}' for n in args.open_docs)} pages in fresh processes ...",
+                  file=sys.stderr)
+            with contextlib.ExitStack() as stack:
+                other = stack.enter_context(_worktree(args.cold_against)) if args.cold_against else None
+                report["open"] = {"against": args.cold_against, "rows": [
+                    measure_open(n, 1 if args.quick else 3, "fixture", other)
+                    for n in ([200] if args.quick else args.open_docs)]}
             write_json(args.json, report)
         if args.ingest_tree:
             print(f"ingest of {len(args.ingest_tree)} real trees ...", file=sys.stderr)

@@ -11,6 +11,7 @@ Medians of `--repeat` opens.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import statistics
@@ -22,6 +23,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_cold import _PREAMBLE, _worktree
 from benchmarks.common import generate_corpus, generate_fixture_shaped, machine, publish
 from kb_core.retrieval.keyword_index import KnowledgeIndex
 
@@ -91,20 +93,25 @@ snapshot = None if sys.argv[2] == "off" else sys.argv[2]
 index = KnowledgeIndex("knowledge_base", app_root=sys.argv[1], snapshot_path=snapshot)
 index.load()
 print(time.perf_counter() - started)
-index.discard()  # (the snapshot stays as it was: every open below starts from the same files)
+if sys.argv[3:] == ["save"]:
+    index.close()  # writes this code's own snapshot (another version's format may not be readable)
+else:
+    index.discard()  # (the snapshot stays as it was: every open below starts from the same files)
 """
 
 
-def _fresh_l0(root: Path, snapshot: str) -> float:
+def _fresh_l0(root: Path, snapshot: str, code: Path | None = None, *, save: bool = False) -> float:
     """A fresh process from `import kb_core` to an open L0 index (issue 32: what the cold open of 100,000 pages
     costs, interpreter start-up aside); `snapshot` "off": a full scan (child processes parse, see
-    `documents.parallel_scan`)."""
-    done = subprocess.run([sys.executable, "-c", _FRESH_L0, str(root), snapshot], check=True, capture_output=True,
-                          text=True, timeout=1800)
+    `documents.parallel_scan`). `code`: another version's checkout, imported instead of this one."""
+    script = _FRESH_L0 if code is None else _PREAMBLE.format(root=str(code)) + _FRESH_L0
+    done = subprocess.run([sys.executable, "-c", script, str(root), snapshot, *(["save"] if save else [])],
+                          check=True, capture_output=True, text=True, timeout=1800,
+                          **({} if code is None else {"cwd": code}))
     return float(done.stdout.split()[-1])
 
 
-def measure(n: int, repeat: int, shape: str = "generated") -> dict[str, Any]:
+def measure(n: int, repeat: int, shape: str = "generated", against: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kb-open-") as tmp:
         root = Path(tmp)
         if shape == "fixture":
@@ -139,10 +146,16 @@ def measure(n: int, repeat: int, shape: str = "generated") -> dict[str, Any]:
         held.close()
         del held
         rss = _rss_growth(root, snap)
-        fresh_l0_full, fresh_l0_snapshot = [], []
+        fresh_l0_full, fresh_l0_snapshot, other_full, other_snapshot = [], [], [], []
+        other_snap = root / "l0-against.snap"
+        if against is not None:
+            _fresh_l0(root, str(other_snap), against, save=True)  # its own snapshot, outside the timing
         for _ in range(repeat):  # alternating, each in a fresh process
             fresh_l0_full.append(_fresh_l0(root, "off"))
             fresh_l0_snapshot.append(_fresh_l0(root, str(snap)))
+            if against is not None:
+                other_full.append(_fresh_l0(root, "off", against))
+                other_snapshot.append(_fresh_l0(root, str(other_snap), against))
         _fresh_open(root, str(snap))  # the database and Milvus Lite directory are made once, outside the timing
         fresh = [_fresh_open(root, str(snap)) for _ in range(repeat)]
         fresh_full = [_fresh_open(root, "off") for _ in range(max(1, repeat // 3))]
@@ -174,6 +187,9 @@ def measure(n: int, repeat: int, shape: str = "generated") -> dict[str, Any]:
             "fresh_process_full_scan_open_s": round(statistics.median(fresh_full), 2),
             "fresh_process_l0_full_scan_s": round(statistics.median(fresh_l0_full), 2),
             "fresh_process_l0_snapshot_s": round(statistics.median(fresh_l0_snapshot), 2),
+            **({} if against is None else {
+                "against_l0_full_scan_s": round(statistics.median(other_full), 2),
+                "against_l0_snapshot_s": round(statistics.median(other_snapshot), 2)}),
         }
 
 
@@ -184,26 +200,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", choices=["generated", "fixture", "both"], default="generated",
                         help="generated: the benchmark corpus (short frontmatter, 1-4 KB); fixture: copies of the "
                              "evaluation fixture's real documentation pages (headings, licence headers, MDX)")
+    parser.add_argument("--against", default=None,
+                        help="a commit whose code also opens each tree in fresh processes, alternating (e.g. HEAD~1)")
     parser.add_argument("--json", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     load_before = os.getloadavg()[0]
     shapes = ["generated", "fixture"] if args.shape == "both" else [args.shape]
-    rows = [measure(n, args.repeat, shape) for shape in shapes for n in args.docs]
+    with contextlib.ExitStack() as stack:
+        other = stack.enter_context(_worktree(args.against)) if args.against else None
+        rows = [measure(n, args.repeat, shape, other) for shape in shapes for n in args.docs]
+    table = render_open(rows, args.against)
+    import datetime
+
+    report = {"machine": machine(), "rows": rows, "against": args.against,
+              "command": "python -m benchmarks.bench_open " + " ".join(sys.argv[1:] if argv is None else argv),
+              "date": datetime.date.today().isoformat(),
+              "load": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
+    return publish(args.json, report, "\n".join(table))
+
+
+def render_open(rows: list[dict[str, Any]], against: str | None) -> list[str]:
     table = ["| documents | full scan | from the snapshot | fresh process, L0 full scan / from the snapshot | "
              "1 % changed | full / snapshot | snapshot file | L0 memory per 1,000 docs (traced / process) | "
-             "one applied change |", "|---|---|---|---|---|---|---|---|---|"]
+             "one applied change | fresh process, whole knowledge base: from the snapshot / full scan |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     table += [f"| {r['documents']:,}{SHAPES.get(r.get('shape', ''), '')} | {r['full_scan_s']:.2f} s | "
               f"{r['snapshot_open_s']:.2f} s | {r['fresh_process_l0_full_scan_s']:.2f} s / "
               f"{r['fresh_process_l0_snapshot_s']:.2f} s | "
               f"{r['snapshot_open_1pct_changed_s']:.2f} s | {r['ratio']}× | {r['snapshot_mb']} MB | "
-              f"{r['l0_mb_per_1000_docs']} / {r.get('rss_mb_per_1000_docs', '–')} MB | {r['applied_change_ms']} ms |"
-              for r in rows]
-    import datetime
-
-    report = {"machine": machine(), "rows": rows, "command": "python -m benchmarks.bench_open " + " ".join(
-        sys.argv[1:] if argv is None else argv), "date": datetime.date.today().isoformat(),
-        "load": [round(load_before, 1), round(os.getloadavg()[0], 1)]}
-    return publish(args.json, report, "\n".join(table))
+              f"{r['l0_mb_per_1000_docs']} / {r.get('rss_mb_per_1000_docs', '–')} MB | {r['applied_change_ms']} ms | "
+              f"{r['fresh_process_open_s']:.2f} s / {r['fresh_process_full_scan_open_s']:.2f} s |" for r in rows]
+    if against:
+        table += ["", f"Fresh processes beside {against}'s code (its own snapshot of the files), alternating:",
+                  "", f"| documents | L0 full scan: this commit / {against} | ratio | "
+                      f"from the snapshot: this commit / {against} | ratio |", "|---|---|---|---|---|"]
+        table += [f"| {r['documents']:,}{SHAPES.get(r.get('shape', ''), '')} | "
+                  f"{r['fresh_process_l0_full_scan_s']:.2f} / {r['against_l0_full_scan_s']:.2f} s | "
+                  f"{r['against_l0_full_scan_s'] / r['fresh_process_l0_full_scan_s']:.2f}x | "
+                  f"{r['fresh_process_l0_snapshot_s']:.2f} / {r['against_l0_snapshot_s']:.2f} s | "
+                  f"{r['against_l0_snapshot_s'] / r['fresh_process_l0_snapshot_s']:.2f}x |" for r in rows]
+    return table
 
 
 if __name__ == "__main__":

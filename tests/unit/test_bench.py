@@ -74,6 +74,12 @@ def test_quick_bench_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatc
         assert 0 <= kind["same_answer"] <= 1 and kind[VARIANTS[0]]["stages"]["FTS5 query + rows"]["n"] > 0
     # heavy input at 256 KiB: the flat document of headings
     assert "Heavy but legal input" in printed and list(report["heavy"]["variants"]) == ["flat"]
+    # opening a real-shaped tree of 200 pages, in this process and in fresh ones (L0 alone, the whole base)
+    assert "Opening real-shaped trees" in printed
+    [opened] = report["open"]["rows"]
+    assert opened["documents"] == 200 and opened["shape"] == "fixture"
+    assert all(opened[k] > 0 for k in ("full_scan_s", "snapshot_open_s", "fresh_process_l0_snapshot_s",
+                                       "fresh_process_open_s", "fresh_process_full_scan_open_s"))
 
 
 @pytest.mark.slow
@@ -294,3 +300,31 @@ def test_the_cold_start_benchmark_runs_the_code_it_names_not_the_installed_check
     assert out.strip() == str(REPO / "kb_core" / "__init__.py")
     wall, own = _import_seconds(REPO, kb_root)
     assert 0 < own < wall
+
+
+def test_the_open_benchmark_opens_with_the_code_it_names(tmp_path):
+    """`bench_open --against REV`: the other version's processes import that version's kb_core, and can save
+    their own snapshot."""
+    from benchmarks.bench_open import _fresh_l0
+
+    other = tmp_path / "other"
+    (other / "kb_core" / "retrieval").mkdir(parents=True)
+    (other / "kb_core" / "__init__.py").write_text("")
+    (other / "kb_core" / "retrieval" / "__init__.py").write_text("")
+    (other / "kb_core" / "retrieval" / "keyword_index.py").write_text(
+        "from pathlib import Path\n"
+        "class KnowledgeIndex:\n"
+        "    def __init__(self, base, *, app_root, snapshot_path):\n"
+        "        self.root = Path(app_root)\n"
+        "    def load(self):\n"
+        "        (self.root / 'opened-by-other').write_text('yes')\n"
+        "    def close(self):\n"
+        "        (self.root / 'saved-by-other').write_text('yes')\n"
+        "    def discard(self):\n"
+        "        pass\n")
+    root = tmp_path / "kb"
+    (root / "knowledge_base").mkdir(parents=True)
+    assert _fresh_l0(root, "off", other) >= 0
+    assert (root / "opened-by-other").exists() and not (root / "saved-by-other").exists()
+    _fresh_l0(root, str(root / "l0-against.snap"), other, save=True)
+    assert (root / "saved-by-other").exists()
