@@ -33,7 +33,8 @@ over many calls, and ratios between variants run in the same process a moment ap
   against one FTS5 query, with a per-stage breakdown and a profile (`benchmarks.bench_zh`, issue 21).
 - cold start (`cold`): fresh processes timed from outside — `import kb_core`, `kb lookup` of a keyword at
   `--cold-docs` pages from the snapshot, `kb lookup` of a question L1 answers — beside `--cold-against REV`'s
-  code in the same run (`benchmarks.bench_cold`, issue 32).
+  code in the same run (`benchmarks.bench_cold`, issue 32); with `--cold-against` the Chinese-heavy section asks the
+  same questions of that version's code too (its own knowledge base), for L1 p50/p99 side by side.
 - open (`open`): real-shaped trees of `--open-docs` pages (default 10,000 and 100,000) opened by a full scan, from
   the snapshot and after 1 % changed, in this process and in fresh processes from `import kb_core` (L0 alone and
   the whole knowledge base), beside `--cold-against REV`'s code (`benchmarks.bench_open`, issue 32).
@@ -78,7 +79,9 @@ from benchmarks.bench_open import render_open
 from benchmarks.bench_pages import bench_pages, render_pages
 from benchmarks.bench_suggest import bench_suggest, render_suggest
 from benchmarks.bench_trees import bench_trees, render_trees
+from benchmarks.bench_zh import _other_version as zh_other_version
 from benchmarks.bench_zh import bench_zh, render_zh
+from benchmarks.bench_zh import render_against as render_zh_against
 from benchmarks.common import (
     Corpus,
     bench_settings,
@@ -778,7 +781,7 @@ def render(report: dict[str, Any]) -> str:
     if report.get("suggest"):
         lines += render_suggest(report["suggest"])
     if report.get("zh"):
-        lines += render_zh(report["zh"])
+        lines += [*render_zh(report["zh"]), *render_zh_against(report["zh"], report["zh"].get("against"))]
     if report.get("heavy"):
         lines += render_heavy(report["heavy"])
     if report.get("cold"):
@@ -885,6 +888,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"lookups on a Chinese-heavy knowledge base of {args.zh_docs:,} pages ...", file=sys.stderr)
             report["zh"] = bench_zh(workdir, docs=args.zh_docs, per_kind=args.zh_queries,
                                     repeat=1 if args.quick else 2)
+            if args.cold_against:  # L1 p50/p99 beside the other version's, in this run
+                report["zh"]["against"] = {"rev": args.cold_against, **zh_other_version(
+                    args.cold_against, workdir, ["--docs", str(args.zh_docs), "--queries", str(args.zh_queries),
+                                                 "--repeat", "1" if args.quick else "2"])}
             write_json(args.json, report)
         if "heavy" not in args.skip:
             print("heavy but legal input ...", file=sys.stderr)

@@ -47,6 +47,7 @@ import random
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -614,6 +615,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the built knowledge base here and reuse it (same corpus version and size)")
     parser.add_argument("--dense", action="store_true",
                         help="embed with the built-in dense model too (query embedding timed in each lookup)")
+    parser.add_argument("--against", default=None,
+                        help="a commit whose code builds and asks the same corpus in the same run, after this one's "
+                             "(its own knowledge base: another version may index differently)")
     parser.add_argument("--json", type=Path, default=Path("bench-zh.json"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -622,10 +626,51 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kb-bench-zh-") as workdir:
         report["zh"] = bench_zh(Path(workdir), docs=args.docs, per_kind=args.queries, repeat=args.repeat,
                                 cache=args.cache, dense=args.dense)
+        if args.against:
+            report["against"] = {"rev": args.against, **_other_version(
+                args.against, Path(workdir), ["--docs", str(args.docs), "--queries", str(args.queries), "--repeat",
+                                              str(args.repeat), *(["--dense"] if args.dense else [])])}
     m = report["machine"]
     return publish(args.json, report, "\n".join([
         f"machine: {m.get('cpu', '?')}, {m['cpus']} cores, {m.get('memory_gb', '?')} GiB, Python {m['python']}",
-        *render_zh(report["zh"])]))
+        *render_zh(report["zh"]), *render_against(report["zh"], report.get("against"))]))
+
+
+def _other_version(rev: str, workdir: Path, args: list[str]) -> dict[str, Any]:
+    """The same benchmark with `rev`'s code (its benchmarks and its kb_core), in a process of its own."""
+    from benchmarks.bench_cold import _worktree
+
+    with _worktree(rev) as code:
+        return run_with_code(code, workdir, args)
+
+
+def run_with_code(code: Path, workdir: Path, args: list[str]) -> dict[str, Any]:
+    """This benchmark as the checkout at `code` has it (its benchmarks, its kb_core): the figures to compare."""
+    from benchmarks.bench_cold import _PREAMBLE
+
+    out = workdir / "against.json"
+    script = _PREAMBLE.format(root=str(code)) + "from benchmarks.bench_zh import main; raise SystemExit(main())"
+    subprocess.run([sys.executable, "-c", script, *args, "--json", str(out)], cwd=code, check=True,
+                   capture_output=True, text=True, timeout=7200)
+    other = json.loads(out.read_text(encoding="utf-8"))["zh"]
+    return {"all": other["all"], "kinds": {k: {v: other["kinds"][k][v] for v in VARIANTS}
+                                           for k in other["kinds"]}, "l1_mode": other.get("l1_mode")}
+
+
+def render_against(mine: dict[str, Any], other: dict[str, Any] | None) -> list[str]:
+    """This commit's L1-led lookups beside another version's, the default full-text search (`VARIANTS[0]`)."""
+    if not other:
+        return []
+    rev, variant = other["rev"], VARIANTS[0]
+    lines = ["", f"Beside {rev} (the same corpus and queries, its own knowledge base, run after this one; "
+             f"{variant}; ms, p50 / p99):", f"| query kind | this commit | {rev} | ratio p99 ({rev} / this) |",
+             "|---|---|---|---|"]
+    rows = [(k, mine["kinds"][k][variant], other["kinds"][k][variant]) for k in mine["kinds"] if k in other["kinds"]]
+    rows.append(("**all**", mine["all"][variant], other["all"][variant]))
+    for kind, a, b in rows:
+        lines.append(f"| {kind} | {a['p50_ms']:.1f} / {a['p99_ms']:.1f} | {b['p50_ms']:.1f} / {b['p99_ms']:.1f} | "
+                     f"{b['p99_ms'] / a['p99_ms']:.2f}x |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -328,3 +328,27 @@ def test_the_open_benchmark_opens_with_the_code_it_names(tmp_path):
     assert (root / "opened-by-other").exists() and not (root / "saved-by-other").exists()
     _fresh_l0(root, str(root / "l0-against.snap"), other, save=True)
     assert (root / "saved-by-other").exists()
+
+
+def test_the_chinese_heavy_benchmark_compares_with_the_code_it_names(tmp_path):
+    """`bench_zh --against REV`: the other version's own benchmark and kb_core answer, and the table sets its
+    p99 beside this commit's."""
+    from benchmarks.bench_zh import VARIANTS, render_against, run_with_code
+
+    other = tmp_path / "other"
+    (other / "benchmarks").mkdir(parents=True)
+    (other / "benchmarks" / "__init__.py").write_text("")
+    row = {v: {"p50_ms": 10.0, "p99_ms": 40.0, "n": 1} for v in VARIANTS}
+    (other / "benchmarks" / "bench_zh.py").write_text(
+        "import json, sys\n"
+        "def main():\n"
+        "    out = sys.argv[sys.argv.index('--json') + 1]\n"
+        f"    row = {row!r}\n"
+        "    json.dump({'zh': {'all': row, 'kinds': {'summary': row}, 'l1_mode': 'other'}}, open(out, 'w'))\n"
+        "    return 0\n")
+    got = run_with_code(other, tmp_path, ["--docs", "3"])
+    assert got["l1_mode"] == "other" and got["all"] == row
+    mine = {"all": {v: {"p50_ms": 5.0, "p99_ms": 20.0} for v in VARIANTS},
+            "kinds": {"summary": {v: {"p50_ms": 5.0, "p99_ms": 20.0} for v in VARIANTS}}}
+    table = render_against(mine, {"rev": "abc123", **got})
+    assert "| **all** | 5.0 / 20.0 | 10.0 / 40.0 | 2.00x |" in table
