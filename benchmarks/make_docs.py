@@ -40,6 +40,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_zh import render_against as render_zh_against
 from benchmarks.common import machine
 
 REPO = Path(__file__).resolve().parent.parent
@@ -334,8 +335,21 @@ def _l0_open(report: dict[str, Any]) -> list[str]:
     if fresh:
         out += ["", "As a user waits for it — a fresh process from `import kb_core` to an open knowledge base "
                 "(imports, database, Milvus Lite, L0; issue 32): "
-                + "; ".join(f"{r['documents']:,} documents {r['fresh_process_open_s']:.2f} s from the snapshot, "
+                + "; ".join(f"{r['documents']:,} documents{shapes.get(r.get('shape', ''), '')} "
+                            f"{r['fresh_process_open_s']:.2f} s from the snapshot, "
                             f"{r['fresh_process_full_scan_open_s']:.1f} s with a full scan" for r in fresh) + "."]
+    compared = [r for r in report["rows"] if "against_l0_full_scan_s" in r]
+    if compared:
+        rev = report.get("against", "the other version")
+        out += ["", f"L0 alone in fresh processes (from `import kb_core` to an open index), beside {rev}'s code "
+                "on the same files (each version its own snapshot), alternating:", "",
+                f"| documents | full scan: this commit / {rev} | ratio | from the snapshot: this commit / {rev} "
+                "| ratio |", "|---|---|---|---|---|"]
+        out += [f"| {r['documents']:,}{shapes.get(r.get('shape', ''), '')} | {r['fresh_process_l0_full_scan_s']:.2f}"
+                f" / {r['against_l0_full_scan_s']:.2f} s | "
+                f"{r['against_l0_full_scan_s'] / r['fresh_process_l0_full_scan_s']:.2f}x | "
+                f"{r['fresh_process_l0_snapshot_s']:.2f} / {r['against_l0_snapshot_s']:.2f} s | "
+                f"{r['against_l0_snapshot_s'] / r['fresh_process_l0_snapshot_s']:.2f}x |" for r in compared]
     return [*out, ""]
 
 
@@ -592,6 +606,7 @@ def _zh(report: dict[str, Any], file_name: str) -> list[str]:
             "(ms per lookup):", "", "| function | calls | own | cumulative |", "|---|---|---|---|"]
     out += [f"| `{p['function']}` | {p['calls']:,} | {p['own_ms_per_lookup']:.2f} | {p['cum_ms_per_lookup']:.2f} |"
             for p in z["profile"][:8]]
+    out += render_zh_against(z, report.get("against"))
     return [*out, "", *_notes(report), *([""] if report.get("notes") else [])]
 
 
