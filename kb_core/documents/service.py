@@ -34,6 +34,7 @@ from typing import Protocol
 
 from kb_core.access import acting_name
 from kb_core.documents.chunking import CONTENT_VERSION, FRONTMATTER_HEADING, Chunk, chunk_markdown
+from kb_core.documents.cleaning import first_heading
 from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.folder import KnowledgeFolder, checked_sha256, decode_markdown
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
@@ -250,6 +251,10 @@ class DocumentService:
         progress("chunking", 0, 1)
         chunks = chunk_markdown(text)
         title = fm.title if fm else ""
+        if not chunks and (heading := first_heading(text) or title):
+            # a page that is only its heading (a stub a translated site keeps): its title is what L1 finds it by;
+            # refused, it stayed "not indexed" for ever and every status said the stores disagree
+            chunks = [Chunk(0, (heading,), heading)]
         texts = [c.embedding_text(title) for c in chunks]
         if fm is not None and header_text(fm):
             chunks = [Chunk(0, (FRONTMATTER_HEADING,), header_text(fm)),

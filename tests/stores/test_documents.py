@@ -420,3 +420,24 @@ def test_a_closed_knowledge_base_refuses_writes(tmp_path):
     with pytest.raises(KnowledgeBaseError, match="closed"):
         kb.upload("b.md", PAYMENT.encode(), "api")
     assert not (tmp_path / "knowledge_base/api/b.md").exists()
+
+
+def test_a_page_that_is_only_its_heading_is_indexed_by_its_title_and_an_empty_one_is_refused(kb, tmp_path):
+    """Translated sites keep stub pages that are only a heading (a real tree had one): refused, the file stayed
+    "not indexed" for ever and the status said the stores disagree; it is indexed by its title instead. A page
+    with no text at all is still refused, with a reason."""
+    stub = tmp_path / "knowledge_base" / "ops" / "dr-standalone.md"
+    stub.parent.mkdir(parents=True, exist_ok=True)
+    stub.write_text("# Standalone 的 DR 方案\n", encoding="utf-8")
+    (tmp_path / "knowledge_base" / "ops" / "blank.md").write_text("\n\n", encoding="utf-8")
+    report = kb.reconcile()
+    assert [path for path, _ in report.failed] == ["knowledge_base/ops/blank.md"]
+    assert "is empty" in dict(report.failed)["knowledge_base/ops/blank.md"]
+    row = next(d for d in kb.documents() if d.file_path == "knowledge_base/ops/dr-standalone.md")
+    assert row.status == DocumentStatus.INDEXED and row.chunk_count == 1
+    assert "knowledge_base/ops/dr-standalone.md" not in kb.unindexed_files()
+    found = kb.lookup("Standalone 的 DR 方案 怎么做")  # a question: L1 finds the stub by its title
+    assert found.supplement is not None or found.primary is not None
+    assert "dr-standalone.md" in json.dumps(found.to_dict(), ensure_ascii=False)
+    with pytest.raises(UploadRejected, match="no text to index"):  # (whitespace is "empty", comments are not)
+        kb.upload("empty.md", b"<!-- nothing here yet -->\n", "ops")
