@@ -121,3 +121,18 @@ def test_a_flood_of_one_message_is_counted_not_repeated():
         log.removeHandler(handler)
     assert lines == ["queue overflowed below /srv/kb/0", "another message",
                      "queue overflowed below /srv/kb/5 (and 4 more like it in the last 60 s)"]
+
+
+def test_every_file_the_embedded_defaults_write_beside_app_py_is_git_ignored(open_kb, tmp_path):
+    """A newcomer's `git status` after using the console shows nothing of the stores (a Milvus Lite lock file,
+    kb_milvus.db.writes, was not ignored): every name an open, a reconcile, an upload, a delete and a close
+    leave in the application root is."""
+    kb = open_kb(files={"knowledge_base/ops/a.md": doc("Runbook A", ["RUNBOOK_A"])}, reconcile=True)
+    kb.upload("b.md", doc("Runbook B", ["RUNBOOK_B"]).encode(), "ops")
+    kb.delete(next(d.id for d in kb.documents() if d.file_path.endswith("/b.md")))
+    kb.close()
+    left = sorted(p.name + ("/" if p.is_dir() else "") for p in tmp_path.iterdir() if p.name != "knowledge_base")
+    assert "kb_milvus.db/" in left and "kb.sqlite3" in left  # the stores wrote here: this test checks something
+    done = subprocess.run(["git", "-C", str(REPO), "check-ignore", "--no-index", *left], capture_output=True,
+                          text=True)
+    assert sorted(done.stdout.split()) == left
