@@ -9,7 +9,7 @@ import streamlit as st
 
 from kb_core import KnowledgeBaseError, Role
 from kb_core.console import HEADLINE
-from pages.shell.jobs_panel import render_jobs_panel
+from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.safe import escape_markdown
 from pages.shell.views import playground_link, save_and_flash, show_flash
 from pages.shell.wiring import end_page, knowledge_base, whole_tree_only
@@ -30,9 +30,11 @@ def _import(name: str, upload) -> None:
 
 
 def _start(set_name: str) -> None:
-    save_and_flash("eval-start", lambda: kb.start_evaluation(set_name),
-                   lambda job: f"Evaluation run of “{set_name}” started (job {job.id}): it runs on the server; "
-                               "closing this tab does not stop it.", kind="info")
+    job = save_and_flash("eval-start", lambda: kb.start_evaluation(set_name),
+                         lambda job: f"Evaluation run of “{set_name}” started (job {job.id}): it runs on the server; "
+                                     "closing this tab does not stop it.", kind="info")
+    if job is not None:
+        started_here(job)  # the user waits for this run: its end redraws the page (the run, its answers)
 
 
 try:
@@ -69,7 +71,7 @@ if may_write and sets:
     chosen = col_set.selectbox("Query set", [s.name for s in sets], key="eval-run-set")
     col_button.button("Start a run", key="eval-start", type="primary", on_click=_start, args=(chosen,))
     show_flash("eval-start")
-render_jobs_panel(kb, ["evaluate"], key="evaluate", recent=3)
+render_jobs_panel(kb, ["evaluate"], key="evaluate", recent=3, refresh_own=True)
 if not runs:
     st.info("No evaluation run yet.")
     end_page()
@@ -107,7 +109,7 @@ if picked:
         x=alt.X("run:O", sort=[f"run {r.id}" for r in series], title=None),
         y=alt.Y("%:Q", scale=alt.Scale(domain=[0, 100])), color=alt.Color("metric:N", title=None),
         tooltip=["run:O", "metric:N", "%:Q"])
-    st.altair_chart(chart, use_container_width=True)
+    st.altair_chart(chart, width="stretch")
 
 # -- one run's answers -----------------------------------------------------------------------------------------------
 st.subheader("A run's answers")
