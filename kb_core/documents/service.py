@@ -251,15 +251,16 @@ class DocumentService:
         progress("chunking", 0, 1)
         chunks = chunk_markdown(text)
         title = fm.title if fm else ""
-        if not chunks and (heading := first_heading(text) or title):
-            # a page that is only its heading (a stub a translated site keeps): its title is what L1 finds it by;
-            # refused, it stayed "not indexed" for ever and every status said the stores disagree
-            chunks = [Chunk(0, (heading,), heading)]
         texts = [c.embedding_text(title) for c in chunks]
         if fm is not None and header_text(fm):
             chunks = [Chunk(0, (FRONTMATTER_HEADING,), header_text(fm)),
                       *(Chunk(c.chunk_no + 1, c.heading_path, c.text) for c in chunks)]
             texts = [chunks[0].text] + texts
+        if not chunks and (heading := first_heading(text)):
+            # a page that is only its heading, without frontmatter (a stub a translated site keeps): its title is
+            # what L1 finds it by; refused, it stayed "not indexed" for ever and every status said the stores
+            # disagree
+            chunks, texts = [Chunk(0, (heading,), heading)], [heading]
         if not chunks:
             raise UploadRejected(f"{source} has no text to index")
         vectors = None

@@ -12,20 +12,16 @@ from pages.shell.views import flash, show_flash
 _MODEL_BADGE = {"ready": "🟢 ready", "loading": "🟡 loading…", "unavailable": "🔴 unavailable"}
 
 
-# seconds between redraws of the status while no job runs: a job another tab or process starts, or its end, shows
-# within this long on a page nobody touches (while a job runs: every REFRESH_SECONDS)
-IDLE_REFRESH_SECONDS = 10.0
-
-
 def render_status(kb: KnowledgeBase) -> None:
-    """The status, redrawn on its own every `REFRESH_SECONDS` while a job runs and every `IDLE_REFRESH_SECONDS`
-    otherwise, so the counts and the jobs' lines follow the jobs instead of waiting for the next click."""
+    """The status, redrawn on its own every `REFRESH_SECONDS` while a job runs, so the counts and the jobs' lines
+    follow the jobs instead of waiting for the next click. (Not while idle: on a fresh server's deep link the page
+    runs inside the legacy page's run, and a timed redraw there drew a second status.)"""
     try:
         active = [j for j in kb.jobs(20) if j.active]
     except KnowledgeBaseError:
         active = []
     with st.sidebar:
-        st.fragment(run_every=REFRESH_SECONDS if active else IDLE_REFRESH_SECONDS)(_status)(kb)
+        st.fragment(run_every=REFRESH_SECONDS if active else None)(_status)(kb)
 
 
 def _status(kb: KnowledgeBase) -> None:
