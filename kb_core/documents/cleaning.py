@@ -374,7 +374,7 @@ def _tags_to_line_end(line: str, at: int, state: _TagState | None) -> tuple[str 
             if at == n:
                 return "", None
             match = _COMPONENT_TAG.match(line, at)
-            if match is None or line[at] != "<" and not line[at:match.end()].lstrip().startswith("<"):
+            if match is None:
                 return line[at:], None
             state, at = _TagState(), match.end()
         braces, quote = state.braces, state.quote
