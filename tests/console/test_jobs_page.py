@@ -302,7 +302,7 @@ def test_the_playground_redraws_itself_when_its_index_now_job_ends(app_root, sam
         store.dispose()
 
 
-def test_the_evaluation_page_redraws_itself_when_its_run_ends(synced_sample):
+def test_the_evaluation_page_redraws_itself_when_its_run_ends(synced_sample, heavy_lock):
     """The run the user started is what they wait for: its end redraws the page (the runs table shows it)
     without "Show the changes" (the newcomer saw "No evaluation run yet" under the finished job)."""
     at = run_page("evaluation")
@@ -311,19 +311,11 @@ def test_the_evaluation_page_redraws_itself_when_its_run_ends(synced_sample):
         [("set.jsonl", b'{"query": "ERR_TIMEOUT", "kind": "identifier", "expected": ["api/payment-errors.md"]}',
           "application/json")]).run()
     at.button(key="eval-import").click().run()
-    store = MetadataStore(f"sqlite:///{synced_sample / 'kb.sqlite3'}")
-    lock = store.lock("kbjob", "heavy")
-    try:
-        assert lock.acquire(0)
-        at.button(key="eval-start").click().run()  # queued while the test holds the lock
-        assert not at.exception, at.exception
-        lock.release()
-        wait_for_jobs(synced_sample)
-        run_panel(at)
-        assert not at.exception, at.exception
-        assert any("L0 rule" in f.value.columns for f in at.dataframe), "the page was not redrawn"
-        assert SHOW_CHANGES not in {b.label for b in at.button}
-    finally:
-        with contextlib.suppress(Exception):
-            lock.release()
-        store.dispose()
+    at.button(key="eval-start").click().run()  # queued while the test holds the lock
+    assert not at.exception, at.exception
+    heavy_lock.release()
+    wait_for_jobs(synced_sample)
+    run_panel(at)
+    assert not at.exception, at.exception
+    assert any("L0 rule" in f.value.columns for f in at.dataframe), "the page was not redrawn"
+    assert SHOW_CHANGES not in {b.label for b in at.button}
