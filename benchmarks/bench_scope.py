@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import bench_settings, generate_corpus, machine, publish, query_mix, stats
-from kb_core.retrieval.scope import AudienceRule, Scope
+from kb_core.documents.scope import AudienceRule, Scope
 
 GOAL_L0_MS = 1.0
 GOAL_L1_RATIO = 1.10
@@ -74,7 +74,7 @@ def bench_scope(workdir: Path, *, docs: int, repeat: int) -> dict[str, Any]:
     finally:
         kb.close()
     # the mask build is L0's own cost: timed on an index of the same files
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
+    from kb_core.keywords.index import KnowledgeIndex
 
     index = KnowledgeIndex("knowledge_base/", app_root=root)
     index.load()

@@ -37,7 +37,7 @@ from typing import Any
 
 from benchmarks.common import machine, publish, stats
 from kb_core import KnowledgeEntry
-from kb_core.retrieval.keyword_matching import Snapshot  # the component measured, not the public face
+from kb_core.keywords.matching import Snapshot  # the component measured, not the public face
 
 BUDGET_P99_MS = 2.0  # issue 21: at most 2 ms per lookup at 10,000 documents
 

@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
     "lookup_knowledge": "kb_core.bootstrap",
     "open_knowledge_base": "kb_core.bootstrap",
     "read_document": "kb_core.bootstrap",
-    "KnowledgeEntry": "kb_core.documents.entry",
+    "KnowledgeEntry": "kb_core.keywords.entry",
     "Frontmatter": "kb_core.documents.frontmatter",
     "has_frontmatter": "kb_core.documents.frontmatter",
     "parse_frontmatter": "kb_core.documents.frontmatter",
@@ -60,8 +60,8 @@ _EXPORTS: dict[str, str] = {
     "JobState": "kb_core.jobs.model",
     "KnowledgeBase": "kb_core.knowledge_base",
     "KnowledgeBaseStatus": "kb_core.services.status",
-    "KnowledgeIndex": "kb_core.retrieval.keyword_index",
-    "L0Match": "kb_core.retrieval.keyword_index",
+    "KnowledgeIndex": "kb_core.keywords.index",
+    "L0Match": "kb_core.keywords.index",
     "HybridLookup": "kb_core.retrieval.lookup",
     "L1Hit": "kb_core.retrieval.lookup",
     "L1Searcher": "kb_core.retrieval.lookup",
@@ -71,7 +71,7 @@ _EXPORTS: dict[str, str] = {
     "Supplement": "kb_core.retrieval.lookup",
     "Settings": "kb_core.settings",
     "load_settings": "kb_core.settings",
-    "Scope": "kb_core.retrieval.scope",
+    "Scope": "kb_core.documents.scope",
 }
 
 __all__ = sorted(_EXPORTS)

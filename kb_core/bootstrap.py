@@ -24,12 +24,12 @@ from kb_core.errors import KnowledgeBaseError
 from kb_core.jobs.runner import JobRunner
 from kb_core.jobs.staging import STAGING_FOLDER, StagingArea
 from kb_core.jobs.store import JobStore
+from kb_core.keywords.index import KnowledgeIndex
 from kb_core.knowledge_base import KnowledgeBase
 from kb_core.ops.logs import configure_log_file, log_file_path
 from kb_core.ops.metrics import KnowledgeBaseMetrics
 from kb_core.retrieval.body_identifiers import BodyIdentifierSuggester
 from kb_core.retrieval.change_follower import ChangeFollower
-from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.l1_search import VectorSearcher, tuning_for
 from kb_core.retrieval.lookup import HybridLookup
 from kb_core.retrieval.scoped_documents import ScopedDocuments

@@ -26,10 +26,10 @@ from kb_core.agent.tool import (
 )
 from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
 from kb_core.documents.document_edit import FrontmatterEdit
-from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.frontmatter_edit import FrontmatterFields
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.reconcile import ReconcileReport
+from kb_core.documents.scope import ALL, AudienceRule, Scope
 from kb_core.documents.service import DeleteOutcome, ReindexReport, UploadOutcome
 from kb_core.documents.trash import TrashItem, purge_age_days
 from kb_core.errors import InvalidInputError, KnowledgeBaseError, SettingsError
@@ -40,16 +40,16 @@ from kb_core.jobs.kinds import JobRequest
 from kb_core.jobs.model import JobFile, JobKind, JobRecord, UploadRow
 from kb_core.jobs.runner import Work
 from kb_core.jobs.work import purge_trash_work
+from kb_core.keywords.entry import KnowledgeEntry
+from kb_core.keywords.map import KeywordHit, KeywordMap, keyword_hits, keyword_map
 from kb_core.ops.about import About, about
 from kb_core.ops.logs import log_context, new_request_id
 from kb_core.ops.metrics import KnowledgeBaseMetrics
 from kb_core.ops.summaries import SummaryCache
 from kb_core.progress import Progress
 from kb_core.retrieval.attention import DocumentSuggestion
-from kb_core.retrieval.keyword_map import KeywordHit, KeywordMap, keyword_hits, keyword_map
 from kb_core.retrieval.lookup import LookupResult
 from kb_core.retrieval.playground import BenchOptions, BenchRun, HistoryEntry
-from kb_core.retrieval.scope import ALL, AudienceRule, Scope
 from kb_core.services.calls import ToolCalls
 from kb_core.services.catalogue import Catalogue
 from kb_core.services.editing import EditingService

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-# The L0 snapshot key (kb_core/retrieval/snapshot_key.py) of the test processes and their children: not the
+# The L0 snapshot key (kb_core/keywords/snapshot_key.py) of the test processes and their children: not the
 # user's own in ~/.config, and one for the whole run, so that a child process reads the parent's snapshots.
 if not os.environ.get("KB_L0_SNAPSHOT_KEY_FILE", "").strip():
     os.environ["KB_L0_SNAPSHOT_KEY_FILE"] = str(Path(tempfile.gettempdir()) / f"kb-test-l0-snapshot-{os.getuid()}.key")

@@ -15,11 +15,11 @@ from typing import Any
 
 from kb_core.agent.tool import LookupTool, stamped
 from kb_core.documents.folder import KnowledgeFolder
+from kb_core.documents.scope import ALL, AudienceRule, Scope
 from kb_core.errors import InvalidInputError
+from kb_core.keywords.index import KnowledgeIndex
 from kb_core.ops.logs import log_context, new_request_id
-from kb_core.retrieval.keyword_index import KnowledgeIndex
 from kb_core.retrieval.lookup import HybridLookup, L1Hit
-from kb_core.retrieval.scope import ALL, AudienceRule, Scope
 from kb_core.settings import Settings
 from kb_core.storage.call_spool import spool_at
 

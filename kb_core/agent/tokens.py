@@ -29,8 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from kb_core.documents.scope import ALL, AudienceRule, Scope, check_categories
 from kb_core.errors import InvalidInputError, SettingsError
-from kb_core.retrieval.scope import ALL, AudienceRule, Scope, check_categories
 
 log = logging.getLogger(__name__)
 

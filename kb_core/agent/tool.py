@@ -20,11 +20,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kb_core.documents.scope import ALL, Scope, check_categories, check_languages
 from kb_core.errors import InvalidInputError, ToolArgumentError, UnknownSourceError
 from kb_core.ops.logs import current_request_id
 from kb_core.retrieval.lookup import HybridLookup, LookupResult
 from kb_core.retrieval.reading import DocumentReader, ReadResult
-from kb_core.retrieval.scope import ALL, Scope, check_categories, check_languages
 
 log = logging.getLogger(__name__)
 

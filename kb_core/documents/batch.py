@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from kb_core.documents.entry import IndexedDocuments, split_keywords
 from kb_core.documents.lint import (
     AMBIGUOUS_PREFIX,
     ERROR,
@@ -30,6 +29,7 @@ from kb_core.documents.lint import (
 )
 from kb_core.documents.path_rule import MARKDOWN_SUFFIXES, suggest_category, validate_category
 from kb_core.errors import KnowledgeBaseError
+from kb_core.keywords.entry import IndexedDocuments, split_keywords
 from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,6 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kb_core.documents.entry import IndexedDocuments
 from kb_core.documents.folder import decode_markdown
 from kb_core.documents.frontmatter import parse_frontmatter_strict
 from kb_core.documents.frontmatter_edit import (
@@ -30,6 +29,7 @@ from kb_core.documents.frontmatter_edit import (
 )
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.errors import EditConflictError, FrontmatterError, UploadRejected
+from kb_core.keywords.entry import IndexedDocuments
 
 _BOM = b"\xef\xbb\xbf"
 

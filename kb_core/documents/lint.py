@@ -7,13 +7,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from kb_core.documents.chunking import MAX_INDEXED_CHARS, chunk_document
-from kb_core.documents.entry import IndexedDocuments, split_keywords
 from kb_core.documents.folder import decode_markdown
 from kb_core.documents.frontmatter import Frontmatter, FrontmatterError, parse_frontmatter_strict, parse_sections
 from kb_core.documents.language import translation_key
 from kb_core.documents.path_rule import validate_category, validate_file_name
 from kb_core.documents.sections import MAX_HEADINGS, MAX_NAMED, outline
 from kb_core.errors import KnowledgeBaseError
+from kb_core.keywords.entry import IndexedDocuments, split_keywords
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 # Below this many characters no cap of chunking or of the heading scan can be reached (2,001 headings take

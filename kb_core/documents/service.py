@@ -35,7 +35,6 @@ from typing import Protocol
 from kb_core.access import acting_name
 from kb_core.documents.chunking import CONTENT_VERSION, FRONTMATTER_HEADING, Chunk, chunk_markdown
 from kb_core.documents.cleaning import first_heading
-from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.folder import KnowledgeFolder, checked_sha256, decode_markdown
 from kb_core.documents.frontmatter import Frontmatter, parse_frontmatter_strict
 from kb_core.documents.trash import Trash, TrashItem, TrashSlot
@@ -47,6 +46,7 @@ from kb_core.errors import (
     RestoreConflictError,
     UploadRejected,
 )
+from kb_core.keywords.entry import KnowledgeEntry
 from kb_core.progress import Progress, no_progress
 from kb_core.storage.db_models import DocumentStatus
 from kb_core.storage.metadata_store import DocumentRecord, DocumentValues
@@ -60,7 +60,7 @@ __all__ = ["DeleteOutcome", "DocumentError", "DocumentService", "L0Writer", "Pro
 
 
 class L0Writer(Protocol):
-    """What the writers need of L0 (`kb_core.retrieval.keyword_index.KnowledgeIndex` is one)."""
+    """What the writers need of L0 (`kb_core.keywords.index.KnowledgeIndex` is one)."""
 
     def add(self, entry: KnowledgeEntry, *, sha256: str | None = None) -> None: ...
     def remove(self, file_path: str) -> bool: ...

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kb_core.retrieval.suggestions import MAX_LENGTH, MIN_LENGTH, Suggester, Suggestion, identifier_tokens
+from kb_core.keywords.suggestions import MAX_LENGTH, MIN_LENGTH, Suggester, Suggestion, identifier_tokens
 from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)

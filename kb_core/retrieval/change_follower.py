@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from kb_core.errors import KnowledgeBaseError
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.keywords.index import KnowledgeIndex
 
 log = logging.getLogger(__name__)
 

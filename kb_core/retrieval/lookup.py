@@ -26,11 +26,11 @@ from typing import Any, Protocol, overload, runtime_checkable
 import numpy as np
 
 from kb_core.documents.language import DEFAULT_LANGUAGE, query_language
+from kb_core.documents.scope import ALL, Scope
+from kb_core.keywords.index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
+from kb_core.keywords.matching import L0View, generic_limit
 from kb_core.ops.logs import current_request_id, log_context, new_request_id
-from kb_core.retrieval.keyword_index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
-from kb_core.retrieval.keyword_matching import L0View, generic_limit
 from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
-from kb_core.retrieval.scope import ALL, Scope
 from kb_core.retrieval.scoped_documents import source_admitted
 from kb_core.terms import identifiers, normalize_term
 

@@ -21,10 +21,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kb_core.documents.scope import check_categories, check_languages
 from kb_core.errors import InvalidInputError
 from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import L1_TOP_K, L1Hit, LookupResult
-from kb_core.retrieval.scope import check_categories, check_languages
 from kb_core.terms import term_spans
 
 __all__ = ["MAX_TOP_K", "MIN_TOP_K", "BenchOptions", "BenchRow", "BenchRun", "HistoryEntry", "Retriever",

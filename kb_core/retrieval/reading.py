@@ -16,12 +16,12 @@ from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Any
 
-from kb_core.documents.entry import KnowledgeEntry
+from kb_core.documents.scope import ALL, Scope
 from kb_core.documents.sections import serve_section
 from kb_core.errors import UnknownSourceError
+from kb_core.keywords.entry import KnowledgeEntry
+from kb_core.keywords.index import KnowledgeIndex
 from kb_core.ops.logs import current_request_id, new_request_id
-from kb_core.retrieval.keyword_index import KnowledgeIndex
-from kb_core.retrieval.scope import ALL, Scope
 
 PRIMARY_MAX_CHARS = 2000
 READ_MATCH_TYPE = "read"  # `primary.matchType` of a document served by `read_document`

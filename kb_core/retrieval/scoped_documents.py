@@ -19,8 +19,8 @@ import threading
 import time
 
 from kb_core.documents.language import document_language
-from kb_core.retrieval.keyword_index import KnowledgeIndex
-from kb_core.retrieval.scope import Scope
+from kb_core.documents.scope import Scope
+from kb_core.keywords.index import KnowledgeIndex
 from kb_core.storage.ports import MetadataRepository
 
 log = logging.getLogger(__name__)

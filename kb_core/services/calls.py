@@ -24,8 +24,8 @@ from kb_core.retrieval.lookup import LookupResult
 from kb_core.retrieval.reading import DocumentReader
 
 if TYPE_CHECKING:
+    from kb_core.documents.scope import Scope
     from kb_core.ops.metrics import KnowledgeBaseMetrics
-    from kb_core.retrieval.scope import Scope
     from kb_core.services.parts import Parts
     from kb_core.storage.metadata_store import ToolCallRecord
 

@@ -11,8 +11,8 @@ from kb_core.errors import KnowledgeBaseError
 from kb_core.retrieval.scoped_documents import source_admitted
 
 if TYPE_CHECKING:
+    from kb_core.documents.scope import Scope
     from kb_core.ops.summaries import SummaryCache
-    from kb_core.retrieval.scope import Scope
     from kb_core.services.parts import Parts
     from kb_core.storage.metadata_store import DocumentRecord
 

@@ -20,13 +20,13 @@ from kb_core.documents.document_edit import (
 )
 from kb_core.documents.frontmatter_edit import FrontmatterFields, clean_keywords
 from kb_core.documents.language import query_language
+from kb_core.documents.scope import ALL, Scope
 from kb_core.documents.synonyms import SynonymsFile, clean_groups, parse_lines
 from kb_core.errors import DocumentConflictError, InvalidInputError, KnowledgeBaseError
 from kb_core.jobs.runner import Work
 from kb_core.jobs.work import keyword_plan_work
 from kb_core.progress import Progress
 from kb_core.retrieval.attention import DocumentSuggestion, suggest_documents
-from kb_core.retrieval.scope import ALL, Scope
 from kb_core.retrieval.scoped_documents import source_admitted
 from kb_core.services.keyword_plan import (
     KeywordPlan,
@@ -41,7 +41,7 @@ from kb_core.terms import normalize_term
 
 if TYPE_CHECKING:
     from kb_core.documents.service import UploadOutcome
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
+    from kb_core.keywords.index import KnowledgeIndex
     from kb_core.retrieval.l1_search import VectorSearcher
     from kb_core.retrieval.lookup import L1Hit
 

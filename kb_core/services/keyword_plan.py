@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kb_core.documents.document_edit import FrontmatterEdit
-from kb_core.documents.entry import split_keywords
 from kb_core.documents.frontmatter_edit import clean_keywords
 from kb_core.documents.lint import ERROR, INFO, WARNING, Finding
 from kb_core.errors import InvalidInputError, KnowledgeBaseError
-from kb_core.retrieval.keyword_matching import L0View
+from kb_core.keywords.entry import split_keywords
+from kb_core.keywords.matching import L0View
 from kb_core.terms import normalize_term, weak_keyword_reason
 
 __all__ = ["KeywordPlan", "KeywordPlanReport", "PlanItem", "PlanOutcome", "documents_claiming", "keyword_findings",

@@ -13,9 +13,9 @@ if TYPE_CHECKING:
     from kb_core.documents.synonyms import SynonymsFile
     from kb_core.documents.trash import Trash
     from kb_core.jobs.runner import JobRunner
+    from kb_core.keywords.index import KnowledgeIndex
     from kb_core.ops.metrics import KnowledgeBaseMetrics
     from kb_core.retrieval.change_follower import ChangeFollower
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
     from kb_core.retrieval.l1_search import VectorSearcher
     from kb_core.retrieval.lookup import HybridLookup
     from kb_core.storage.ports import ChunkStore, Embedder, MetadataRepository

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kb_core.documents.path_rule import categories_below, category_folders
+from kb_core.documents.scope import ALL, Scope
 from kb_core.errors import InvalidInputError, KnowledgeBaseError
 from kb_core.retrieval.lookup import LookupResult
 from kb_core.retrieval.playground import (
@@ -20,7 +21,6 @@ from kb_core.retrieval.playground import (
     bench_rows,
     history_entry,
 )
-from kb_core.retrieval.scope import ALL, Scope
 from kb_core.retrieval.scoped_documents import source_admitted
 
 if TYPE_CHECKING:

@@ -107,7 +107,7 @@ def test_a_change_is_not_applied_while_the_file_holds_other_bytes(tmp_path):
     must not publish that version: the feed's hash of the announced version tells them apart."""
     import hashlib
 
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
+    from kb_core.keywords.index import KnowledgeIndex
 
     target = tmp_path / "knowledge_base" / "api" / "a.md"
     target.parent.mkdir(parents=True)
@@ -131,9 +131,9 @@ def test_an_own_write_coming_back_through_the_feed_is_not_read_again(tmp_path, m
     sha256=)`), so refresh reads nothing; another version of the same file (someone else's write) is read."""
     import hashlib
 
-    from kb_core.documents.entry import entry_of_bytes
-    from kb_core.retrieval import keyword_index
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
+    from kb_core.keywords import index as keyword_index
+    from kb_core.keywords.entry import entry_of_bytes
+    from kb_core.keywords.index import KnowledgeIndex
 
     target = tmp_path / "knowledge_base" / "api" / "a.md"
     target.parent.mkdir(parents=True)
@@ -187,8 +187,8 @@ def test_a_write_that_commits_after_a_later_one_is_still_applied(tmp_path, mysql
 
 def test_gaps_that_never_fill_are_forgotten_after_the_grace(monkeypatch, tmp_path):
     """A rolled-back write leaves an id that never commits: it is looked up again only until GAP_GRACE."""
+    from kb_core.keywords.index import KnowledgeIndex
     from kb_core.retrieval import change_follower as module
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
     from kb_core.storage.metadata_store import ChangeRecord
 
     class Feed:
@@ -273,9 +273,9 @@ def test_a_delete_read_before_the_path_was_written_anew_leaves_the_new_version(t
     really gone still leaves L0."""
     from types import SimpleNamespace
 
-    from kb_core.documents.entry import entry_of_bytes
+    from kb_core.keywords.entry import entry_of_bytes
+    from kb_core.keywords.index import KnowledgeIndex
     from kb_core.retrieval.change_follower import ChangeFollower
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
 
     base = tmp_path / "knowledge_base" / "api"
     base.mkdir(parents=True)

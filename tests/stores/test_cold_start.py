@@ -16,7 +16,7 @@ from support.stores import NO_MODEL, make_settings
 from kb_core.agent.quick import answer_from_l0
 from kb_core.bootstrap import open_knowledge_base
 from kb_core.documents.folder import KnowledgeFolder
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.keywords.index import KnowledgeIndex
 from kb_core.storage.call_spool import SPOOL_NAME, spool_at
 from kb_core.storage.metadata_store import MetadataStore, head_revision
 

@@ -3,7 +3,7 @@ and test_l0_snapshot_hostile.py)."""
 
 from __future__ import annotations
 
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.keywords.index import KnowledgeIndex
 
 
 def open_index(root, snapshot=True) -> KnowledgeIndex:
@@ -19,7 +19,7 @@ def view(index: KnowledgeIndex) -> list:
 
 def parses(monkeypatch) -> list[str]:
     """Record every file the index parses (the real parser still runs)."""
-    import kb_core.retrieval.keyword_index as module
+    import kb_core.keywords.index as module
 
     parsed: list[str] = []
     real = module.entry_of_file

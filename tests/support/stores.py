@@ -77,7 +77,7 @@ def assert_consistent(kb) -> None:
     import json as _json
 
     from kb_core.bootstrap import parts_of
-    from kb_core.retrieval.keyword_index import split_keywords
+    from kb_core.keywords.index import split_keywords
 
     rows = parts_of(kb).metadata.list_documents()
     by_path = {r.file_path: r for r in rows}

@@ -21,7 +21,7 @@ from kb_core.documents.batch import (
 )
 from kb_core.documents.path_rule import categories_below, category_folders, suggest_category, validate_file_name
 from kb_core.errors import UploadRejected
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.keywords.index import KnowledgeIndex
 
 GATEWAY = doc("API gateway overview", ["APISIX", "API 网关", "Route"], "What the gateway does.")
 

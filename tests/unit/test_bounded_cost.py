@@ -17,7 +17,6 @@ from benchmarks.bench_heavy import heavy_document
 from kb_core import HybridLookup, KnowledgeIndex
 from kb_core.documents import cleaning
 from kb_core.documents.chunking import MAX_CHUNKS, MAX_INDEXED_CHARS, chunk_document, chunk_markdown
-from kb_core.documents.entry import KnowledgeEntry
 from kb_core.documents.frontmatter import parse_frontmatter
 from kb_core.documents.sections import (
     _CODE_SPAN,
@@ -36,6 +35,7 @@ from kb_core.documents.sections import (
     serve_section,
 )
 from kb_core.errors import InvalidInputError
+from kb_core.keywords.entry import KnowledgeEntry
 
 LIMIT = 5 * 1024 * 1024 - 4096  # just under KB_MAX_UPLOAD_BYTES' default
 

@@ -184,7 +184,7 @@ def test_identifiers_count_only_whole():
     "<!--\n" + "x\n" * 200_000 + "-->\n# After the long comment\n\ncontent\n",  # the head is all boilerplate
 ])
 def test_an_answer_reads_and_cleans_only_the_head_of_a_large_file_yet_equals_the_full_clean(tmp_path, body):
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
+    from kb_core.keywords.index import KnowledgeIndex
 
     text = "---\ntitle: Big\nkeywords: [BIG]\n---\n" + body
     (tmp_path / "knowledge_base/api").mkdir(parents=True)

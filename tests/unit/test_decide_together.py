@@ -127,8 +127,8 @@ def test_first_heading(content, title):
 
 
 def test_a_title_changed_since_the_last_full_build_is_found_without_a_rebuild(index):
-    from kb_core.documents.entry import KnowledgeEntry
-    from kb_core.retrieval.keyword_delta import DeltaSnapshot
+    from kb_core.keywords.delta import DeltaSnapshot
+    from kb_core.keywords.entry import KnowledgeEntry
 
     renamed = index.get(TRACES).replace(title="Spans and traces")
     index.add(renamed)  # a delta over the last full snapshot: the title table must not wait for a rebuild

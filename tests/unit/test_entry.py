@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kb_core.documents.entry import KnowledgeEntry
+from kb_core.keywords.entry import KnowledgeEntry
 
 text = st.text(max_size=30)
 entries = st.builds(

@@ -11,7 +11,7 @@ from support.fakes import RecordingL1
 from support.stores import make_settings
 
 from kb_core import HybridLookup, KnowledgeIndex, L1Hit
-from kb_core.retrieval.keyword_matching import generic_limit
+from kb_core.keywords.matching import generic_limit
 from kb_core.retrieval.lookup import (
     DECIDED_GENERIC,
     DECIDED_GENERIC_MISS,

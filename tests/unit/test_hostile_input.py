@@ -13,8 +13,8 @@ from kb_core.bootstrap import parts_of
 from kb_core.documents.frontmatter import parse_frontmatter, parse_frontmatter_strict
 from kb_core.documents.lint import preview_upload
 from kb_core.errors import FrontmatterError, UploadRejected
-from kb_core.retrieval.keyword_index import KnowledgeIndex
-from kb_core.retrieval.keyword_map import keyword_map
+from kb_core.keywords.index import KnowledgeIndex
+from kb_core.keywords.map import keyword_map
 
 
 def _scalar_alias_bomb() -> str:

@@ -155,7 +155,7 @@ def test_req_6_1_recursive_scan_indexes_md_files_with_frontmatter(tmp_path, capl
     write_doc(tmp_path, "knowledge_base/troubleshooting/timeout.md", doc("Timeout", ["超时"]))
     write_doc(tmp_path, "knowledge_base/api/notes.txt", doc("Not markdown", ["txt"]))
     index = KnowledgeIndex("knowledge_base/", app_root=tmp_path)
-    with caplog.at_level(logging.INFO, logger="kb_core.retrieval.keyword_index"):
+    with caplog.at_level(logging.INFO, logger="kb_core.keywords.index"):
         assert index.load() == 3
     assert [e.file_path for e in index.entries()] == [
         "knowledge_base/api/payment.md",

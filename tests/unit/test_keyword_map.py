@@ -9,8 +9,8 @@ import pytest
 from support.documents import doc, write_doc
 from support.paths import FIXTURES
 
-from kb_core.retrieval.keyword_index import KnowledgeIndex
-from kb_core.retrieval.keyword_map import keyword_hits, keyword_map
+from kb_core.keywords.index import KnowledgeIndex
+from kb_core.keywords.map import keyword_hits, keyword_map
 
 
 def _index(root: Path, matching: str = "words", generic_docs: int | None = 2) -> KnowledgeIndex:
@@ -97,7 +97,7 @@ def test_keyword_hits_say_whether_a_document_claims_the_keyword(tmp_path, keywor
 def test_a_row_counts_documents_and_pages_the_same_way_as_its_columns():
     """The table's "documents" column counts files; the explanation counted pages (translations once) and said
     "documents" - "documents 3" beside "claimed by 2" (issue 34)."""
-    from kb_core.retrieval.keyword_map import KeywordRow
+    from kb_core.keywords.map import KeywordRow
 
     row = KeywordRow("限流", ("kb/en/limit.md", "kb/zh/limit.md", "kb/en/quota.md"), hits=2, pages=2)
     assert row.explain().startswith("claimed by 2 pages (3 documents: a page's translations count once)")

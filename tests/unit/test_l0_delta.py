@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb_core.documents.entry import KnowledgeEntry
-from kb_core.retrieval.keyword_delta import DeltaSnapshot
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.keywords.delta import DeltaSnapshot
+from kb_core.keywords.entry import KnowledgeEntry
+from kb_core.keywords.index import KnowledgeIndex
 from kb_core.terms import normalize_term
 
 # keywords that contain each other (AI, AI Security), CJK inside CJK, short words, a generic one, synonyms

@@ -13,8 +13,8 @@ from support.l0_snapshot import open_index as _open
 from support.l0_snapshot import parses as _parses
 from support.l0_snapshot import view as _view
 
-from kb_core.retrieval import l0_snapshot_file
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.keywords import snapshot_file
+from kb_core.keywords.index import KnowledgeIndex
 
 NAMES = [f"knowledge_base/{c}/{n}.md" for c in ("api", "ops") for n in ("a", "b", "c")]
 
@@ -43,7 +43,7 @@ def test_a_corrupt_foreign_or_missing_snapshot_falls_back_to_a_full_scan(tmp_pat
         write_doc(tmp_path, name, doc(f"T{i}", [f"key-{i}"]))
     fresh = _view(_open(tmp_path, snapshot=False))
     snap = tmp_path / "l0.snap"
-    for damage in (b"", b"garbage", l0_snapshot_file.MAGIC + b"\0" * 40):
+    for damage in (b"", b"garbage", snapshot_file.MAGIC + b"\0" * 40):
         snap.write_bytes(damage)
         assert _view(_open(tmp_path)) == fresh
     index = _open(tmp_path)
@@ -57,19 +57,19 @@ def test_a_corrupt_foreign_or_missing_snapshot_falls_back_to_a_full_scan(tmp_pat
     other = tmp_path / "other"
     for i, name in enumerate(NAMES):
         write_doc(other, name, doc(f"Other {i}", [f"other-{i}"]))
-    l0_snapshot_file.save(snap, (tmp_path / "knowledge_base").resolve(), {})  # valid, but empty
-    assert l0_snapshot_file.load(snap, other / "knowledge_base") is None
+    snapshot_file.save(snap, (tmp_path / "knowledge_base").resolve(), {})  # valid, but empty
+    assert snapshot_file.load(snap, other / "knowledge_base") is None
 
 
 def test_the_snapshot_is_written_after_changes_and_at_close(tmp_path):
     write_doc(tmp_path, NAMES[0], doc("T0", ["key-0"]))
     index = _open(tmp_path)
     index.close()  # written at close
-    assert l0_snapshot_file.load(tmp_path / "l0.snap", index.folder.base_dir) is not None
+    assert snapshot_file.load(tmp_path / "l0.snap", index.folder.base_dir) is not None
     write_doc(tmp_path, NAMES[1], doc("T1", ["key-1"]))
     index.refresh(NAMES[1])  # a change: the next save records it (refreshed entries are parsed again)
     index.close()
-    records = l0_snapshot_file.load(tmp_path / "l0.snap", index.folder.base_dir)
+    records = snapshot_file.load(tmp_path / "l0.snap", index.folder.base_dir)
     assert set(records) == {"knowledge_base/api/a.md"}  # by display path
 
 
@@ -117,7 +117,7 @@ def _answers(index: KnowledgeIndex) -> list:
 
 def test_an_unchanged_folder_opens_with_the_saved_search_structures_and_a_changed_rule_rebuilds(tmp_path,
                                                                                              monkeypatch):
-    import kb_core.retrieval.keyword_index as module
+    import kb_core.keywords.index as module
 
     for i, name in enumerate(NAMES):
         write_doc(tmp_path, name, doc(f"T{i}", [f"key-{i}", "Plugin"]))
@@ -160,11 +160,11 @@ def test_a_snapshot_of_an_older_format_or_another_display_prefix_is_not_used_and
     index = _open(tmp_path)
     assert _view(index) == fresh and len(parsed) == len(NAMES)
     index.close()
-    assert snap.read_bytes().startswith(l0_snapshot_file.MAGIC)
+    assert snap.read_bytes().startswith(snapshot_file.MAGIC)
     base = index.folder.base_dir
-    assert l0_snapshot_file.load(snap, base, "knowledge_base/") is not None
+    assert snapshot_file.load(snap, base, "knowledge_base/") is not None
     # the same folder shown under another prefix (KB_BASE_PATH=. from inside it): its entries' paths differ
-    assert l0_snapshot_file.load(snap, base, "") is None
+    assert snapshot_file.load(snap, base, "") is None
     inside = KnowledgeIndex(".", app_root=base, snapshot_path=snap)
     inside.load()
     assert sorted(e.file_path for e in inside.entries()) == sorted(n.removeprefix("knowledge_base/") for n in NAMES)
@@ -191,10 +191,10 @@ def test_an_open_after_edits_applies_them_as_a_delta_over_the_saved_index_and_sa
     fresh = _open(tmp_path, snapshot=False)
     assert _view(index) == _view(fresh) and _answers(index) == _answers(fresh)
     assert index.save_snapshot()  # written while the delta is pending: the records, not the search structures
-    assert l0_snapshot_file.load_with_index(tmp_path / "l0.snap", index.folder.base_dir)[1] is None
+    assert snapshot_file.load_with_index(tmp_path / "l0.snap", index.folder.base_dir)[1] is None
     assert index.compact() and index.view.delta_size == 0  # (the background rebuild does this on its own)
     assert index.save_snapshot()  # ... and once it is whole, it is written again, with them
-    assert l0_snapshot_file.load_with_index(tmp_path / "l0.snap", index.folder.base_dir)[1] is not None
+    assert snapshot_file.load_with_index(tmp_path / "l0.snap", index.folder.base_dir)[1] is not None
     index.close()  # the next open neither parses nor builds
     parsed.clear()
     rebuilds.clear()  # (the fresh scan's)
@@ -206,7 +206,7 @@ def test_an_open_after_edits_applies_them_as_a_delta_over_the_saved_index_and_sa
 def test_the_exact_title_table_comes_with_the_saved_index(tmp_path, monkeypatch):
     """An answer looks the query up among the exact titles (issue 31); building that table decoded every entry's
     title, a quarter of a fresh `kb lookup` at 10,000 pages. The saved index holds it (issue 32)."""
-    from kb_core.documents.entry import KnowledgeEntry
+    from kb_core.keywords.entry import KnowledgeEntry
 
     for i, name in enumerate(NAMES):
         write_doc(tmp_path, name, doc(f"Rate Limits {i % 2}", [f"key-{i}"]))
@@ -228,7 +228,7 @@ def test_a_snapshot_is_not_saved_in_the_middle_of_a_batch(tmp_path):
     new files as no L0 document, and the next open would trust that and leave them out."""
     import hashlib
 
-    from kb_core.documents.entry import entry_of_bytes
+    from kb_core.keywords.entry import entry_of_bytes
 
     write_doc(tmp_path, NAMES[0], doc("T0", ["key-0"]))
     index = _open(tmp_path)

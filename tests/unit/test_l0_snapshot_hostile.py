@@ -25,9 +25,9 @@ from support.l0_snapshot import parses as _parses
 from support.l0_snapshot import view as _view
 from support.paths import REPO as ROOT
 
-from kb_core.retrieval import l0_snapshot_file
-from kb_core.retrieval.keyword_index import KnowledgeIndex
-from kb_core.retrieval.snapshot_key import snapshot_key
+from kb_core.keywords import snapshot_file
+from kb_core.keywords.index import KnowledgeIndex
+from kb_core.keywords.snapshot_key import snapshot_key
 
 NAMES = [f"knowledge_base/{c}/{n}.md" for c in ("api", "ops/runbooks") for n in ("err-timeout", "limit", "tls")]
 
@@ -44,8 +44,8 @@ def _answers(index: KnowledgeIndex) -> list:
 
 def test_the_snapshot_modules_cannot_unpickle_or_unmarshal():
     """Nothing that reads the file (nor the entries it restores) imports a deserialiser of code."""
-    for module in ("kb_core/retrieval/l0_snapshot_file.py", "kb_core/retrieval/l0_index_data.py",
-                   "kb_core/retrieval/snapshot_key.py", "kb_core/documents/entry.py"):
+    for module in ("kb_core/keywords/snapshot_file.py", "kb_core/keywords/index_data.py",
+                   "kb_core/keywords/snapshot_key.py", "kb_core/keywords/entry.py"):
         tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
         imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                     for alias in node.names}
@@ -72,8 +72,8 @@ def test_a_forged_snapshot_runs_nothing_and_the_open_equals_a_fresh_scan(tmp_pat
         # the format before issue 30, with its unkeyed SHA-256 header right
         b"KB-L0-SNAPSHOT 3\n" + hashlib.sha256(payload).digest() + payload,
         # today's magic, the pickle as the rest, an unkeyed digest and a tag under a key guessed as empty
-        l0_snapshot_file.MAGIC + hashlib.sha256(payload).digest() + payload,
-        l0_snapshot_file.MAGIC + hmac.digest(b"", payload, "sha256") + payload,
+        snapshot_file.MAGIC + hashlib.sha256(payload).digest() + payload,
+        snapshot_file.MAGIC + hmac.digest(b"", payload, "sha256") + payload,
     ]
     for data in forged:
         snap.write_bytes(data)
@@ -93,8 +93,8 @@ def test_a_snapshot_signed_under_another_key_is_not_used(tmp_path, monkeypatch):
     index.save_snapshot()
     index.close()
     data = (tmp_path / "l0.snap").read_bytes()
-    body = data[len(l0_snapshot_file.MAGIC) + 32:].replace(b"ERR_CODE_1", b"ERR_CODE_X")
-    (tmp_path / "l0.snap").write_bytes(l0_snapshot_file.MAGIC + hmac.digest(os.urandom(32), body, "sha256") + body)
+    body = data[len(snapshot_file.MAGIC) + 32:].replace(b"ERR_CODE_1", b"ERR_CODE_X")
+    (tmp_path / "l0.snap").write_bytes(snapshot_file.MAGIC + hmac.digest(os.urandom(32), body, "sha256") + body)
     parsed = _parses(monkeypatch)
     reopened = _open(tmp_path)
     assert len(parsed) == len(NAMES) and len(reopened.match("ERR_CODE_X")) == 0
@@ -115,13 +115,13 @@ def test_a_damaged_file_signed_with_the_right_key_never_breaks_the_open(tmp_path
     index.close()
     snap = root / "l0.snap"
     data = snap.read_bytes()
-    start = len(l0_snapshot_file.MAGIC) + 32
+    start = len(snapshot_file.MAGIC) + 32
     body = bytearray(data[start:])
     for where, xor in flips:
         body[int(where * len(body))] ^= xor
     if cut is not None:
         del body[int(cut * len(body)):]
-    snap.write_bytes(data[:len(l0_snapshot_file.MAGIC)] + hmac.digest(snapshot_key(), bytes(body), "sha256") + body)
+    snap.write_bytes(data[:len(snapshot_file.MAGIC)] + hmac.digest(snapshot_key(), bytes(body), "sha256") + body)
     damaged = _open(root)
     for query in ("ERR_CODE_1", "plugin", "限流4", "err", "nothing", "Page 3 plugin ERR_CODE_5"):
         for match in damaged.match(query):
@@ -148,7 +148,7 @@ def test_a_fifo_at_the_snapshot_path_is_skipped_and_replaced_by_a_regular_file(t
     [index] = opened
     assert "not a regular file" in caplog.text and _view(index) == _view(_open(tmp_path, snapshot=False))
     index.close()
-    assert snap.is_file() and not snap.is_fifo() and l0_snapshot_file.load(snap, index.folder.base_dir)
+    assert snap.is_file() and not snap.is_fifo() and snapshot_file.load(snap, index.folder.base_dir)
 
 
 def test_a_link_to_a_device_at_the_snapshot_path_is_not_followed(tmp_path, caplog):
@@ -182,7 +182,7 @@ def test_stale_temp_files_of_killed_saves_are_removed_at_open(tmp_path):
 _KILLED_SAVE = textwrap.dedent("""
     import os, signal, sys
     from pathlib import Path
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
+    from kb_core.keywords.index import KnowledgeIndex
     root = Path(sys.argv[1])
     real_fsync = os.fsync
     def fsync(fd):

@@ -163,7 +163,7 @@ def test_the_section_list_is_not_computed_at_lookup_time(index, monkeypatch):
         raise AssertionError("outline() called at lookup time")
 
     monkeypatch.setattr(sections_module, "outline", refuse)
-    monkeypatch.setattr("kb_core.documents.entry.outline", refuse)
+    monkeypatch.setattr("kb_core.keywords.entry.outline", refuse)
     assert lookup(index, "limit-req").primary.available_sections[0] == "Attributes"
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kb_core.documents import parallel_scan
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.keywords import parallel_scan
+from kb_core.keywords.index import KnowledgeIndex
 
 
 def _tree(root: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from support.paths import TESTS
 
 from kb_core.bootstrap import parts_of
-from kb_core.retrieval.scope import AudienceRule, Scope
+from kb_core.documents.scope import AudienceRule, Scope
 
 FIXTURE = TESTS / "fixtures" / "realistic_kb"
 RATE_QUESTION = "how to limit the request rate per consumer"

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb_core.retrieval.scope import Scope
+from kb_core.documents.scope import Scope
 
 GROUPS = ("support", "sre", "sales")
 PRODUCTS = ("gateway", "registry", "billing")

@@ -10,8 +10,8 @@ import pytest
 from support.paths import FIXTURES
 
 from kb_core import KnowledgeEntry, KnowledgeIndex
-from kb_core.retrieval.keyword_matching import Snapshot
-from kb_core.retrieval.suggestions import (
+from kb_core.keywords.matching import Snapshot
+from kb_core.keywords.suggestions import (
     Suggester,
     Suggestion,
     _signature,

@@ -13,7 +13,7 @@ from kb_core import Actor, Role
 from kb_core.console import AccessDeniedError
 from kb_core.documents.synonyms import SYNONYMS_FILE, as_lines, clean_groups, parse_lines
 from kb_core.errors import InvalidInputError
-from kb_core.retrieval.keyword_index import KnowledgeIndex
+from kb_core.keywords.index import KnowledgeIndex
 
 LIMIT = "knowledge_base/gateway/limit-req.md"
 LIMIT_ZH = "knowledge_base/gateway-zh/limit-req.md"

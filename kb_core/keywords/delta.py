@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kb_core.retrieval.keyword_matching import (
+from kb_core.keywords.matching import (
     L0View,
     Snapshot,
     TermSearch,
@@ -49,8 +49,8 @@ from kb_core.retrieval.keyword_matching import (
 from kb_core.terms import normalize_term
 
 if TYPE_CHECKING:
-    from kb_core.documents.entry import KnowledgeEntry
-    from kb_core.retrieval.suggestions import Suggester
+    from kb_core.keywords.entry import KnowledgeEntry
+    from kb_core.keywords.suggestions import Suggester
 
 __all__ = ["DeltaSnapshot"]
 

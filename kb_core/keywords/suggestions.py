@@ -56,7 +56,7 @@ from rapidfuzz.distance import OSA
 from kb_core.terms import normalize_term
 
 if TYPE_CHECKING:
-    from kb_core.documents.entry import KnowledgeEntry
+    from kb_core.keywords.entry import KnowledgeEntry
 
 MAX_SUGGESTIONS = 3
 MAX_TOKENS = 8  # identifier tokens of one query that get a fuzzy search (a pasted log line has dozens)

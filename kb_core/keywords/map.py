@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
-from kb_core.retrieval.keyword_matching import GENERIC_MIN_LIMIT, Snapshot
+from kb_core.keywords.matching import GENERIC_MIN_LIMIT, Snapshot
 from kb_core.terms import normalize_term
 
 MAX_LISTED = 8  # keywords named in one row's explanation

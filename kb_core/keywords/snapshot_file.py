@@ -14,7 +14,7 @@ keyed (issue 30): reading it can build strings, numbers, lists and flat arrays, 
     body        the blobs: display paths (NUL-joined UTF-8), file versions (32 packed bytes each: size,
                 modification and change times, inode), which files are L0 documents, the entries' matched
                 fields (JSON columns) and their title/summary/section blobs (concatenated, with their ends),
-                and the saved search structures as flat integer arrays (`l0_index_data.py`)
+                and the saved search structures as flat integer arrays (`index_data.py`)
 
 Anything unexpected — another directory, display prefix or schema, a tag that does not verify (a forged file,
 or one written under another key), a truncated or foreign file, a blob of the wrong length or range — makes
@@ -48,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from kb_core.documents.chunking import CONTENT_VERSION
-from kb_core.documents.entry import KnowledgeEntry, entries_of_columns, entry_columns
 from kb_core.documents.folder import read_regular
 from kb_core.errors import KnowledgeBaseError
-from kb_core.retrieval import l0_index_data
-from kb_core.retrieval.snapshot_key import snapshot_key
+from kb_core.keywords import index_data
+from kb_core.keywords.entry import KnowledgeEntry, entries_of_columns, entry_columns
+from kb_core.keywords.snapshot_key import snapshot_key
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +181,7 @@ def _records(manifest: dict[str, Any], body: memoryview) -> Saved:
 
 def _load_index(index: dict[str, Any], body: memoryview, saved: Saved) -> Any:
     try:
-        return l0_index_data.snapshot_of_data(index, lambda name: blob(index, body, name),
+        return index_data.snapshot_of_data(index, lambda name: blob(index, body, name),
                                               tuple(e for e in saved.entries if e is not None))
     except (SnapshotInvalid, ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError) as exc:
         log.warning("the L0 snapshot's saved index is not usable (%s); building it", exc)
@@ -215,7 +215,7 @@ def save(path: Path, base_dir: Path, records: dict[str, Record], index: Any = No
                                 "byteorder": sys.byteorder, "count": len(paths), "blobs": blobs,
                                 "entry_columns": list(columns), "entry_extra": extra}
     if index is not None:
-        small, arrays = l0_index_data.data_of_snapshot(index, own)
+        small, arrays = index_data.data_of_snapshot(index, own)
         index_blobs: dict[str, list[int]] = {}
         for name, data in arrays.items():
             add(index_blobs, name, data)

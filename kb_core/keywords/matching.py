@@ -37,8 +37,8 @@ import numpy as np
 from kb_core.terms import WORD_CHARS, aligned, contains_aligned, content_mask, normalize_term
 
 if TYPE_CHECKING:
-    from kb_core.documents.entry import KnowledgeEntry
-    from kb_core.retrieval.suggestions import Suggester
+    from kb_core.keywords.entry import KnowledgeEntry
+    from kb_core.keywords.suggestions import Suggester
 
 MATCHING_MODES = ("words", "substring")
 GENERIC_MIN_LIMIT = 5  # a keyword is generic when more pages than max(this, 1 % of pages) claim it
@@ -249,10 +249,10 @@ class Snapshot(L0View):
         self._titles = titles
 
     def suggester(self) -> Suggester:
-        """"Did you mean" over this snapshot's identifier keywords (`kb_core.retrieval.suggestions`), built on
+        """"Did you mean" over this snapshot's identifier keywords (`kb_core.keywords.suggestions`), built on
         first use: most snapshots never need it. Two threads racing here build it twice, harmlessly."""
         if self._suggester is None:
-            from kb_core.retrieval.suggestions import Suggester
+            from kb_core.keywords.suggestions import Suggester
 
             self._suggester = Suggester(self)
         return self._suggester
@@ -262,7 +262,7 @@ class Snapshot(L0View):
         """Whether `suggester()` has been built (the index then builds the next snapshot's eagerly)."""
         return self._suggester is not None
 
-    # What the saved L0 snapshot holds (l0_snapshot_file): not what is derived from the entries in a few ms
+    # What the saved L0 snapshot holds (snapshot_file): not what is derived from the entries in a few ms
     # (the dicts by path, group key and term: pickled, their keys would be copies of the entries' strings).
     _DERIVED = ("position", "group_ids", "term_id", "terms", "_suggester", "_titles")
 

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from kb_core.documents.entry import KnowledgeEntry, entry_of_file, shared_entry
 from kb_core.documents.folder import KnowledgeFolder
+from kb_core.keywords.entry import KnowledgeEntry, entry_of_file, shared_entry
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class _Child:
         env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env["KB_L0_SCAN_PROCESSES"] = "0"
         self.process = subprocess.Popen(  # noqa: S603 - this interpreter, our own module
-            [sys.executable, "-c", "from kb_core.documents.parallel_scan import _serve; _serve()"],
+            [sys.executable, "-c", "from kb_core.keywords.parallel_scan import _serve; _serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True, cwd=here)  # ('' on sys.path)
         self.config = config
 

@@ -31,19 +31,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kb_core.documents import parallel_scan
 from kb_core.documents import synonyms as synonyms_module
-from kb_core.documents.entry import KnowledgeEntry, entry_of_bytes, entry_of_file, split_keywords
 from kb_core.documents.folder import KnowledgeFolder, file_version, read_regular
+from kb_core.documents.scope import Scope
 from kb_core.errors import InvalidInputError
-from kb_core.retrieval import l0_snapshot_file
-from kb_core.retrieval.keyword_delta import DeltaSnapshot
-from kb_core.retrieval.keyword_matching import MATCHING_MODES, L0Match, L0View, RankedMatches, Snapshot
-from kb_core.retrieval.scope import Scope
+from kb_core.keywords import parallel_scan, snapshot_file
+from kb_core.keywords.delta import DeltaSnapshot
+from kb_core.keywords.entry import KnowledgeEntry, entry_of_bytes, entry_of_file, split_keywords
+from kb_core.keywords.matching import MATCHING_MODES, L0Match, L0View, RankedMatches, Snapshot
 from kb_core.terms import normalize_term
 
 if TYPE_CHECKING:
-    from kb_core.retrieval.suggestions import Suggestion
+    from kb_core.keywords.suggestions import Suggestion
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +101,7 @@ class KnowledgeIndex:
         self._folder_thread: threading.Thread | None = None
         # the changes applied while the background rebuild runs (replayed onto its snapshot); None: not running
         self._journal: list[tuple[str, KnowledgeEntry | None]] | None = None
-        # The saved snapshot (l0_snapshot_file): what each file held when this process last read it, by path
+        # The saved snapshot (snapshot_file): what each file held when this process last read it, by path
         # below the base; written a few seconds after changes settle, and at close.
         self._snapshot_path = Path(snapshot_path) if snapshot_path else None
         self._records: dict[str, bytes] = {}  # display path -> the file's version (`folder.file_version`)
@@ -138,7 +137,7 @@ class KnowledgeIndex:
         entries: list[KnowledgeEntry] = []
         scanned = skipped = failed = reused = 0
         prefix = self._folder.display_prefix()
-        saved, built = l0_snapshot_file.load_with_index(self._snapshot_path, self._folder.base_dir, prefix) \
+        saved, built = snapshot_file.load_with_index(self._snapshot_path, self._folder.base_dir, prefix) \
             if self._snapshot_path else (None, None)
         records: dict[str, bytes] = {}  # display path (the entry's own string) -> the file's version
         parsed: dict[str, KnowledgeEntry | None] = {}  # display path -> what it holds now (None: not in L0)
@@ -223,7 +222,7 @@ class KnowledgeIndex:
     # `KB_L0_SCAN_PROCESSES` and the cores; 0 parses here.
     scan_processes: int | None = None
 
-    def _parse_elsewhere(self, files: list[str], stats: dict[str, bytes], saved: l0_snapshot_file.Saved | None,
+    def _parse_elsewhere(self, files: list[str], stats: dict[str, bytes], saved: snapshot_file.Saved | None,
                          prefix: str) -> dict[str, parallel_scan.Outcome]:
         """The parse of the files the scan must read (not the saved snapshot's unchanged ones), done by child
         processes when there are at least `parallel_scan.PARALLEL_FROM` of them; {} otherwise, or for what no
@@ -253,7 +252,7 @@ class KnowledgeIndex:
                 return {}
         return parallel_scan.parse_files(self._folder, files, processes)
 
-    def _changes_since(self, saved: l0_snapshot_file.Saved, parsed: dict[str, KnowledgeEntry | None],
+    def _changes_since(self, saved: snapshot_file.Saved, parsed: dict[str, KnowledgeEntry | None],
                        met: bytearray) -> list[tuple[str, KnowledgeEntry | None]] | None:
         """The changes that turn the saved entries into this scan's: the files parsed again that hold another
         entry now, and the saved documents whose files are gone. None when there are too many for a delta
@@ -513,7 +512,7 @@ class KnowledgeIndex:
             view, own = self._snapshot, self._records
             # a record's entry is the view's (every change of an entry drops its record: `_forget`), in the
             # view's order, so that a full snapshot of them is saved with them
-            records: dict[str, l0_snapshot_file.Record] = {}
+            records: dict[str, snapshot_file.Record] = {}
             for entry in view.live_entries():
                 stat = own.get(entry.file_path)
                 if stat is not None:
@@ -525,7 +524,7 @@ class KnowledgeIndex:
             index = view if self._fits(view, saved) else None  # a delta, or entries without records: not saved
             self._save_after_fold = index is None and view.delta_size > 0 and len(saved) == view.count
         try:
-            l0_snapshot_file.save(self._snapshot_path, self._folder.base_dir, records, index,
+            snapshot_file.save(self._snapshot_path, self._folder.base_dir, records, index,
                                   self._folder.display_prefix())
         except OSError as exc:
             log.warning("cannot write the L0 snapshot %s (the next open scans in full): %s", self._snapshot_path, exc)
@@ -731,7 +730,7 @@ class KnowledgeIndex:
 
     def suggest(self, query: str, limit: int = 3, lang: str | None = None) -> list[Suggestion]:
         """"Did you mean": keywords a typing slip away from the identifiers of a query that hit nothing
-        (`kb_core.retrieval.suggestions`). The suggester is built on first use (or by `warm_suggester`); from then
+        (`kb_core.keywords.suggestions`). The suggester is built on first use (or by `warm_suggester`); from then
         on a background thread builds each new snapshot's."""
         return self._snapshot.suggester().suggest(query, limit, lang)
 
