@@ -327,7 +327,7 @@ def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | No
         try:
             kb.wait_for_model()  # loaded in the background since opening; dense search needs it ready
             if fresh:
-                report = kb.reconcile()
+                report = kb.documents.reconcile()
                 if report.failed:
                     raise RuntimeError(f"{label}: {len(report.failed)} documents failed to index: {report.failed[:3]}")
             status = kb.status()
@@ -399,7 +399,8 @@ def bench_ingest(workdir: Path, *, bge_path: Path, chunks: int, docs: int) -> di
             raise RuntimeError(f"the BGE-M3-shaped model did not load: {state.detail}")
         files = sorted((corpus.root / "knowledge_base").rglob("*.md"))[:docs]
         started = time.perf_counter()
-        total_chunks = sum(kb.upload(p.name, p.read_bytes(), p.parent.name).document.chunk_count for p in files)
+        total_chunks = sum(kb.documents.upload(p.name, p.read_bytes(),
+                                               p.parent.name).document.chunk_count for p in files)
         seconds = time.perf_counter() - started
     finally:
         kb.close()

@@ -100,7 +100,7 @@ def build(root: Path, docs: int, runs: int) -> dict[str, Any]:
     kb = open_knowledge_base(bench_settings(root, embedding_fallback="none"), load_model=False)
     try:
         started = time.perf_counter()
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         reconcile_s = time.perf_counter() - started
         for kind, asked in queries.items():
             for query in dict.fromkeys(asked):

@@ -4,7 +4,7 @@
 
 Builds two knowledge bases of generated pages with realistic frontmatter (benchmarks.common.generate_corpus):
 `--docs` pages whose L0 snapshot a clean close wrote (nothing indexed: L0 answers from the files), and
-`--l1-docs` pages indexed by `kb.reconcile()` (BM25 only) for the questions L1 answers. Then times, each in a
+`--l1-docs` pages indexed by `kb.documents.reconcile()` (BM25 only) for the questions L1 answers. Then times, each in a
 fresh Python process started the way `kb` starts (the code's own `kb_core.cli.main`), alternating the code
 versions run after run:
 
@@ -143,7 +143,7 @@ def _build(root: Path, docs: int, *, index: bool) -> list[list[str]]:
     kb = open_knowledge_base(bench_settings(root, embedding_fallback="none", watch=False), load_model=False)
     try:
         if index:
-            report = kb.reconcile()
+            report = kb.documents.reconcile()
             if report.failed:
                 raise RuntimeError(f"{len(report.failed)} documents failed to index")
     finally:

@@ -50,13 +50,14 @@ _WRITER = textwrap.dedent("""
         n = 0
         while churning.is_set():
             n += 1
-            kb.upload("churn.md", doc(f"CHURN{n:06d}", f"revision {n}"), "ops")
+            kb.documents.upload("churn.md", doc(f"CHURN{n:06d}", f"revision {n}"), "ops")
             time.sleep(0.2)
     print("ready", flush=True)
     for line in sys.stdin:
         command, _, arg = line.strip().partition(" ")
         if command == "new":
-            kb.upload(f"feed-new-{arg}.md", doc(f"FEEDNEW{arg}", "a document written by another process"), "ops")
+            kb.documents.upload(f"feed-new-{arg}.md", doc(f"FEEDNEW{arg}", "a document written by another process"),
+                                "ops")
             print(json.dumps({"done": time.time()}), flush=True)
         elif command == "churn":
             churning.set()
@@ -81,7 +82,7 @@ _LOOKER = textwrap.dedent("""
     config = json.loads(sys.argv[1])
     kb = open_knowledge_base(load_settings(**config["settings"]), load_model=False)
     def revision():
-        entry = kb.l0_entry(config["churned"])
+        entry = kb.documents.entry(config["churned"])
         return int(entry.keywords[0].removeprefix("CHURN")) if entry is not None else 0
     queries = config["queries"]
     for q in queries[:50]:
@@ -102,7 +103,7 @@ _LOOKER = textwrap.dedent("""
 
 def churn_revision(kb: KnowledgeBase) -> int:
     """The revision of the churned document this knowledge base's L0 holds (0: none yet), read from outside."""
-    entry = kb.l0_entry(CHURNED)
+    entry = kb.documents.entry(CHURNED)
     return int(entry.keywords[0].removeprefix("CHURN")) if entry is not None else 0
 
 

@@ -16,7 +16,7 @@ Each step runs in a fresh child process (`python -c`, kb_core imported from the 
 peak memory is its own: the extra memory is the peak RSS during the step (`VmHWM`, reset just before it where
 Linux allows) minus the RSS just before. A knowledge base without an embedding model (L1 on BM25 only) is used:
 
-- **upload**: `kb.preview_upload` (the console's lint) and `kb.upload` of the document: time and extra memory;
+- **upload**: `kb.documents.preview_upload` (the console's lint) and `kb.documents.upload` of the document: time and extra memory;
 - **open**: `open_knowledge_base()` of a base holding the document, next to the same open of a base holding one
   small document; and what the document adds to an open, measured alone: the L0 scan of each base
   (`KnowledgeIndex.load()`, the median of 3: reading it, its entry, its section list);
@@ -136,10 +136,12 @@ out = {}
 if args["step"] == "upload":
     kb = open_knowledge_base(settings, load_model=False)
     data = open(args["doc"], "rb").read()
-    preview, out["preview_s"], out["preview_mb"] = measured(lambda: kb.preview_upload("heavy.md", data, "heavy"))
+    preview, out["preview_s"], out["preview_mb"] = measured(lambda: kb.documents.preview_upload("heavy.md", data,
+                                                                                                "heavy"))
     out["preview_findings"] = [f.message[:120] for f in preview.findings]
     errors = []
-    outcome, out["upload_s"], out["upload_mb"] = measured(lambda: kb.upload("heavy.md", data, "heavy"), errors)
+    outcome, out["upload_s"], out["upload_mb"] = measured(lambda: kb.documents.upload("heavy.md", data, "heavy"),
+                                                          errors)
     out["chunks"] = outcome.document.chunk_count if outcome is not None else None
     out["upload_error"] = errors[0] if errors else None
     kb.close()
@@ -154,7 +156,7 @@ elif args["step"] == "open":
     from kb_core import KnowledgeIndex
     scans = [measured(lambda: KnowledgeIndex("knowledge_base", app_root=root).load()) for _ in range(3)]
     out["l0_scan_s"] = statistics.median(s for _, s, _ in scans)  # what the documents add to an open
-    entry = kb.l0_entry(args["source"]) if args.get("source") else None
+    entry = kb.documents.entry(args["source"]) if args.get("source") else None
     out["listed_sections"] = None if entry is None or entry.sections is None else len(entry.sections)
     for label, title in args.get("sections", {}).items():
         times, peaks = [], []

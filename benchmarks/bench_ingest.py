@@ -71,7 +71,8 @@ def _eta_check(trees: list[Path], workdir: Path) -> dict[str, Any]:
     seen: list[tuple[float, int, int]] = []
     try:
         started = time.perf_counter()
-        kb.reconcile(progress=lambda _phase, done, total: seen.append((time.perf_counter() - started, done, total)))
+        kb.documents.reconcile(progress=lambda _phase, done, total: seen.append((time.perf_counter() - started, done,
+                                                                                 total)))
         took = time.perf_counter() - started
     finally:
         kb.close()
@@ -102,9 +103,9 @@ def _dense_check(trees: list[Path], workdir: Path, pages: int) -> dict[str, Any]
         if not state.ready:
             return {"pages": pages, "model": None, "problem": f"the built-in model is {state.state}"}
         started = time.perf_counter()
-        kb.reconcile()
+        kb.documents.reconcile()
         ingest_s = time.perf_counter() - started
-        texts = [chunk.text for document in kb.documents() for chunk in kb.chunks(document.id)]
+        texts = [chunk.text for document in kb.documents.list() for chunk in kb.documents.chunks(document.id)]
     finally:
         kb.close()
     # the model alone, loaded apart, on the passages the reconcile stored, in one call

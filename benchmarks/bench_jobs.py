@@ -85,7 +85,7 @@ def measure(docs: int, queries: int, rounds: int, rate: float) -> dict[str, Any]
         other = None
         try:
             started = time.perf_counter()
-            kb.reconcile()
+            kb.documents.reconcile()
             indexed_s = time.perf_counter() - started
             other = Agent(root)
             mix = query_mix(corpus, count=max(1, queries // len(KINDS)))
@@ -97,17 +97,17 @@ def measure(docs: int, queries: int, rounds: int, rate: float) -> dict[str, Any]
             for _ in range(rounds):
                 samples[PLACES[0], "idle"] += paced(kb, asked, rate)
                 samples[PLACES[1], "idle"] += other.paced(asked, rate)
-                job = kb.start_job("reindex_all")
-                while (seen := kb.job(job.id)).state == JobState.QUEUED or seen.done < 1:  # under way
+                job = kb.jobs.start("reindex_all")
+                while (seen := kb.jobs.get(job.id)).state == JobState.QUEUED or seen.done < 1:  # under way
                     time.sleep(0.05)
                 samples[PLACES[0], "busy"] += paced(kb, asked, rate)
                 samples[PLACES[1], "busy"] += other.paced(asked, rate)
-                still = kb.job(job.id)
+                still = kb.jobs.get(job.id)
                 assert still.state == JobState.RUNNING, f"the re-index ended before the round did: {still}"
                 progress.append(still.done - seen.done)
-                kb.cancel_job(job.id)
-                kb.wait_for_job(job.id, 600)
-            kb.flush_call_log(30)
+                kb.jobs.cancel(job.id)
+                kb.jobs.wait(job.id, 600)
+            kb.calls.flush(30)
         finally:
             if other is not None:
                 other.close()

@@ -41,13 +41,13 @@ def bench_pages(workdir: Path, *, docs: int, runs: int, calls: int = 300) -> dic
     kb = open_knowledge_base(settings, load_model=False)
     try:
         started = time.perf_counter()
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         reconcile_s = time.perf_counter() - started
         rng = random.Random(5)
         for _ in range(calls):  # a mix of exact, ambiguous and missing queries
             keywords = corpus.keywords[rng.randrange(len(corpus.keywords))]
             kb.lookup_knowledge(rng.choice([keywords[0], keywords[-1], f"如何处理 {rng.randint(0, 10**6)} 问题"]))
-        kb.flush_call_log()
+        kb.calls.flush()
         indexed = kb.status().counts.database
     finally:
         kb.close()

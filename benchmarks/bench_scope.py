@@ -46,7 +46,7 @@ def bench_scope(workdir: Path, *, docs: int, repeat: int) -> dict[str, Any]:
     kb = open_knowledge_base(bench_settings(root))
     try:
         started = time.perf_counter()
-        kb.reconcile()
+        kb.documents.reconcile()
         index_s = time.perf_counter() - started
         rule = AudienceRule.of_mapping({"troubleshooting": ["sre"]})
         caller = Scope(audiences=frozenset({"support"}), rule=rule)

@@ -11,7 +11,7 @@ Two measurements, printed as tables and written as JSON (`{"machine", "command",
   name, "Plugin") on about half the pages, short keywords, heading anchors (`## Attributes {#attributes}`),
   licence comments, MDX `import` lines, a few pages of 20-80 KB; plus files the path rule refuses (a file at
   the root, a folder with a space, a folder Windows reserves). A knowledge base without an embedding model
-  (L1 on BM25 only) is opened on it and `kb.reconcile()` of the whole tree is timed: wall time, documents/s,
+  (L1 on BM25 only) is opened on it and `kb.documents.reconcile()` of the whole tree is timed: wall time, documents/s,
   and memory: this process's RSS (Milvus Lite and SQLite run inside it) sampled every 20 ms from /proc during
   the reconcile, the peak minus the RSS just before (where there is no /proc: the growth of
   `resource.getrusage` ru_maxrss). Then a second reconcile with nothing changed (content hashes compared,
@@ -279,13 +279,13 @@ def bench_reconcile(workdir: Path, *, files: int) -> dict[str, Any]:
         maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         with RssSampler() as memory:
             started = time.perf_counter()
-            report = kb.reconcile()
+            report = kb.documents.reconcile()
             reconcile_s = time.perf_counter() - started
         if not on_proc:  # no /proc: the growth of the peak (ru_maxrss: KiB on Linux, bytes on macOS)
             unit = 1 if sys.platform == "darwin" else 1024
             memory.peak = memory.before + (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - maxrss_before) * unit
         started = time.perf_counter()
-        again = kb.reconcile()
+        again = kb.documents.reconcile()
         again_s = time.perf_counter() - started
         counts = kb.status(max_age=0).counts
     finally:

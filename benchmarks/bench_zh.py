@@ -16,7 +16,7 @@ through the project's chunker (556 characters on average).
 
 The knowledge base is the real one: the files are written under `knowledge_base/`, a knowledge base without
 an embedding model (L1 on BM25 only, SQLite FTS5; with `--dense`, the built-in model) is opened on them and
-`kb.reconcile()` indexes them, so the chunks and their tokens are the ones production makes. Then
+`kb.documents.reconcile()` indexes them, so the chunks and their tokens are the ones production makes. Then
 `kb.lookup()` is timed for queries that call L1 (checked on the trace; L0 finds nothing or several documents):
 
 - **summary**: a page's summary, as it stands or asked about ("我想了解：..."), 60-250 characters;
@@ -325,7 +325,7 @@ def _settings(root: Path, dense: bool) -> Any:
 
 def build(root: Path, docs: int, *, cache: Path | None = None,
           dense: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Write the pages and index them through `kb.reconcile()` (with `dense`, the built-in model embeds every
+    """Write the pages and index them through `kb.documents.reconcile()` (with `dense`, the built-in model embeds every
     chunk). With `cache`, a knowledge base built before for the same corpus is reused (its whole application
     root copied back), and a new one is kept there."""
     key = hashlib.sha256(f"{CORPUS_VERSION}|{docs}|{'dense' if dense else 'bm25'}".encode()).hexdigest()[:12]
@@ -343,7 +343,7 @@ def build(root: Path, docs: int, *, cache: Path | None = None,
         if dense and not kb.wait_for_model().ready:
             raise RuntimeError("the built-in dense model did not load")
         started = time.perf_counter()
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         info["reconcile_s"] = round(time.perf_counter() - started, 1)
         if report.failed:
             raise RuntimeError(f"{len(report.failed)} documents failed to index: {report.failed[:3]}")
@@ -598,7 +598,8 @@ def render_zh(r: dict[str, Any]) -> list[str]:
               for p in r["profile"]]
     p99, cpu99 = a[new]["p99_ms"], a[new]["cpu"]["p99_ms"]
     cached = " (built before, cached)" if r["build"].get("cached") else ""
-    lines.append(f"index: kb.reconcile() {r['build'].get('reconcile_s', '?')} s{cached}; section {r['seconds']:.0f} s; "
+    lines.append(f"index: kb.documents.reconcile() {r['build'].get('reconcile_s', '?')} s{cached}; "
+                 f"section {r['seconds']:.0f} s; "
                  f"load average {' → '.join(str(v) for v in r['load_average'])} (start → end)")
     lines.append(f"goal: lookups that call L1 p99 <= {r['goal_p99_ms']:.0f} ms at ~20,000 chunks: "
                  f"{'met' if p99 <= r['goal_p99_ms'] else 'NOT met'} ({p99:.1f} ms wall, {cpu99:.1f} ms CPU)")

@@ -582,7 +582,7 @@ def _zh(report: dict[str, Any], file_name: str) -> list[str]:
            + f"; JSON in [{file_name}]({file_name}).", "",
            f"{z['documents']:,} generated Chinese product pages in our own words ({z['min_kb']:.0f}–"
            f"{z['max_kb']:.0f} KB, {z['avg_kb']:.0f} KB on average; {z['chunks']:,} chunks), indexed by "
-           f"`kb.reconcile()` {indexed}. `kb.lookup()` of long "
+           f"`kb.documents.reconcile()` {indexed}. `kb.lookup()` of long "
            "Chinese queries that call L1 (L0 finds nothing or several pages): a page's summary, one or two "
            "sentences of a body, a short question. Each query runs with the full-text index's "
            f"**{new}** (long queries over a large index: FTS5 ranks candidates on the rarest tokens, and the best "

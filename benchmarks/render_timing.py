@@ -67,7 +67,7 @@ def main(entry: str, out: str, runs: int, document: str) -> int:
         warm, after_write = [], []
         for _ in range(runs):
             warm.append(_timed(at, page))
-            report = kb.reconcile([document])  # a write that changes nothing: every summary is stale now
+            report = kb.documents.reconcile([document])  # a write that changes nothing: every summary is stale now
             if report.failed:
                 raise SystemExit(f"reconciling {document} failed: {report.failed}")
             after_write.append(_timed(at, page))

@@ -19,7 +19,7 @@ def main(queries: list[str]) -> int:
     if kb.status().counts.database == 0:
         # First run on a fresh clone: the sample documents are on disk but not yet in the stores.
         print("indexing the documents under knowledge_base/ (first run) ...", file=sys.stderr)
-        kb.reconcile()
+        kb.documents.reconcile()
 
     # What an agent framework is handed (OpenAI-style function calling; LangChain's bind_tools takes it too).
     print("tool schema:", json.dumps(openai_tool_schema()["function"]["name"]))

@@ -193,7 +193,7 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
 def parts_of(kb: KnowledgeBase) -> Parts:
     """The parts `kb` was assembled from (its stores, the writer, the searcher, the job runner): for tests and
     tools that check one store itself. Agent code and the console use the facade."""
-    return kb._parts  # noqa: SLF001 - the composition root assembled them: it may hand them out
+    return kb._shared.parts  # noqa: SLF001 - the composition root assembled them: it may hand them out
 
 
 def _move_spooled_calls(spool: CallSpool, metadata: MetadataStore) -> None:
@@ -208,7 +208,7 @@ def _purge_old_trash(kb: KnowledgeBase, trash: Trash, days: int) -> None:
     nothing to purge records no job."""
     try:
         if trash.due(timedelta(days=days)):
-            kb.start_job("purge_trash")
+            kb.jobs.start("purge_trash")
     except KnowledgeBaseError as exc:  # closed at once (a short command), or the database is away: next time
         log.info("the trash purge job was not started: %s", exc)
     except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again
@@ -260,7 +260,7 @@ def _reindex_what_changed(kb: KnowledgeBase, metadata: MetadataStore, dense: boo
         if stale > other_model:
             log.warning("%d documents were chunked by an older cleaning (before version %d): re-indexing them as "
                         "a job", stale - other_model, CONTENT_VERSION)
-        kb.start_job("reconcile")
+        kb.jobs.start("reconcile")
     except KnowledgeBaseError as exc:  # closed at once (a short command), or the database is away: next time
         log.info("the re-indexing job was not started: %s", exc)
     except Exception as exc:  # noqa: BLE001 - a background chore: logged; the next opening tries again

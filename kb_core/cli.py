@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     reconcile = commands.add_parser(
         "reconcile", help="make disk, database, Milvus and L0 agree",
         description="Reconciles the configured knowledge base in one pass (the console's Documents -> Maintenance "
-                    "-> Reconcile; kb.reconcile() in Python): files added or changed on disk are indexed, "
+                    "-> Reconcile; kb.documents.reconcile() in Python): files added or changed on disk are indexed, "
                     "interrupted writes are completed, stray vectors deleted, documents with missing vectors "
                     "re-indexed. Rows whose file has gone are reported, and deleted with their vectors with "
                     "--delete-missing (nothing on disk is touched). Waits for the embedding model first, so "
@@ -89,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "reindex", help="re-embed every document from its file",
         description="Re-parses, re-chunks and re-embeds every document from its saved file (the console's "
-                    "Documents -> Maintenance -> Re-index all; kb.reindex_all() in Python), e.g. after a model "
-                    "change. Waits for the embedding model first. Exit status 1 when a document failed.")
+                    "Documents -> Maintenance -> Re-index all; kb.documents.reindex_all() in Python), e.g. after a "
+                    "model change. Waits for the embedding model first. Exit status 1 when a document failed.")
 
     model = commands.add_parser(
         "model", help="pull the configured embedding model",
@@ -215,7 +215,7 @@ def _maintain(kind: str, paths: Sequence[str] = (), *, delete_missing: bool = Fa
     try:
         if not pulling:
             kb.wait_for_model()
-        job = kb.as_user(service_actor("cli")).run_job(kind, paths=_paths(paths) or None,
+        job = kb.as_user(service_actor("cli")).jobs.run(kind, paths=_paths(paths) or None,
                                                        delete_missing=delete_missing, progress=_progress_printer())
         print(f"job {job.id} ({job.label}) {job.state.value}: {job.summary}")
         if pulling:
@@ -255,7 +255,7 @@ def _jobs(limit: int, *, as_json: bool) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     try:
-        jobs = kb.jobs(max(1, limit))
+        jobs = kb.jobs.list(max(1, limit))
     except KnowledgeBaseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

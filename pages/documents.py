@@ -14,10 +14,9 @@ from pages.shell.keyword_map_view import render_keyword_map
 from pages.shell.safe import escape_markdown, inline_code
 from pages.shell.trash_view import render_trash
 from pages.shell.views import ROW_OR_CELL, clicked_row, flash, save_and_flash, show_flash, table_key
-from pages.shell.wiring import end_page, knowledge_base, whole_tree_only
+from pages.shell.wiring import end_page, knowledge_base
 
 kb = knowledge_base()
-whole_tree_only(kb, "The Documents page")  # a viewer limited to audiences would see others' pages
 may_edit, may_administer = kb.actor.may(Role.CURATOR), kb.actor.may(Role.ADMIN)
 st.title("📚 Documents")
 state = st.session_state
@@ -27,7 +26,7 @@ MAX_NAMES = 50  # a confirmation lists this many paths, then a count
 
 def _start(kind: str, **options) -> None:
     """A button callback: start the job on the server (it goes on whatever this tab does) and say so."""
-    job = save_and_flash("maintenance", lambda: kb.start_job(kind, **options),
+    job = save_and_flash("maintenance", lambda: kb.jobs.start(kind, **options),
                          lambda job: f"{job.label} started as job {job.id}: it runs on the server, so closing or "
                                      "reloading this tab does not stop it; its progress is below.", kind="info")
     if job is not None:
@@ -56,7 +55,7 @@ def _delete(doc_ids: list[int], slot: str) -> None:
     messages, failures = [], []
     for doc_id in doc_ids:
         try:
-            messages.append(kb.delete(doc_id).message)
+            messages.append(kb.documents.delete(doc_id).message)
         except KnowledgeBaseError as exc:
             failures.append(str(exc))
     state.confirm_delete = None
@@ -72,8 +71,8 @@ def _delete(doc_ids: list[int], slot: str) -> None:
 
 
 try:
-    documents = kb.documents()
-    missing = kb.missing_files()
+    documents = kb.documents.list()
+    missing = kb.documents.missing_files()
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
     end_page()
@@ -102,7 +101,7 @@ if tab_list.open:
         statuses = sorted({d.status.value for d in documents})
         chosen_statuses = f2.multiselect("Status", statuses, key="filter_status")
 
-        document_languages = kb.document_languages()
+        document_languages = kb.documents.languages()
 
         def language_of(doc) -> str:
             return document_languages.get(doc.file_path, "und")
@@ -113,7 +112,7 @@ if tab_list.open:
         text = f3.text_input("Search title, file or keyword", key="filter_text").strip().casefold()
 
         def keywords_of(doc) -> tuple[str, ...]:
-            entry = kb.l0_entry(doc.file_path)
+            entry = kb.documents.entry(doc.file_path)
             return entry.keywords if entry else ()
 
         def title_of(doc) -> str:
@@ -134,7 +133,7 @@ if tab_list.open:
         # `?doc=<path>` (relative to the knowledge base, or as listed) opens that document; selecting a row puts
         # its path there, so the address bar links to what is on screen.
         linked = st.query_params.get("doc", "")
-        linked_path = kb.document_path(linked) if linked else None
+        linked_path = kb.documents.path(linked) if linked else None
         linked_doc = next((d for d in documents if d.file_path == linked_path), None) if linked_path else None
         picked = None
         if not documents:
@@ -165,7 +164,7 @@ if tab_list.open:
             row = clicked_row(event, "documents-table")
             picked = shown[row] if row is not None and row < len(shown) else None
         if picked is not None:
-            link = kb.relative_path(picked.file_path) or picked.file_path
+            link = kb.documents.relative_path(picked.file_path) or picked.file_path
             if linked != link:
                 st.query_params["doc"] = link
             state.doc_link = link

@@ -12,10 +12,9 @@ from kb_core.console import HEADLINE
 from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.safe import escape_markdown
 from pages.shell.views import playground_link, save_and_flash, show_flash
-from pages.shell.wiring import end_page, knowledge_base, whole_tree_only
+from pages.shell.wiring import end_page, knowledge_base
 
 kb = knowledge_base()
-whole_tree_only(kb, "The Evaluation page")  # a viewer limited to audiences would see others' pages
 st.title("📏 Evaluation")
 st.caption("Answer quality on labelled queries, measured exactly as `kb evaluate` measures it (see docs/quality.md):"
            " per kind, **answered** (an expected document is the primary or the supplement), **right first**, "
@@ -25,12 +24,13 @@ may_write = kb.actor.may(Role.CURATOR)
 
 
 def _import(name: str, upload) -> None:
-    save_and_flash("eval-import", lambda: kb.import_query_set(name, upload.getvalue() if upload is not None else b""),
+    save_and_flash("eval-import", lambda: kb.evaluation.import_set(name,
+                                                                   upload.getvalue() if upload is not None else b""),
                    lambda count: f"{count} labelled queries stored in the set “{name.strip()}”.")
 
 
 def _start(set_name: str) -> None:
-    job = save_and_flash("eval-start", lambda: kb.start_evaluation(set_name),
+    job = save_and_flash("eval-start", lambda: kb.evaluation.start(set_name),
                          lambda job: f"Evaluation run of “{set_name}” started (job {job.id}): it runs on the server; "
                                      "closing this tab does not stop it.", kind="info")
     if job is not None:
@@ -38,8 +38,8 @@ def _start(set_name: str) -> None:
 
 
 try:
-    sets = kb.query_sets()
-    runs = kb.evaluation_runs(200)
+    sets = kb.evaluation.sets()
+    runs = kb.evaluation.runs(200)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
     end_page()
@@ -116,7 +116,7 @@ st.subheader("A run's answers")
 run_labels = {r.id: f"run {r.id} · {r.set_name} · {r.created_at:%Y-%m-%d %H:%M}" for r in runs}
 shown = st.selectbox("Run", list(run_labels), format_func=run_labels.get, key="eval-outcomes-run")
 try:
-    outcomes = kb.evaluation_outcomes(shown)
+    outcomes = kb.evaluation.outcomes(shown)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
     end_page()
@@ -141,7 +141,7 @@ col_a, col_b = st.columns(2)
 before = col_a.selectbox("Before", list(labels), index=1, format_func=labels.get, key="eval-before")
 after = col_b.selectbox("After", list(labels), index=0, format_func=labels.get, key="eval-after")
 try:
-    comparison = kb.compare_evaluation_runs(before, after)
+    comparison = kb.evaluation.compare(before, after)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
     end_page()

@@ -63,7 +63,7 @@ counts = status.counts
 # blame the query for what is an empty index.
 index_empty = counts.database == 0 or counts.milvus == 0
 try:
-    unindexed = len(kb.unindexed_files()) if counts.database is not None else 0
+    unindexed = len(kb.documents.unindexed_files()) if counts.database is not None else 0
 except KnowledgeBaseError:  # the database just went away: the sidebar says so
     unindexed = 0
 
@@ -115,7 +115,7 @@ def _run_again(entry: HistoryEntry) -> None:
 def _index_now() -> None:
     """A button callback: index the folder as a reconcile job on the server (it goes on if this tab closes)."""
     try:
-        job = kb.start_job("reconcile")
+        job = kb.jobs.start("reconcile")
     except KnowledgeBaseError as exc:
         flash("index-now", "error", str(exc))
     else:
@@ -127,7 +127,7 @@ def _indexing_elsewhere(kb: KnowledgeBase) -> bool:
     """A reconcile job runs that this page's *Index now* did not start (the sidebar's *Reconcile now*, another
     tab, the CLI): the banner shows it instead of offering to index again."""
     try:
-        return any(j.active for j in kb.jobs(5, ("reconcile",)))
+        return any(j.active for j in kb.jobs.list(5, ("reconcile",)))
     except KnowledgeBaseError:
         return False
 
@@ -135,7 +135,7 @@ def _indexing_elsewhere(kb: KnowledgeBase) -> bool:
 indexing = None
 if state.get("index_job"):
     try:
-        indexing = kb.job(state.index_job)
+        indexing = kb.jobs.get(state.index_job)
     except KnowledgeBaseError:
         indexing = None
     if indexing is None or not indexing.active:
@@ -178,7 +178,7 @@ with st.form("lookup", border=False):
     submitted = st.form_submit_button("Look up", type="primary", on_click=_new_query_clears_the_section)
 
 try:
-    folders, languages = category_folders(kb.categories()), kb.languages()
+    folders, languages = category_folders(kb.documents.categories()), sorted(set(kb.documents.languages().values()))
 except KnowledgeBaseError:  # the database just went away: the sidebar says so; the bench offers what it can
     folders, languages = [], []
 bench_view.render_controls(dense_available=status.dense_search, folders=folders, languages=languages)
@@ -193,7 +193,7 @@ if submitted or state.run_query:
     replay = state.pop("replay", False)
     try:
         options = bench_view.chosen_options()
-        run = kb.run_bench(query, options, section_title=section or None, replay=replay)
+        run = kb.playground.run(query, options, section_title=section or None, replay=replay)
     except KnowledgeBaseError as exc:  # options kb_core refuses: nothing ran
         messages.error(escape_markdown(exc))
     else:
@@ -335,7 +335,7 @@ else:
         bench_view.render_rows(run)
 
 try:
-    history = kb.query_history(20)
+    history = kb.playground.history(20)
 except KnowledgeBaseError as exc:
     st.caption(escape_markdown(f"Your history cannot be read now: {exc}"))
 else:

@@ -38,7 +38,7 @@ if model.model_id != configured or model.state == "unavailable":
     pulls = render_jobs_panel(kb, ("model_pull",), key="model-pull", recent=1)
     if kb.actor.may(Role.ADMIN) and not any(job.active for job in pulls):
         st.button(f"Pull {configured}", key="pull-model", on_click=lambda: save_and_flash(
-            "model-pull", lambda: kb.start_job("model_pull"), lambda job: f"Pulling {configured} (job {job.id})"))
+            "model-pull", lambda: kb.jobs.start("model_pull"), lambda job: f"Pulling {configured} (job {job.id})"))
 st.subheader("Settings")
 st.caption("What this process runs with (`KB_*` variables, `kb.yaml`, defaults). The Milvus token and the database "
            "password are hidden. They change with the process's environment: restart the console to apply a change.")

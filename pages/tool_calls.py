@@ -29,7 +29,7 @@ def _utc_iso(moment: datetime) -> str:
 
 
 def _save_keyword(kb: KnowledgeBase, edit, query: str) -> None:
-    save_and_flash("attention-fix", lambda: kb.save_frontmatter_edit(edit),
+    save_and_flash("attention-fix", lambda: kb.documents.save_edit(edit),
                    lambda outcome: f"“{', '.join(edit.added)}” is now a keyword of {edit.file_path} (the document "
                                    f"{outcome.action}): a lookup of “{query}” finds it in L0.")
 
@@ -40,13 +40,13 @@ def _render_fix(kb: KnowledgeBase, group) -> None:
     with st.container(border=True):
         show_flash("attention-fix")
         try:
-            found = kb.suggest_documents(query)
+            found = kb.documents.suggest(query)
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
             found = []
         if found:
             best = found[0]
-            link = kb.relative_path(best.file_path) or best.file_path
+            link = kb.documents.relative_path(best.file_path) or best.file_path
             st.markdown(f"**L1 finds:** {escape_markdown(best.title)} · {inline_code(best.file_path)}"
                         + (f" · {escape_markdown(best.heading)}" if best.heading else "")
                         + f" · score {best.score:.4f}  \n"
@@ -67,7 +67,7 @@ def _render_fix(kb: KnowledgeBase, group) -> None:
         keyword = c1.text_input("Add as a keyword", value=query.strip(), key=table_key("fix-keyword", [query]))
         other = c2.text_input("of another document (its path)", key=table_key("fix-other", [query]),
                               placeholder="api/payment-errors.md")
-        target = kb.document_path(other) if other.strip() else None
+        target = kb.documents.path(other) if other.strip() else None
         if other.strip() and target is None:
             st.error(f"{inline_code(other)} is no path under the knowledge base.")
             return
@@ -77,7 +77,7 @@ def _render_fix(kb: KnowledgeBase, group) -> None:
         if target is None or not keyword.strip():
             return
         try:
-            edit = kb.prepare_keyword_addition(target, keyword)
+            edit = kb.keywords.prepare_addition(target, keyword)
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
             return
@@ -98,9 +98,9 @@ st.caption("Every `lookup_knowledge` and `read_document` call, from agents (pyth
 period = st.radio("Period", list(PERIODS), index=1, key="period", horizontal=True)
 span = PERIODS[period]
 try:
-    buckets = kb.tool_call_buckets(span)
-    groups = kb.needs_attention(span)
-    not_logged = kb.tool_calls_not_logged(span)
+    buckets = kb.calls.buckets(span)
+    groups = kb.calls.needing_attention(span)
+    not_logged = kb.calls.not_logged(span)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
     end_page()
@@ -166,7 +166,7 @@ else:
 st.subheader("Recent calls")
 limit = st.select_slider("Window (most recent calls)", options=[50, 100, 200, 500, 1000], value=200, key="window")
 try:
-    calls = kb.tool_calls(limit)
+    calls = kb.calls.recent(limit)
 except KnowledgeBaseError as exc:
     st.error(escape_markdown(exc))
     end_page()

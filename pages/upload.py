@@ -37,7 +37,7 @@ MIB = 1024 * 1024
 limit = kb.settings.max_upload_bytes
 
 NEW_CATEGORY = "➕ New category…"
-categories = kb.categories() or ["api", "domain", "troubleshooting"]
+categories = kb.documents.categories() or ["api", "domain", "troubleshooting"]
 col_pick, col_new = st.columns(2)
 choice = col_pick.selectbox("Category", [*categories, NEW_CATEGORY], index=None, key="category",
                             placeholder="Choose a category")
@@ -85,7 +85,7 @@ for candidate in candidates:
 files = [f for f, candidate in zip(uploads or [], candidates, strict=True) if not candidate.skipped]
 # the box below the problems; its value from the last run decides the preview (a tick reruns the script)
 anyway = bool(state.get("upload_duplicates", False))
-checked = kb.preview_batch([c for c in candidates if not c.skipped], category, duplicates_anyway=anyway)
+checked = kb.documents.preview_batch([c for c in candidates if not c.skipped], category, duplicates_anyway=anyway)
 batch = checked if files else None
 batch_key = (category, keep_top, tuple(f.file_id for f in files))
 if left_out:
@@ -121,7 +121,7 @@ def _result(job) -> None:
 mine = state.get("upload_job")
 if mine is not None and batch is not None and mine["for"] == batch_key:
     try:
-        shown = kb.job(mine["id"])
+        shown = kb.jobs.get(mine["id"])
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         shown = None
@@ -158,7 +158,7 @@ if batch is not None:
         running = None
         if mine is not None:
             try:
-                running = kb.job(mine["id"])
+                running = kb.jobs.get(mine["id"])
             except KnowledgeBaseError:
                 running = None
             running = running if running is not None and running.active else None
@@ -180,7 +180,7 @@ if batch is not None:
                       for v in batch.skipped]
             notes += [UploadRow(v.upload_name, "refused", detail="; ".join(v.errors)) for v in batch.refused]
             try:
-                job = kb.start_job("import" if kind == FOLDER else "upload", files=handed, notes=notes)
+                job = kb.jobs.start("import" if kind == FOLDER else "upload", files=handed, notes=notes)
             except KnowledgeBaseError as exc:
                 st.error(escape_markdown(exc))
             else:

@@ -148,9 +148,9 @@ def open_kb(tmp_path):
         if parts_of(kb).embedder.available:
             parts_of(kb).embedder.wait_ready(120)
         if reconcile:
-            kb.reconcile()
+            kb.documents.reconcile()
         for name, data, category in uploads:
-            kb.upload(name, data, category)
+            kb.documents.upload(name, data, category)
         return kb
 
     yield _open
@@ -191,7 +191,7 @@ def synced_sample(app_root, sample_root):
     from kb_core import load_settings, open_knowledge_base
 
     kb = open_knowledge_base(load_settings())
-    kb.reconcile()
+    kb.documents.reconcile()
     kb.close()
     return app_root
 

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None, *, open_kb: Callable[[], Any], prog: str
     parser.add_argument("queries", help="JSONL file of labelled queries")
     parser.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     parser.add_argument("--failures", type=int, default=20, metavar="N", help="list up to N failed queries")
-    parser.add_argument("--sync", action="store_true", help="index the files on disk first (kb.reconcile())")
+    parser.add_argument("--sync", action="store_true", help="index the files on disk first (kb.documents.reconcile())")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None, *, open_kb: Callable[[], Any], prog: str
     try:
         kb.wait_for_model(600)  # a model that is still loading would make L1 BM25-only
         if args.sync:
-            kb.reconcile()
+            kb.documents.reconcile()
         kb.prepare_suggestions()
         report = evaluate(kb, queries, progress=_progress_printer())
         ran_with = run_settings(kb)

@@ -176,17 +176,17 @@ def _in_query_language(kb: Any, query: str, result: Any) -> bool | None:
     """Whether the first thing served is in the query's language; `None` (not judged) when its language is
     unknown or its page has no version in that language (serving the only version is right)."""
     served = result.primary or result.supplement
-    entry = kb.l0_entry(served.source) if served is not None else None
+    entry = kb.documents.entry(served.source) if served is not None else None
     if entry is None or entry.lang == "und":
         return None
     language = query_language(query, kb.settings.default_language)
-    if entry.lang != language and all(v.lang != language for v in kb.language_versions(served.source)):
+    if entry.lang != language and all(v.lang != language for v in kb.documents.versions(served.source)):
         return None
     return entry.lang == language
 
 
 def _relative(kb: Any, source: str) -> str:
-    return kb.relative_path(source) or source
+    return kb.documents.relative_path(source) or source
 
 
 def _pct(part: int, whole: int) -> float | None:

@@ -2,15 +2,17 @@
 upload, or answers marked right or wrong in the playground and on Tool calls), evaluation runs as `evaluate`
 jobs through the same scoring as `kb evaluate` (`kb_core.evaluation.scoring.evaluate`), and two runs compared.
 
-The facade checks the acting user's role before it delegates (anyone may look at sets and runs; importing,
-labelling and starting a run need the curator role) and hands over who acts. The service holds the stores it
-needs: the metadata repository, the lookup it measures and the job runner."""
+`EvaluationService` holds the stores it needs (the metadata repository, the lookup it measures and the job
+runner), one per knowledge base; `Evaluation` is `kb.evaluation` for one actor, checking its role and keeping
+to the pages it may read."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from kb_core.access import Role
 from kb_core.agent.tool import check_query_length
 from kb_core.errors import InvalidInputError
 from kb_core.evaluation.runs import (
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from kb_core.access import Actor
     from kb_core.jobs.runner import JobRunner
     from kb_core.retrieval.lookup import HybridLookup
+    from kb_core.services.acting import Acting
     from kb_core.storage.ports import MetadataRepository
 
 MAX_SET_NAME = 255
@@ -137,19 +140,11 @@ class EvaluationService:
     def run(self, run_id: int) -> StoredRun | None:
         return self._metadata.evaluation_run(int(run_id))
 
-    def outcomes(self, run_id: int) -> list[OutcomeRow]:
-        run = self.run(run_id)
-        if run is None:
-            raise InvalidInputError(f"there is no evaluation run {run_id}")
-        rows = [OutcomeRow(o, outcome_verdict(o)) for o in run.outcomes]
-        return sorted(rows, key=lambda row: VERDICTS.index(row.verdict))
 
-    def compare(self, before: int, after: int) -> RunComparison:
-        first, second = self.run(before), self.run(after)
-        missing = [str(i) for i, r in ((before, first), (after, second)) if r is None]
-        if first is None or second is None:
-            raise InvalidInputError(f"there is no evaluation run {', '.join(missing)}")
-        return compare_runs(first, second)
+
+def outcome_rows(run: StoredRun) -> list[OutcomeRow]:
+    rows = [OutcomeRow(o, outcome_verdict(o)) for o in run.outcomes]
+    return sorted(rows, key=lambda row: VERDICTS.index(row.verdict))
 
 
 def _set_name(name: Any) -> str:
@@ -159,3 +154,74 @@ def _set_name(name: Any) -> str:
     if len(name) > MAX_SET_NAME:
         raise InvalidInputError(f"a set's name has at most {MAX_SET_NAME} characters")
     return name
+
+
+class Evaluation:
+    """`kb.evaluation` for one actor: anyone may look at sets and runs, importing, labelling and starting a run
+    need the curator role. A reader limited to some audiences sees only the queries and outcomes whose pages
+    (expected, served, named) it may read."""
+
+    def __init__(self, service: EvaluationService, acting: Acting, path_of: Callable[[str], str | None],
+                 measured: Callable[[], Any]):
+        self._service = service
+        self._acting = acting
+        self._path_of = path_of  # a stored relative path -> the document path whose audience decides
+        self._measured = measured  # the knowledge base a run scores, acting for this actor
+
+    def _shown(self, paths: Iterable[str | None]) -> bool:
+        return all(p is None or self._acting.may_read(self._path_of(p)) for p in paths)
+
+    def sets(self) -> list[QuerySetInfo]:
+        return self._service.query_sets()
+
+    def set(self, name: str) -> list[LabelledQuery]:
+        queries = self._service.query_set(name)
+        return queries if not self._acting.limited else [q for q in queries if self._shown(q.expected)]
+
+    def import_set(self, name: str, data: bytes | str) -> int:
+        """Add a JSONL file's labelled queries (`kb evaluate`'s format) to the set `name`; malformed lines are
+        refused with their line numbers (`InvalidInputError`), storing nothing. How many queries it had."""
+        self._acting.require(Role.CURATOR, "import labelled queries")
+        return self._service.import_query_set(name, data, actor=self._acting.actor.name)
+
+    def label(self, set_name: str, query: str, expected: Iterable[str], *, kind: str = "labelled") -> None:
+        """Store `query` in the set with the documents that answer it (`category/file.md`; none: it must come
+        back not found), replacing its label if it was in the set."""
+        self._acting.require(Role.CURATOR, "label queries")
+        self._service.label_query(set_name, query, expected, kind=kind, actor=self._acting.actor.name)
+
+    def unlabel(self, set_name: str, query: str) -> bool:
+        self._acting.require(Role.CURATOR, "remove labelled queries")
+        return self._service.unlabel_query(set_name, query)
+
+    def start(self, set_name: str) -> JobRecord:
+        """Score every query of the set, as `kb evaluate` does, as an `evaluate` job (queued like every job, so
+        it never measures a half-done re-index); the run is stored when it ends (`runs()`)."""
+        self._acting.require(JobKind.EVALUATE.role, "start an evaluation run")
+        return self._service.start(set_name, self._acting.actor, self._measured())
+
+    def runs(self, limit: int = 100) -> list[StoredRun]:
+        """Newest first, without each query's outcome (`outcomes(id)`)."""
+        return self._service.runs(limit)
+
+    def run(self, run_id: int) -> StoredRun | None:
+        run = self._service.run(run_id)
+        if run is None or not self._acting.limited:
+            return run
+        return dataclasses.replace(run, outcomes=tuple(o for o in run.outcomes if self._shown(
+            (*o.expected, o.primary, o.supplement, *o.named))))
+
+    def outcomes(self, run_id: int) -> list[OutcomeRow]:
+        """A run's answer to each query, the wrong ones first (`VERDICTS`' order)."""
+        run = self.run(run_id)
+        if run is None:
+            raise InvalidInputError(f"there is no evaluation run {run_id}")
+        return outcome_rows(run)
+
+    def compare(self, before: int, after: int) -> RunComparison:
+        """The queries whose answer changed, and the headline metrics of each run."""
+        first, second = self.run(before), self.run(after)
+        missing = [str(i) for i, r in ((before, first), (after, second)) if r is None]
+        if first is None or second is None:
+            raise InvalidInputError(f"there is no evaluation run {', '.join(missing)}")
+        return compare_runs(first, second)

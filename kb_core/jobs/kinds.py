@@ -50,16 +50,20 @@ class PreparedJob:
     staging: str | None = None
 
 
-class JobHost(Writer, Protocol):
-    """The knowledge base a job is prepared from and runs against (`KnowledgeBase`): the writes its work calls
-    (`Writer`), its settings, and the preparations of the kinds that need more than kb_core.jobs knows."""
+class JobHost(Protocol):
+    """The knowledge base a job is prepared from and runs against, acting for the job's starter: the writes its
+    work calls (`writer`: `kb.documents`), its settings, and the preparations of the kinds that need more than
+    kb_core.jobs knows (a keyword plan's check, the trash purge's age)."""
 
     @property
     def settings(self) -> Any: ...
 
-    def _keyword_plan_job(self, plan: Any) -> tuple[dict[str, Any], Work, int]: ...
+    @property
+    def writer(self) -> Writer: ...
 
-    def _purge_trash_job(self, older_than_days: float | None) -> tuple[dict[str, Any], Work]: ...
+    def keyword_plan_job(self, plan: Any) -> tuple[dict[str, Any], Work, int]: ...
+
+    def purge_trash_job(self, older_than_days: float | None) -> tuple[dict[str, Any], Work]: ...
 
 
 Prepare = Callable[[JobHost, JobKind, JobRequest, Callable[[], "JobRunner"]], PreparedJob]
@@ -82,18 +86,18 @@ def _upload(host: JobHost, kind: JobKind, request: JobRequest, runner: Callable[
     token = staging.stage([bytes(f.data) for f in request.files])
     described = file_params(request.files)
     params = {"files": described, "staging": token, "notes": [n.as_row() for n in request.notes]}
-    return PreparedJob(kind, params, upload_work(host, described, staging, token, request.notes), len(request.files),
-                       token)
+    work = upload_work(host.writer, described, staging, token, request.notes)
+    return PreparedJob(kind, params, work, len(request.files), token)
 
 
 def _reconcile(host: JobHost, kind: JobKind, request: JobRequest, runner: Callable[[], JobRunner]) -> PreparedJob:
     listed = None if request.paths is None else [os.fspath(p) for p in request.paths]
     return PreparedJob(kind, {"delete_missing": request.delete_missing, "paths": listed},
-                       reconcile_work(host, listed, request.delete_missing))
+                       reconcile_work(host.writer, listed, request.delete_missing))
 
 
 def _reindex_all(host: JobHost, kind: JobKind, request: JobRequest, runner: Callable[[], JobRunner]) -> PreparedJob:
-    return PreparedJob(kind, {}, reindex_work(host))
+    return PreparedJob(kind, {}, reindex_work(host.writer))
 
 
 def _model_pull(host: JobHost, kind: JobKind, request: JobRequest, runner: Callable[[], JobRunner]) -> PreparedJob:
@@ -102,12 +106,12 @@ def _model_pull(host: JobHost, kind: JobKind, request: JobRequest, runner: Calla
 
 
 def _keyword_plan(host: JobHost, kind: JobKind, request: JobRequest, runner: Callable[[], JobRunner]) -> PreparedJob:
-    params, work, total = host._keyword_plan_job(request.plan)
+    params, work, total = host.keyword_plan_job(request.plan)
     return PreparedJob(kind, params, work, total)
 
 
 def _purge_trash(host: JobHost, kind: JobKind, request: JobRequest, runner: Callable[[], JobRunner]) -> PreparedJob:
-    params, work = host._purge_trash_job(request.older_than_days)
+    params, work = host.purge_trash_job(request.older_than_days)
     return PreparedJob(kind, params, work)
 
 

@@ -1,5 +1,6 @@
-"""What each kind of job does, through the facade's own methods (so every write checks the starter's role,
-records who made it and moves the summaries' version like any other), reporting through its `JobControl`."""
+"""What each kind of job does, through the starter's `kb.documents` (`Writer`: so every write checks the
+starter's role, records who made it and moves the summaries' version like any other), reporting through its
+`JobControl`."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ REINDEX_BETWEEN = ("reindexing",)
 
 
 class Writer(Protocol):
-    """The facade methods jobs call (`KnowledgeBase`, acting for the job's starter)."""
+    """The writes jobs call: `kb.documents` acting for the job's starter."""
 
     def reconcile(self, paths: Any = None, *, delete_missing: bool = False, progress: Progress | None = None) -> Any:
         ...
@@ -122,7 +123,7 @@ def file_params(files: Sequence[JobFile]) -> list[dict[str, Any]]:
 
 def upload_work(kb: Writer, files: Sequence[Mapping[str, Any]], staging: StagingArea, token: str,
                 notes: Sequence[UploadRow] = ()) -> Work:
-    """Upload each staged file through `kb.upload` (the normal path: preview's version checks, undo on failure);
+    """Upload each staged file through `kb.documents.upload` (the normal path: preview's version checks, undo on failure);
     a cancel takes effect between two files. The result holds a row per file, as the Upload page shows them,
     then `notes` (rows the page decided without uploading: not replaced, refused)."""
     def work(control: JobControl) -> str:

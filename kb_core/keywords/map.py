@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
+import numpy as np
+
 from kb_core.keywords.matching import GENERIC_MIN_LIMIT, Snapshot
 from kb_core.terms import normalize_term
 
@@ -153,31 +155,48 @@ class KeywordHit:
     claims: bool  # the document claims the keyword itself (not only a longer one containing it)
 
 
-_cache: WeakKeyDictionary[Snapshot, KeywordMap] = WeakKeyDictionary()
+_cache: WeakKeyDictionary[Snapshot, dict[bytes, KeywordMap]] = WeakKeyDictionary()
 _cache_lock = threading.Lock()
 
 
-def keyword_map(snapshot: Snapshot) -> KeywordMap:
-    """The map of one L0 snapshot (cached while the snapshot lives)."""
+def keyword_map(snapshot: Snapshot, allowed: np.ndarray | None = None) -> KeywordMap:
+    """The map of one L0 snapshot (cached while the snapshot lives); `allowed`: the positions a reader limited to
+    some audiences may see (a scope's mask), so every row, count and overlap is of those pages alone."""
+    key = b"" if allowed is None else np.packbits(allowed).tobytes()
     with _cache_lock:
-        cached = _cache.get(snapshot)
+        cached = _cache.get(snapshot, {}).get(key)
     if cached is None:
-        cached = _build(snapshot)
+        cached = _build(snapshot, allowed)
         with _cache_lock:
-            _cache[snapshot] = cached
+            kept = _cache.setdefault(snapshot, {})
+            if len(kept) >= 16:  # one per scope in use: a handful
+                kept.clear()
+            kept[key] = cached
     return cached
 
 
-def _build(snapshot: Snapshot) -> KeywordMap:
+def _build(snapshot: Snapshot, allowed: np.ndarray | None = None) -> KeywordMap:
     entries = snapshot.entries
+    shown = range(len(entries)) if allowed is None else np.flatnonzero(allowed).tolist()
     spelled: dict[str, str] = {}  # term -> its first spelling
     seen: set[str] = set()  # spellings already normalised: generic keywords repeat in thousands of documents
-    for entry in entries:
-        for keyword in entry.keywords:
+    for pos in shown:
+        for keyword in entries[pos].keywords:
             if keyword not in seen:
                 seen.add(keyword)
                 spelled.setdefault(normalize_term(keyword), keyword)
     terms = snapshot.terms
+    claimants: dict[str, frozenset[int]] = {}
+
+    def claimants_of(term: str) -> frozenset[int]:
+        found = claimants.get(term)
+        if found is None:
+            positions = snapshot.postings[snapshot.term_id[term]].tolist()
+            found = claimants[term] = frozenset(positions if allowed is None else (p for p in positions if allowed[p]))
+        return found
+
+    # a limited reader's map holds the keywords of its pages only, counted over its pages
+    listed = range(len(terms)) if allowed is None else [i for i, t in enumerate(terms) if claimants_of(t)]
     # Only a keyword that contains another one, or lies inside another one (as plain text, whatever the rule),
     # can match more than its own documents: one Aho-Corasick pass over every keyword finds them, and L0's
     # matcher is asked about those alone (at 10,000 documents most keywords are neither).
@@ -189,21 +208,15 @@ def _build(snapshot: Snapshot) -> KeywordMap:
                 overlapping.update(inside)
     for ids in snapshot.alias_terms:  # a synonym group's keywords match each other's queries: ask L0
         overlapping.update(ids)
-    claimants: dict[str, frozenset[int]] = {}
-
-    def claimants_of(term: str) -> frozenset[int]:
-        found = claimants.get(term)
-        if found is None:
-            found = claimants[term] = frozenset(snapshot.postings[snapshot.term_id[term]].tolist())
-        return found
-
     matched: dict[str, tuple[str, ...]] = {}  # term -> the other terms its bare query counts
-    hits: dict[str, int] = {term: snapshot.df[i] for i, term in enumerate(terms)}
-    for i in sorted(overlapping):
+    pages = {terms[i]: snapshot.df[i] if allowed is None else
+             len({snapshot.group_of[p] for p in claimants_of(terms[i])}) for i in listed}
+    hits: dict[str, int] = dict(pages)
+    for i in sorted(overlapping.intersection(listed)):
         term = terms[i]
-        found = snapshot.match(term)
+        found = snapshot.match(term, allowed)
         hits[term] = found.group_count()
-        if len(found) > len(snapshot.postings[i]):
+        if len(found) > len(claimants_of(term)):
             matched[term] = tuple(t for t in found.matched_terms if t != term)
     shadows: dict[str, list[str]] = {}
     for term, others in matched.items():
@@ -211,16 +224,18 @@ def _build(snapshot: Snapshot) -> KeywordMap:
             if term not in matched.get(other, ()):
                 shadows.setdefault(other, []).append(term)
     rows = []
-    for i, term in enumerate(terms):
+    for i in listed:
+        term = terms[i]
         others = matched.get(term, ())
         overlaps = tuple(spelled.get(t, t) for t in others if not claimants_of(t) <= claimants_of(term)) \
             if others else ()
-        paths = tuple(entries[p].file_path for p in snapshot.postings[i].tolist())
+        paths = tuple(entries[p].file_path for p in snapshot.postings[i].tolist() if allowed is None or allowed[p])
         rows.append(KeywordRow(spelled.get(term, term), paths, hits[term], overlaps,
-                               tuple(spelled.get(t, t) for t in shadows.get(term, ())), pages=snapshot.df[i],
+                               tuple(spelled.get(t, t) for t in shadows.get(term, ())), pages=pages[term],
                                generic_limit=snapshot.generic_limit))
     weak: dict[str, tuple[str, str, list[str]]] = {}
-    for entry in entries:
+    for pos in shown:
+        entry = entries[pos]
         for keyword, reason in entry.ignored_keywords:
             _, _, paths = weak.setdefault(normalize_term(keyword), (keyword, reason, []))
             if entry.file_path not in paths:
@@ -228,21 +243,23 @@ def _build(snapshot: Snapshot) -> KeywordMap:
     rows += [KeywordRow(keyword, tuple(paths), 0, weak=reason) for keyword, reason, paths in weak.values()]
     order = {"generic": 0, "clash": 1, "overlap": 2, "weak": 3, "shadows": 4, "ok": 5}
     rows.sort(key=lambda r: (order[r.kind], -len(r.file_paths), -r.hits, normalize_term(r.keyword)))
-    return KeywordMap(tuple(rows), len(entries), snapshot.generic_limit)
+    return KeywordMap(tuple(rows), len(shown), snapshot.generic_limit)
 
 
-def keyword_hits(snapshot: Snapshot, keyword: str, limit: int = 200) -> list[KeywordHit]:
-    """The documents a query of just `keyword` returns, in L0's rank order (at most `limit`)."""
+def keyword_hits(snapshot: Snapshot, keyword: str, limit: int = 200,
+                 allowed: np.ndarray | None = None) -> list[KeywordHit]:
+    """The documents a query of just `keyword` returns, in L0's rank order (at most `limit`); `allowed`: the
+    positions a limited reader may see."""
     term = normalize_term(keyword)
     claimed = set(snapshot.claimed_by(term))
-    found = snapshot.match(term)
+    found = snapshot.match(term, allowed)
     result = []
     for match in found[:limit]:
         position = snapshot.position[match.entry.file_path]
         result.append(KeywordHit(match.entry.file_path, match.entry.title, match.keywords, position in claimed))
     if not result:  # a weak keyword: L0 ignores it, list the documents that carry it
-        for entry in snapshot.entries:
-            if any(normalize_term(k) == term for k, _ in entry.ignored_keywords):
+        for pos, entry in enumerate(snapshot.entries):
+            if (allowed is None or allowed[pos]) and any(normalize_term(k) == term for k, _ in entry.ignored_keywords):
                 result.append(KeywordHit(entry.file_path, entry.title, (), True))
                 if len(result) >= limit:
                     break

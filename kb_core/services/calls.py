@@ -26,6 +26,7 @@ from kb_core.retrieval.reading import DocumentReader
 if TYPE_CHECKING:
     from kb_core.documents.scope import Scope
     from kb_core.ops.metrics import KnowledgeBaseMetrics
+    from kb_core.services.acting import Acting
     from kb_core.services.parts import Parts
     from kb_core.storage.metadata_store import ToolCallRecord
 
@@ -131,3 +132,34 @@ def _buckets(calls: list[ToolCallRecord], bucket: Bucket) -> list[CallBucket]:
             p50_ms=percentile(latencies, 50), p95_ms=percentile(latencies, 95),
             lookups=sum(1 for c in members if c.tool_name == TOOL_NAME)))
     return found
+
+
+class Calls:
+    """`kb.calls`: the call log as one actor may read it. For a reader limited to some audiences, a call is
+    shown only when every page its answer named is one the reader may read (another caller's answer names
+    pages), in the list, the charts and the queries that need attention alike."""
+
+    def __init__(self, calls: ToolCalls, acting: Acting):
+        self._calls = calls
+        self._acting = acting
+
+    def recent(self, limit: int = 500) -> list[ToolCallRecord]:
+        """The most recent tool calls (`lookup_knowledge` and `read_document`), newest first."""
+        return self._calls.recent(limit, self._acting.scope)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every call so far is in the log (or `timeout` seconds); whether they all are."""
+        return self._calls.recorder.flush(timeout)
+
+    def not_logged(self, span: timedelta) -> int:
+        """Calls of the last `span` the log could not store (counted instead: `tool_call_dropped`), plus those
+        this process counted and has not stored yet. 0 is the normal case."""
+        return self._calls.not_logged(span)
+
+    def buckets(self, span: timedelta) -> list[CallBucket]:
+        """Calls, found-rate and latency per hour (up to two days) or day over `span`."""
+        return self._calls.buckets(span, self._acting.scope)
+
+    def needing_attention(self, span: timedelta) -> list[AttentionGroup]:
+        """Queries of `span` answered with nothing, L1 only or low confidence, grouped."""
+        return self._calls.needing_attention(span, self._acting.scope)

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kb_core.agent.call_stats import REPLAY_CALLER
 from kb_core.documents.path_rule import categories_below, category_folders
 from kb_core.documents.scope import ALL, Scope
 from kb_core.errors import InvalidInputError, KnowledgeBaseError
@@ -25,6 +26,7 @@ from kb_core.retrieval.scoped_documents import source_admitted
 
 if TYPE_CHECKING:
     from kb_core.agent.tool import ToolResponse
+    from kb_core.services.acting import Acting
     from kb_core.services.catalogue import Catalogue
     from kb_core.services.parts import Parts
 
@@ -34,27 +36,37 @@ CallTool = Callable[[dict, str], "ToolResponse"]  # (arguments, caller): the fac
 
 
 class Playground:
-    def __init__(self, parts: Parts, catalogue: Catalogue):
+    """`kb.playground`: one actor's test runs and their history."""
+
+    def __init__(self, parts: Parts, catalogue: Catalogue, acting: Acting, call_tool: CallTool):
         self._searcher = parts.searcher
         self._index = parts.index
         self._embedder = parts.embedder
         self._metadata = parts.metadata
         self._catalogue = catalogue
+        self._acting = acting
+        self._call_tool = call_tool
 
-    def run(self, query: str, options: BenchOptions, section_title: str | None, *, caller: str, actor_name: str,
-            replay: bool, call_tool: CallTool, scope: Scope = ALL) -> BenchRun:
-        """`scope`: what the acting identity may read; `call_tool` applies it to the agent's call, and the
-        bench's rows come from those documents only."""
+    def run(self, query: str, options: BenchOptions | None = None, *, section_title: str | None = None,
+            replay: bool = False) -> BenchRun:
+        """A test run: the exact `lookup_knowledge` call an agent makes (its payload untouched, logged with the
+        acting user's name as caller; `replay=True`, a run from a link or the history, is logged as
+        `console-replay` and never counted as needing attention), and beside it L1's rows under `options` (see
+        `BenchOptions`), from the documents the actor may read only. Recorded in the acting user's history
+        (`history`). Options that cannot run here (dense only without a model, a category nobody uses) raise
+        `InvalidInputError` before anything runs."""
+        options = BenchOptions() if options is None else options
         if not isinstance(options, BenchOptions):
             raise InvalidInputError(f"options must be BenchOptions, got {type(options).__name__}")
         if options.retriever is Retriever.DENSE and not self._searcher.dense_active():
             state = self._embedder.state
             raise InvalidInputError(f"dense only needs the embedding model, which is {state.state} "
                                     f"({state.model_id}): choose L1 hybrid or BM25 only")
+        scope = self._acting.scope
         doc_ids = self._filtered_ids(options, scope)
         # one category and one language are what an agent can ask for too: the agent's call carries them
         arguments = {"query": query, "section_title": section_title, **agent_filters(options)}
-        response = call_tool(arguments, caller)
+        response = self._call_tool(arguments, REPLAY_CALLER if replay else self._acting.caller)
         result = response.result if isinstance(response.result, LookupResult) else None
         languages = self._catalogue.languages()
         run = BenchRun(query=query, section_title=section_title, options=options, payload=response.payload,
@@ -64,18 +76,24 @@ class Playground:
                        **bench_rows(self._searcher, query, options, result, doc_ids,
                                     lambda source: languages.get(source, "und")))
         if isinstance(query, str) and query.strip():
-            try:
-                self._metadata.record_query(
-                    actor=actor_name, query=query, section_title=section_title, options=options.to_dict(),
-                    found=bool(response.payload.get("found")), latency_ms=response.latency_ms,
-                    answer="error" if response.error else " + ".join(result.match_types) if result else "")
-            except KnowledgeBaseError as exc:  # the run happened: show it, and say the history missed it
-                log.warning("the playground run was not added to the history: %s", exc)
-                run = dataclasses.replace(run, history_error=str(exc))
+            run = self._record(run, response, result)
         return run
 
-    def history(self, actor_name: str, limit: int) -> list[HistoryEntry]:
-        return [history_entry(r) for r in self._metadata.query_history(actor_name, limit)]
+    def _record(self, run: BenchRun, response: ToolResponse, result: LookupResult | None) -> BenchRun:
+        try:
+            self._metadata.record_query(
+                actor=self._acting.actor.name, query=run.query, section_title=run.section_title,
+                options=run.options.to_dict(), found=bool(response.payload.get("found")),
+                latency_ms=response.latency_ms,
+                answer="error" if response.error else " + ".join(result.match_types) if result else "")
+        except KnowledgeBaseError as exc:  # the run happened: show it, and say the history missed it
+            log.warning("the playground run was not added to the history: %s", exc)
+            run = dataclasses.replace(run, history_error=str(exc))
+        return run
+
+    def history(self, limit: int = 20) -> list[HistoryEntry]:
+        """The acting user's test runs, newest first; each user sees only their own."""
+        return [history_entry(r) for r in self._metadata.query_history(self._acting.actor.name, limit)]
 
     def _filtered_ids(self, options: BenchOptions, scope: Scope = ALL) -> frozenset[int] | None:
         """The ids of the documents the options' category and language filters leave, of those `scope` may

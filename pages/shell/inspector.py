@@ -31,7 +31,7 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                    f"model {inline_code(doc.embedding_model)}")
         if doc.last_error:
             st.error(escape_markdown(doc.last_error))
-        content = kb.document_text(doc.file_path, -1)
+        content = kb.documents.text(doc.file_path, -1)
 
         actions = st.container(horizontal=True)
         if content is not None:
@@ -39,7 +39,7 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                                     mime="text/markdown", key=f"download-{doc.id}", on_click="ignore",
                                     icon=":material/download:")
         if kb.actor.may(Role.ADMIN) and actions.button("Re-index", key=f"reindex-{doc.id}"):
-            save_and_flash("inspector", lambda: kb.reindex(doc.id), lambda _: f"Re-indexed {doc.file_path}")
+            save_and_flash("inspector", lambda: kb.documents.reindex(doc.id), lambda _: f"Re-indexed {doc.file_path}")
             st.rerun()
         if kb.actor.may(Role.CURATOR) and actions.button("Delete…", key=f"delete-{doc.id}"):
             state.confirm_delete = {"ids": [doc.id], "where": "inspector"}
@@ -73,7 +73,7 @@ def render_inspector(kb: KnowledgeBase, doc, on_delete: Callable[[list[int], str
                 fields += [(str(k), v) for k, v in (meta.get("extra") or {}).items()]
                 st.table({"field": [escape_markdown(k) for k, _ in fields],  # st.table renders Markdown
                           "value": [escape_markdown(field_value(v)) for _, v in fields]})
-                ignored = kb.l0_entry(doc.file_path)
+                ignored = kb.documents.entry(doc.file_path)
                 if ignored is not None and ignored.ignored_keywords:
                     st.caption("Ignored by L0: " + "; ".join(f"{inline_code(k)} ({escape_markdown(why)})"
                                                              for k, why in ignored.ignored_keywords))
@@ -93,7 +93,7 @@ def _save_edit(kb: KnowledgeBase, edit, draft_key: str) -> None:
     """Save-button callback: the edit goes through the upload path; the outcome shows above the inspector."""
     st.session_state.pop(draft_key, None)
     # shown in the Edit tab, where the click leaves the curator (above the inspector it was out of sight)
-    save_and_flash("inspector-edit", lambda: kb.save_frontmatter_edit(edit),
+    save_and_flash("inspector-edit", lambda: kb.documents.save_edit(edit),
                    lambda outcome: f"{edit.file_path}: {', '.join(edit.fields)} saved in place and the document "
                                    f"{outcome.action}.")
 
@@ -102,7 +102,7 @@ def _render_edit(kb: KnowledgeBase, doc) -> None:
     """The frontmatter form: nothing is prepared until Preview, nothing written until Save."""
     show_flash("inspector-edit")
     try:
-        current = kb.frontmatter_fields(doc.file_path)
+        current = kb.documents.fields(doc.file_path)
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return
@@ -133,7 +133,7 @@ def _render_edit(kb: KnowledgeBase, doc) -> None:
         return
     changed = draft[1]
     try:
-        edit = kb.prepare_frontmatter_edit(
+        edit = kb.documents.prepare_edit(
             doc.file_path, title=changed.get("title"), summary=changed.get("summary"),
             keywords=changed["keywords"].splitlines() if "keywords" in changed else None,
             sections=parse_section_lines(changed["sections"]) if "sections" in changed else None)
@@ -151,7 +151,7 @@ def _render_edit(kb: KnowledgeBase, doc) -> None:
 
 def _render_chunks(kb: KnowledgeBase, doc) -> None:
     try:
-        chunks = kb.chunks(doc.id)
+        chunks = kb.documents.chunks(doc.id)
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return

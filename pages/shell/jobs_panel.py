@@ -55,7 +55,7 @@ def _ended_meanwhile(ended: set[int], shown: Sequence[JobRecord], key: str) -> N
 
 
 def _cancel(kb: KnowledgeBase, job_id: int, key: str) -> None:
-    save_and_flash(f"jobs-{key}", lambda: kb.cancel_job(job_id),
+    save_and_flash(f"jobs-{key}", lambda: kb.jobs.cancel(job_id),
                    lambda job: f"job {job.id}: cancelled before it started" if job.state == JobState.CANCELLED
                    else f"job {job.id}: cancel requested; it stops after the document it is working on", kind="info")
 
@@ -76,7 +76,7 @@ def _active(kb: KnowledgeBase, job: JobRecord, key: str) -> None:
             st.caption("waiting for its turn: one heavy job runs at a time on this knowledge base")
         if job.cancel_requested:
             st.caption("cancel requested: it stops after the document it is working on")
-        elif kb.may_cancel_job(job):
+        elif kb.jobs.may_cancel(job):
             st.button("Cancel", key=f"cancel-job-{job.id}", on_click=_cancel, args=(kb, job.id, key))
 
 
@@ -93,7 +93,7 @@ def _ended(job: JobRecord, details: Callable[[JobRecord], None] | None, kb: Know
     else:
         st.success(text)
     if details is not None:
-        full = kb.job(job.id)  # the result (per-file rows, lists) comes with the full row only
+        full = kb.jobs.get(job.id)  # the result (per-file rows, lists) comes with the full row only
         if full is not None:
             details(full)
     elif job.errors:
@@ -114,7 +114,7 @@ def render_jobs_panel(kb: KnowledgeBase, kinds: Sequence[str], *, key: str, rece
     started (`started_here`) does. Any other ending job leaves the page as it is and the panel offers "Show the
     changes". Returns the jobs as this run read them."""
     try:
-        jobs = kb.jobs(max(recent, 1) + 10, kinds)
+        jobs = kb.jobs.list(max(recent, 1) + 10, kinds)
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(f"The jobs could not be read: {exc}"))
         return []
@@ -127,7 +127,7 @@ def render_jobs_panel(kb: KnowledgeBase, kinds: Sequence[str], *, key: str, rece
         shown = jobs
         if not whole_page:  # a rerun of the panel alone: read the jobs anew
             try:
-                shown = kb.jobs(max(recent, 1) + 10, kinds)
+                shown = kb.jobs.list(max(recent, 1) + 10, kinds)
             except KnowledgeBaseError as exc:
                 st.error(escape_markdown(f"The jobs could not be read: {exc}"))
                 return

@@ -20,7 +20,7 @@ KIND_LABELS = {"generic": "⚠️ generic", "clash": "⚠️ clash", "overlap": 
 
 def render_keyword_map(kb: KnowledgeBase) -> None:
     try:
-        summary = kb.keyword_summary()
+        summary = kb.keywords.map()
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return
@@ -71,14 +71,14 @@ def _save(kb: KnowledgeBase, edit) -> None:
         return (f"{edit.file_path}: keywords saved and the document {outcome.action} ({', '.join(changes)}). "
                 "The map below is up to date.")
 
-    save_and_flash("keyword-edit", lambda: kb.save_frontmatter_edit(edit), saved)
+    save_and_flash("keyword-edit", lambda: kb.documents.save_edit(edit), saved)
 
 
 def _render_keyword(kb: KnowledgeBase, row) -> None:
     with st.container(border=True):
         st.subheader(f"“{escape_markdown(row.keyword)}”")
         st.caption(escape_markdown(row.explain()))
-        hits = kb.keyword_documents(row.keyword)
+        hits = kb.keywords.documents(row.keyword)
         st.dataframe([{"document": h.file_path, "title": h.title, "matched by": ", ".join(h.matched_by),
                        "how": "claims it" if h.claims else "a longer keyword contains it"} for h in hits],
                      hide_index=True, key=table_key("keyword-hits", [row.keyword]))
@@ -91,7 +91,7 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
         paths = [h.file_path for h in hits]
         target = st.selectbox("Edit the keywords of", paths, key=table_key("kw-edit-doc", [row.keyword]))
         try:
-            current = kb.document_keywords(target)
+            current = kb.keywords.of(target)
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
             return
@@ -104,7 +104,7 @@ def _render_keyword(kb: KnowledgeBase, row) -> None:
                             help="Rewrites only the `keywords` of the file's frontmatter; comments, other fields "
                                  "and the body stay as they are. Saved through the normal upload path.")
         try:
-            edit = kb.prepare_frontmatter_edit(target, keywords=text.splitlines())
+            edit = kb.documents.prepare_edit(target, keywords=text.splitlines())
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
             return
@@ -136,8 +136,8 @@ def _render_bulk(kb: KnowledgeBase, row) -> None:
                             placeholder="the keyword's new spelling or a sharper keyword")
         if c3.button("Preview plan", key="kw-bulk-preview", icon=":material/checklist:"):
             try:
-                plan = kb.prepare_keyword_rename(row.keyword, new) if action == RENAME else \
-                    kb.prepare_keyword_removal(row.keyword)
+                plan = kb.keywords.prepare_rename(row.keyword, new) if action == RENAME else \
+                    kb.keywords.prepare_removal(row.keyword)
             except KnowledgeBaseError as exc:
                 st.error(escape_markdown(exc))
                 plan = None
@@ -164,7 +164,7 @@ def _render_bulk(kb: KnowledgeBase, row) -> None:
             # one job on the server: the documents are edited one by one with progress and a cancel button in the
             # jobs panel above, and closing the tab does not stop it
             try:
-                job = kb.start_job("keyword_plan", plan=plan)
+                job = kb.jobs.start("keyword_plan", plan=plan)
             except KnowledgeBaseError as exc:
                 st.error(escape_markdown(exc))
                 return
@@ -181,7 +181,7 @@ def _render_plan_report(kb: KnowledgeBase) -> None:
     if job_id is None:
         return
     try:
-        job = kb.job(job_id)
+        job = kb.jobs.get(job_id)
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return
@@ -198,7 +198,7 @@ def _render_plan_report(kb: KnowledgeBase) -> None:
 
 def _render_synonyms(kb: KnowledgeBase) -> None:
     """The curator's synonym groups (`_synonyms.yaml`): any word of a group stands for its keywords in L0."""
-    groups = kb.synonyms()
+    groups = kb.keywords.synonyms()
     with st.expander(f"Synonyms ({len(groups)} group{'s' if len(groups) != 1 else ''})", expanded=False):
         st.caption("Any word of a group stands for the group's keywords in L0 (whole words, as keywords match); "
                    "the \"why\" panel says *via synonym*. One group per line, words separated by commas. Saved to "
@@ -214,11 +214,11 @@ def _render_synonyms(kb: KnowledgeBase) -> None:
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
             return
-        for warning in kb.synonym_warnings(edited):
+        for warning in kb.keywords.synonym_warnings(edited):
             st.warning(escape_markdown(warning))
         if st.button("Save synonyms", key="synonyms-save", disabled=edited == groups):
             try:
-                saved = kb.save_synonyms(edited)
+                saved = kb.keywords.save_synonyms(edited)
                 st.success(f"Saved {len(saved)} group(s); lookups use them now.")
             except KnowledgeBaseError as exc:
                 st.error(escape_markdown(exc))

@@ -16,7 +16,7 @@ DEFAULT_SET = "console"
 
 
 def _label(kb: KnowledgeBase, set_name: str, query: str, expected: list[str], kind: str, key: str) -> None:
-    save_and_flash(f"label-{key}", lambda: kb.label_query(set_name, query, expected, kind=kind),
+    save_and_flash(f"label-{key}", lambda: kb.evaluation.label(set_name, query, expected, kind=kind),
                    lambda _: f"“{query}” is labelled in the set “{set_name.strip()}”: "
                              f"{', '.join(expected) if expected else 'no answer'}.")
 
@@ -38,7 +38,7 @@ def render_label_control(kb: KnowledgeBase, query: str, served: list[tuple[str, 
     each offered as "right"."""
     if not isinstance(query, str) or not query.strip() or not kb.actor.may(Role.CURATOR):
         return
-    served = [(what, kb.relative_path(source) or source) for what, source in served]
+    served = [(what, kb.documents.relative_path(source) or source) for what, source in served]
     with st.expander("Label this answer for evaluation"):
         set_name = st.text_input("Labelled query set", value=DEFAULT_SET, key=f"label-set-{key}")
         st.caption("Stored in the set (a query already in it gets the new label); the Evaluation page runs it.")
@@ -51,7 +51,7 @@ def render_label_control(kb: KnowledgeBase, query: str, served: list[tuple[str, 
         # the document list only when asked for: 10,000 options would slow every answer's render
         if st.toggle("❌ Wrong: pick what answers it", key=f"label-wrong-open-{key}"):
             try:
-                documents = sorted(kb.relative_path(d.file_path) or d.file_path for d in kb.documents())
+                documents = sorted(kb.documents.relative_path(d.file_path) or d.file_path for d in kb.documents.list())
             except KnowledgeBaseError:
                 documents = []
             st.selectbox("The document that answers it", [NO_ANSWER, *documents], key=f"label-pick-{key}")

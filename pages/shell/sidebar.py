@@ -17,7 +17,7 @@ def render_status(kb: KnowledgeBase) -> None:
     follow the jobs instead of waiting for the next click. (Not while idle: on a fresh server's deep link the page
     runs inside the legacy page's run, and a timed redraw there drew a second status.)"""
     try:
-        active = [j for j in kb.jobs(20) if j.active]
+        active = [j for j in kb.jobs.list(20) if j.active]
     except KnowledgeBaseError:
         active = []
     with st.sidebar:
@@ -28,7 +28,7 @@ def _status(kb: KnowledgeBase) -> None:
     try:
         status = kb.status()
         # while a job writes documents the stores differ by the one it is writing: said as such, not as a problem
-        writing = [j for j in kb.jobs(20) if j.active and j.writes_documents]
+        writing = [j for j in kb.jobs.list(20) if j.active and j.writes_documents]
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return
@@ -46,7 +46,7 @@ def _status(kb: KnowledgeBase) -> None:
     if status.folder_problem:
         st.warning(escape_markdown(status.folder_problem))
     try:
-        unindexed = len(kb.unindexed_files()) if counts.database is not None else 0
+        unindexed = len(kb.documents.unindexed_files()) if counts.database is not None else 0
     except KnowledgeBaseError:
         unindexed = 0
     explained = unindexed > 0 and counts.files - counts.database == unindexed
@@ -81,7 +81,7 @@ def _status(kb: KnowledgeBase) -> None:
 def _reconcile_now(kb: KnowledgeBase) -> None:
     """Start a reconcile job (it runs on the server), unless one is queued or running already."""
     try:
-        active = [j for j in kb.jobs(5, ("reconcile",)) if j.active]
+        active = [j for j in kb.jobs.list(5, ("reconcile",)) if j.active]
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return
@@ -91,7 +91,7 @@ def _reconcile_now(kb: KnowledgeBase) -> None:
     elif st.button("Reconcile now", key="sidebar-sync", help="Index the .md files found on disk (a job on the "
                                                              "server: it goes on if you close this tab)"):
         try:
-            job = kb.start_job("reconcile")
+            job = kb.jobs.start("reconcile")
         except KnowledgeBaseError as exc:
             st.error(escape_markdown(exc))
         else:

@@ -17,7 +17,7 @@ def render_trash(kb: KnowledgeBase) -> None:
     state = st.session_state
     days = kb.settings.trash_days
     try:
-        items = kb.trash()
+        items = kb.trash.items()
     except KnowledgeBaseError as exc:
         st.error(escape_markdown(exc))
         return
@@ -32,7 +32,7 @@ def render_trash(kb: KnowledgeBase) -> None:
 
     def restore(item_id: str, replace: bool) -> None:
         try:
-            outcome = kb.restore(item_id, replace=replace)
+            outcome = kb.trash.restore(item_id, replace=replace)
         except RestoreConflictError:
             state.trash_confirm = ("replace", item_id)
             return
@@ -45,12 +45,12 @@ def render_trash(kb: KnowledgeBase) -> None:
 
     def purge(item_ids: list[str]) -> None:
         state.trash_confirm = None
-        save_and_flash("trash", lambda: kb.purge_trash(items=item_ids),
+        save_and_flash("trash", lambda: kb.trash.purge(items=item_ids),
                        lambda gone: "purged " + ", ".join(item.file_path for item in gone) if gone else
                        "nothing purged: already gone")
 
     def purge_old() -> None:
-        job = save_and_flash("trash", lambda: kb.start_job("purge_trash"),
+        job = save_and_flash("trash", lambda: kb.jobs.start("purge_trash"),
                              lambda job: f"job {job.id}: purging what was deleted {days} days ago or earlier",
                              kind="info")
         if job is not None:

@@ -63,15 +63,6 @@ def end_page() -> NoReturn:
     raise PageEnded
 
 
-def whole_tree_only(kb: KnowledgeBase, what: str) -> None:
-    """A page that shows every document (the list, the inspector, the keyword map, evaluations) is not for a
-    viewer limited to some audiences (`auth.group-audiences`): it would show pages that viewer may not read."""
-    if kb.actor.audiences is not None:
-        st.info(f"{what} shows every document of the knowledge base; your sign-in reads only the pages of some "
-                "audiences. The Lookup playground and Tool calls answer within them.")
-        end_page()
-
-
 def hand_over_to_app_py() -> None:
     """If Streamlit started a page file on its own, run app.py in its place and end this script run.
 

@@ -266,7 +266,7 @@ def test_playground_shows_the_top_level_sections_and_a_dozen_chips_the_rest_behi
     write_doc(sample_root, "knowledge_base/api/gateway-reference.md",
               doc("Gateway reference", ["GW_REFERENCE"], body="# Gateway reference\n\n" + "\n\n".join(parts)))
     kb = open_knowledge_base(load_settings())
-    kb.reconcile()
+    kb.documents.reconcile()
     kb.close()
     at = look_up(run_page("playground"), "GW_REFERENCE")
     shown, more = _chip_labels(at.main)
@@ -384,7 +384,7 @@ def test_while_a_job_writes_the_sidebar_says_so_instead_of_a_disagreement(synced
     other = open_knowledge_base(load_settings())  # another process's job, as far as the console can tell
     release = threading.Event()
     try:
-        doc = other.documents()[0]
+        doc = other.documents.list()[0]
         parts_of(other).vectors.delete_document(doc.id)  # the stores now disagree by one document
         job = parts_of(other).jobs.submit(JobKind.UPLOAD, other.actor, {"files": 1},
                                              lambda control: release.wait(60) and "held", total=3)

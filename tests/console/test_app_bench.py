@@ -24,7 +24,7 @@ def nested_sample(app_root, sample_root):
     write_doc(sample_root, DNS, doc("DNS 解析超时", ["DNS_TIMEOUT"], "DNS 超时",
                                     "# DNS 解析超时\n\nDNS 解析超时：先查上游 DNS 服务器，再查本机缓存。\n"))
     kb = open_knowledge_base(load_settings())
-    kb.reconcile()
+    kb.documents.reconcile()
     kb.close()
     return app_root
 

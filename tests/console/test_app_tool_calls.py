@@ -59,7 +59,7 @@ def test_read_document_calls_are_listed_and_never_need_attention(synced_sample):
     try:
         kb.read_document_tool("knowledge_base/domain/cache-optimization.md", caller="mcp")
         kb.read_document_tool("api/nope.md", caller="mcp")
-        kb.flush_call_log()
+        kb.calls.flush()
     finally:
         kb.close()
     at = _tool_calls_after(run_page("playground"), "完全不存在的内容XYZ")

@@ -50,7 +50,7 @@ def synced_template(tmp_path_factory) -> Path:
     shutil.copytree(FIXTURES / "realistic_kb", root / "knowledge_base")
     (root / EXTRA).write_text(EXTRA_DOC, encoding="utf-8")
     kb = open_knowledge_base(make_settings(root))
-    kb.reconcile()
+    kb.documents.reconcile()
     kb.close()
     return root
 
@@ -179,7 +179,7 @@ def test_the_category_filter_is_a_tree_of_folders(root):
         write_doc(root, f"knowledge_base/{relative}", text)
     kb = open_knowledge_base(load_settings())
     try:
-        assert sorted(kb.reconcile().added) == sorted(f"knowledge_base/{r}" for r in tree)
+        assert sorted(kb.documents.reconcile().added) == sorted(f"knowledge_base/{r}" for r in tree)
     finally:
         kb.close()
 
@@ -457,10 +457,10 @@ def test_a_keyword_plan_job_shows_its_progress_and_is_cancelled_from_the_keyword
 
     other = open_knowledge_base(make_settings(root))
     try:
-        paths = [other.upload(f"plan-{i}.md", doc(f"Plan {i}", ["PLANJOB", f"PLAN_{i}"]).encode(), "ops")
+        paths = [other.documents.upload(f"plan-{i}.md", doc(f"Plan {i}", ["PLANJOB", f"PLAN_{i}"]).encode(), "ops")
                  .document.file_path for i in range(6)]
         reached, release, saves = threading.Event(), threading.Event(), []
-        real = other.save_frontmatter_edit
+        real = other.documents.save_edit
 
         def save(edit, **kwargs):  # hold the job inside its second document
             saves.append(edit.file_path)
@@ -469,25 +469,25 @@ def test_a_keyword_plan_job_shows_its_progress_and_is_cancelled_from_the_keyword
                 assert release.wait(120)
             return real(edit, **kwargs)
 
-        other.save_frontmatter_edit = save
-        job = other.start_job("keyword_plan", plan=other.prepare_keyword_removal("PLANJOB"))
+        other.documents.save_edit = save
+        job = other.jobs.start("keyword_plan", plan=other.keywords.prepare_removal("PLANJOB"))
         assert reached.wait(120)
         at = documents_page("Keyword map")
         panel = " ".join(m.value for m in at.markdown)
         assert f"**Keyword plan** · job {job.id} · running" in panel
         at.button(key=f"cancel-job-{job.id}").click().run()
         assert not at.exception, at.exception
-        assert other.job(job.id).cancel_requested
+        assert other.jobs.get(job.id).cancel_requested
         for _flush in range(2):  # the job's own flusher has read the request (it writes the row, then reads it)
-            seen = other.job(job.id).updated_at
+            seen = other.jobs.get(job.id).updated_at
             deadline = time.monotonic() + 60
-            while other.job(job.id).updated_at <= seen and time.monotonic() < deadline:
+            while other.jobs.get(job.id).updated_at <= seen and time.monotonic() < deadline:
                 time.sleep(0.05)
         release.set()  # the second document is saved whole; the third is never started
-        ended = other.wait_for_job(job.id, 120)
+        ended = other.jobs.wait(job.id, 120)
         assert ended.state == JobState.CANCELLED and ended.summary == "cancelled after 2 of 6"
         assert [r["document"] for r in ended.result["rows"]] == paths[:2]
-        assert [other.document_keywords(p) for p in paths] == [
+        assert [other.keywords.of(p) for p in paths] == [
             (f"PLAN_{i}",) if i < 2 else ("PLANJOB", f"PLAN_{i}") for i in range(6)]
         assert_consistent(other)
     finally:

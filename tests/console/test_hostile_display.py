@@ -86,8 +86,8 @@ def hostile(synced_sample):
 
     write_doc(synced_sample, HOSTILE_PATH, hostile_document(BEACON))
     kb = open_knowledge_base(load_settings())
-    kb.reconcile()
-    assert kb.l0_entry(HOSTILE_PATH) is not None
+    kb.documents.reconcile()
+    assert kb.documents.entry(HOSTILE_PATH) is not None
     kb.close()
     return synced_sample
 

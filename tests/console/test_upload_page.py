@@ -118,7 +118,7 @@ def test_a_version_written_after_the_preview_is_not_overwritten(synced_sample): 
     at.run()
     at.checkbox[0].check().run()  # the curator ticks "Replace" on the version the preview shows
     with stores() as colleague:  # ... and a colleague (another process) replaces it meanwhile
-        colleague.upload("timeout.md", theirs.encode(), "troubleshooting")
+        colleague.documents.upload("timeout.md", theirs.encode(), "troubleshooting")
     _upload(at)
     assert not at.exception, at.exception
     rows = {r["file"]: r["result"] for r in at.dataframe[0].value.to_dict("records")}
@@ -128,7 +128,7 @@ def test_a_version_written_after_the_preview_is_not_overwritten(synced_sample): 
     assert target.read_text(encoding="utf-8") == theirs
     with stores() as kb:
         assert_consistent(kb)
-        [row] = [r for r in kb.documents() if r.file_path.endswith("troubleshooting/timeout.md")]
+        [row] = [r for r in kb.documents.list() if r.file_path.endswith("troubleshooting/timeout.md")]
         assert row.content_sha256 == hashlib.sha256(theirs.encode()).hexdigest()
 
 
@@ -326,7 +326,7 @@ def test_a_folder_lands_under_the_category_with_its_sub_folders(app_root):  # no
         "docs/zh/latest/getting-started.md", "docs/zh/latest/plugins/limit-req.md"]
     with stores() as kb:
         assert_consistent(kb)
-        assert {r.category for r in kb.documents()} == {"apisix/docs/en/latest", "apisix/docs/en/latest/plugins",
+        assert {r.category for r in kb.documents.list()} == {"apisix/docs/en/latest", "apisix/docs/en/latest/plugins",
                                                         "apisix/docs/zh/latest", "apisix/docs/zh/latest/plugins"}
     assert _upload_button(at).label == "Nothing to upload"  # the same folder again: every file is identical
 
@@ -370,7 +370,7 @@ def test_a_mixed_batch_of_fifty_files_loses_none(app_root):  # noqa: F811
     files, already = _mixed_batch()
     assert len(files) == 50
     with stores() as kb:
-        kb.upload("limit-req.md", already, "gateway")
+        kb.documents.upload("limit-req.md", already, "gateway")
     at = run_page("upload")
     _choose(at, "docs")
     at.file_uploader(key="files").set_value(files).run()
@@ -395,7 +395,7 @@ def test_a_mixed_batch_of_fifty_files_loses_none(app_root):  # noqa: F811
     assert by_result == {"indexed": [f[0] for f in files if f[0] not in ("binary.md", "limit-req-copy.md")]}
     with stores() as kb:
         assert_consistent(kb)
-        stored = {r.file_path for r in kb.documents()}
+        stored = {r.file_path for r in kb.documents.list()}
         expected = {f"knowledge_base/docs/{name}" for name, _d, _m in files
                     if name not in ("binary.md", "route.md", "limit-req-copy.md")}
         assert stored == expected | {"knowledge_base/docs/route.md", "knowledge_base/docs/route-zh.md",

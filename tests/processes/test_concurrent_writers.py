@@ -30,7 +30,7 @@ WRITER = textwrap.dedent("""
     for i in range(config["rounds"]):
         head = "---\\ntitle: Shared\\nkeywords: [SHARED_KEY]\\n---\\n# Shared\\n\\n"
         body = head + f"writer {config['name']} round {i}\\n"
-        outcome = kb.upload("shared.md", body.encode(), "api")
+        outcome = kb.documents.upload("shared.md", body.encode(), "api")
         outcomes.append(outcome.action)
     kb.close()
     print(json.dumps(outcomes))
@@ -69,7 +69,7 @@ def test_concurrent_same_path_uploads_from_two_processes_lose_nothing(tmp_path, 
         try:
             target = tmp_path / "knowledge_base/api/shared.md"
             assert target.is_file(), "the file was lost"
-            [row] = kb.documents()
+            [row] = kb.documents.list()
             assert row.content_sha256 == hashlib.sha256(target.read_bytes()).hexdigest()
             assert_consistent(kb)
             assert kb.lookup_knowledge("SHARED_KEY")["primary"]["confidence"] == "high"

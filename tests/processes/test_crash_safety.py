@@ -264,7 +264,7 @@ def _check_lookup(kb, state: str) -> list[str]:
 
 
 def _check_repair(kb) -> list[str]:
-    report = kb.reconcile()
+    report = kb.documents.reconcile()
     problems = []
     leftovers = {
         "finished": report.finished, "undone": report.undone,
@@ -287,7 +287,7 @@ def _check_repair(kb) -> list[str]:
 def _check_trash(kb, scenario: str, state: str) -> list[str]:
     """Nothing is lost: a document deleted (absent) is in the trash once, byte for byte; one still there left
     nothing in it (a prepared item without its file is not listed)."""
-    items = kb.trash()
+    items = kb.trash.items()
     if scenario != "delete" or state != "absent":
         return [f"the trash holds {[i.file_path for i in items]}, expected nothing"] if items else []
     if [i.file_path for i in items] != [FILE_PATH]:
@@ -323,9 +323,9 @@ def check_after_crash(kb, scenario: str) -> tuple[str, list[str]]:
         problems += _check_lookup(kb, state)
     problems += _check_repair(kb)
     if scenario == "delete" and state == "absent" and not problems:  # and it comes back from the trash whole
-        kb.restore(FILE_PATH)
+        kb.trash.restore(FILE_PATH)
         problems += [f"after restoring from the trash: {p}" for p in _version_state(kb, "alpha", child.LONG)]
-        problems += [f"the trash still holds {i.file_path} after its restore" for i in kb.trash()]
+        problems += [f"the trash still holds {i.file_path} after its restore" for i in kb.trash.items()]
     return state, problems
 
 
@@ -414,7 +414,7 @@ def test_the_scenario_documents_have_the_chunk_counts_the_cases_rely_on(tmp_path
     kb = open_knowledge_base(make_settings(tmp_path, model=NO_MODEL))
     try:
         for tag, sections in (("alpha", child.SHORT), ("beta", child.LONG)):
-            record = kb.upload(f"{tag}.md", child.version_text(tag, sections), child.CATEGORY).document
+            record = kb.documents.upload(f"{tag}.md", child.version_text(tag, sections), child.CATEGORY).document
             assert record.chunk_count == sections + 1
             assert all(child.marker(tag) in c.text for c in parts_of(kb).vectors.chunks_of(record.id))
     finally:
@@ -513,9 +513,9 @@ def test_rerun_raised_from_progress_leaves_the_stores_agreeing(stage, scenario, 
     kb = open_knowledge_base(make_settings(tmp_path, model=NO_MODEL))
     try:
         seed, new = child.SCENARIOS[scenario]
-        kb.upload(child.BYSTANDER, child.bystander_text(), child.CATEGORY)
+        kb.documents.upload(child.BYSTANDER, child.bystander_text(), child.CATEGORY)
         if seed:
-            kb.upload(child.TARGET, child.version_text(*seed), child.CATEGORY)
+            kb.documents.upload(child.TARGET, child.version_text(*seed), child.CATEGORY)
         reported: list[str] = []
 
         def progress(name: str, done: int, total: int) -> None:
@@ -524,7 +524,7 @@ def test_rerun_raised_from_progress_leaves_the_stores_agreeing(stage, scenario, 
                 raise Rerun(name)
 
         with pytest.raises(Rerun):
-            kb.upload(child.TARGET, child.version_text(*new), child.CATEGORY, progress=progress)
+            kb.documents.upload(child.TARGET, child.version_text(*new), child.CATEGORY, progress=progress)
         label = f"Rerun from progress({stage[0]!r}) #{stage[1]} during {scenario} (reported: {reported})"
         # the same object, as the Streamlit session keeps it: L0 in memory included
         problems = []
@@ -558,9 +558,9 @@ def test_repair_finishes_a_rollback_left_incomplete_in_this_process(tmp_path):
 
         parts_of(kb).vectors.upsert = parts_of(kb).metadata.delete_document = down
         with pytest.raises(KnowledgeBaseError, match="run reconcile"):
-            kb.upload(child.TARGET, child.version_text("beta", child.SHORT), child.CATEGORY)
+            kb.documents.upload(child.TARGET, child.version_text("beta", child.SHORT), child.CATEGORY)
         parts_of(kb).vectors.upsert, parts_of(kb).metadata.delete_document = upsert, delete_row  # the stores are back
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         assert report.left_to_live_writers == ()
         assert_consistent(kb)
     finally:

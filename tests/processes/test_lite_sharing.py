@@ -50,7 +50,7 @@ AGENT = textwrap.dedent("""
             kb = open_knowledge_base()
             return {"error": kb.status(0).milvus_error}
         if op == "upload":
-            outcome = kb.upload(cmd["name"], cmd["text"].encode(), cmd["category"])
+            outcome = kb.documents.upload(cmd["name"], cmd["text"].encode(), cmd["category"])
             return {"action": outcome.action, "doc_id": outcome.document.id}
         if op == "lookup":
             return {"answer": json.dumps(kb.lookup(cmd["query"]).to_dict(), ensure_ascii=False)}
@@ -158,7 +158,7 @@ def test_a_second_process_on_the_default_settings_shares_the_directory(tmp_path,
         opened = agent.call("open")
         assert opened["error"] is None and opened["role"] == "follower" and opened["owner_pid"] == os.getpid()
 
-        mine = kb.upload("ledger-snapshots.md", LEDGER.encode(), "ops").document
+        mine = kb.documents.upload("ledger-snapshots.md", LEDGER.encode(), "ops").document
         theirs = agent.call("upload", name="gateway-retries.md", text=GATEWAY, category="api")
         assert theirs["action"] == "indexed", theirs
 
@@ -302,7 +302,7 @@ def test_an_owner_closing_during_a_followers_write_costs_the_follower_nothing(tm
     kb = open_knowledge_base(make_settings(tmp_path))
     try:
         vectors = parts_of(kb).vectors
-        kb.upload("gateway-retries.md", GATEWAY.encode(), "api")  # connects this process as a follower
+        kb.documents.upload("gateway-retries.md", GATEWAY.encode(), "api")  # connects this process as a follower
         assert not vectors._session.is_owner
         client = vectors.client()
         real_upsert = client.upsert
@@ -314,7 +314,7 @@ def test_an_owner_closing_during_a_followers_write_costs_the_follower_nothing(tm
             return real_upsert(*args, **kwargs)
 
         client.upsert = owner_closes_first
-        outcome = kb.upload("ledger-snapshots.md", LEDGER.encode(), "ops")
+        outcome = kb.documents.upload("ledger-snapshots.md", LEDGER.encode(), "ops")
         assert closed and outcome.action == "indexed"
         assert vectors._session.is_owner  # it opened the directory again and took it over
         assert len(vectors.chunks_of(outcome.document.id, with_vectors=True)) > 0

@@ -122,11 +122,11 @@ def test_pull_downloads_the_model_and_the_next_opening_re_embeds_with_it(tmp_pat
               "import json, time\n"
               "kb = open_knowledge_base(); kb.wait_for_model(120)\n"
               "deadline = time.monotonic() + 120\n"
-              "while {d.embedding_model for d in kb.documents()} != {kb.status().model.model_id} "
+              "while {d.embedding_model for d in kb.documents.list()} != {kb.status().model.model_id} "
               "and time.monotonic() < deadline: time.sleep(0.1)\n"
               "print(json.dumps([kb.status().model.model_id, kb.status().model.state, "
-              "sorted({d.embedding_model for d in kb.documents()}), "
-              "[j.kind for j in kb.jobs()]]))\n"
+              "sorted({d.embedding_model for d in kb.documents.list()}), "
+              "[j.kind for j in kb.jobs.list()]]))\n"
               "kb.close()\n")
     result = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True,
                             timeout=300)

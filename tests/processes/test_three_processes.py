@@ -51,7 +51,8 @@ AGENT = textwrap.dedent("""
         request = json.loads(line)
         try:
             if request["op"] == "upload":
-                reply = {"action": kb.upload(request["name"], request["text"].encode(), request["category"]).action}
+                reply = {"action": kb.documents.upload(request["name"], request["text"].encode(),
+                                                       request["category"]).action}
             elif request["op"] == "lookup":
                 reply = kb.lookup_knowledge(request["query"])
             elif request["op"] == "race":
@@ -60,11 +61,11 @@ AGENT = textwrap.dedent("""
                 actions = []
                 for i in range(request["rounds"]):
                     text = request["text"] + f"\\nwriter {request['who']} round {i}\\n"
-                    actions.append(kb.upload(request["name"], text.encode(), request["category"]).action)
+                    actions.append(kb.documents.upload(request["name"], text.encode(), request["category"]).action)
                 reply = {"actions": actions}
             elif request["op"] == "check":
                 status = kb.status(max_age=0)
-                rows = {r.file_path: r.content_sha256 for r in kb.documents()}
+                rows = {r.file_path: r.content_sha256 for r in kb.documents.list()}
                 root = kb.settings.base_dir
                 disk = {f"knowledge_base/{p.relative_to(root).as_posix()}": hashlib.sha256(p.read_bytes()).hexdigest()
                         for p in root.rglob("*.md")}

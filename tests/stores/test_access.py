@@ -52,15 +52,15 @@ def test_a_viewer_cannot_write_and_nothing_is_written(kb, sample_root):
     view = kb.as_user(VIEWER)
     before = kb.status().counts
     with pytest.raises(AccessDeniedError, match=r"vera@example.com \(viewer\) may not upload documents"):
-        view.upload("new.md", doc("New", ["brand-new-keyword"]).encode(), "api")
+        view.documents.upload("new.md", doc("New", ["brand-new-keyword"]).encode(), "api")
     assert not (sample_root / "knowledge_base/api/new.md").exists()
-    assert kb.status(max_age=0).counts == before and kb.l0_entry("knowledge_base/api/new.md") is None
-    record = kb.documents()[0]
+    assert kb.status(max_age=0).counts == before and kb.documents.entry("knowledge_base/api/new.md") is None
+    record = kb.documents.list()[0]
     with pytest.raises(AccessDeniedError):
-        view.delete(record.id)
+        view.documents.delete(record.id)
     with pytest.raises(AccessDeniedError):
-        view.reconcile()
-    assert kb.get(record.id) is not None
+        view.documents.reconcile()
+    assert kb.documents.get(record.id) is not None
     # reading is what a viewer is for
     assert view.lookup_knowledge("ERR_TIMEOUT")["found"] is True
     assert isinstance(AccessDeniedError("x"), KnowledgeBaseError)  # pages catch the one root
@@ -68,23 +68,23 @@ def test_a_viewer_cannot_write_and_nothing_is_written(kb, sample_root):
 
 def test_a_curator_writes_and_is_recorded_but_cannot_reconcile(kb):
     view = kb.as_user(CURATOR)
-    outcome = view.upload("by-carl.md", doc("By Carl", ["carl-only-keyword"]).encode(), "api")
-    record = kb.get(outcome.document.id)
+    outcome = view.documents.upload("by-carl.md", doc("By Carl", ["carl-only-keyword"]).encode(), "api")
+    record = kb.documents.get(outcome.document.id)
     assert record.changed_by == "carl@example.com"
-    assert kb.status().counts.database == len(kb.documents())  # the view's write moved the shared version
+    assert kb.status().counts.database == len(kb.documents.list())  # the view's write moved the shared version
     with pytest.raises(AccessDeniedError, match="needs the admin role"):
-        view.reconcile()
+        view.documents.reconcile()
     with pytest.raises(AccessDeniedError):
-        view.reindex_all()
-    kb.as_user(ADMIN).reconcile()
-    view.delete(record.id)
-    assert kb.get(record.id) is None
+        view.documents.reindex_all()
+    kb.as_user(ADMIN).documents.reconcile()
+    view.documents.delete(record.id)
+    assert kb.documents.get(record.id) is None
 
 
 def test_calls_without_a_user_act_as_the_service_identity(kb):
     assert kb.actor == Actor("agent", Role.ADMIN)
-    outcome = kb.upload("agent-doc.md", doc("Agent doc", ["agent-only-keyword"]).encode(), "api")
-    assert kb.get(outcome.document.id).changed_by == "agent"
+    outcome = kb.documents.upload("agent-doc.md", doc("Agent doc", ["agent-only-keyword"]).encode(), "api")
+    assert kb.documents.get(outcome.document.id).changed_by == "agent"
     metadata = parts_of(kb).metadata
     changes, _ = metadata.changes_since(0)
     assert changes  # the feed's rows carry the actor too

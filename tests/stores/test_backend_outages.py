@@ -193,7 +193,7 @@ def test_a_fresh_database_down_at_the_first_start_is_migrated_once_it_is_back(tm
         assert kb.lookup_knowledge("ALPHA_KEY")["found"]  # L0 answers from the files meanwhile
         assert kb.status(max_age=0).database_error
         with pytest.raises(KnowledgeBaseError):
-            kb.upload("bravo.md", BRAVO.encode(), "api")
+            kb.documents.upload("bravo.md", BRAVO.encode(), "api")
         with caplog.at_level(logging.INFO, logger="kb_core.storage.metadata_store"):
             bring_up()
             # the follower's next poll (or any other use) migrates: no restart, no call needed
@@ -202,9 +202,9 @@ def test_a_fresh_database_down_at_the_first_start_is_migrated_once_it_is_back(tm
                 _wait_for(lambda: store.current_revision() == head_revision(), "the database was not migrated")
             finally:
                 store.dispose()
-            outcome = kb.upload("bravo.md", BRAVO.encode(), "api")
+            outcome = kb.documents.upload("bravo.md", BRAVO.encode(), "api")
             assert outcome.action == "indexed"
-            assert kb.reconcile().added == ("knowledge_base/api/alpha.md",)
+            assert kb.documents.reconcile().added == ("knowledge_base/api/alpha.md",)
         migrations = [r for r in caplog.records if "answers again: migrated it" in r.getMessage()]
         assert len(migrations) == 1, [r.getMessage() for r in migrations]
         assert kb.status(max_age=0).database_error is None
@@ -257,12 +257,12 @@ def test_a_frozen_database_costs_each_call_one_timeout_and_a_write_cut_short_is_
     kb = open_knowledge_base(make_settings(tmp_path, db_url=proxy.url(mysql_database), backend_timeout=TIMEOUT,
                                            refresh_interval=0.2))
     try:
-        kb.upload("alpha.md", ALPHA.encode(), "api")
+        kb.documents.upload("alpha.md", ALPHA.encode(), "api")
         assert kb.status(max_age=0).database_error is None  # the pool holds connections now
         proxy.freeze()
         status, seconds = _timed(kb.status, max_age=0)
         assert status.database_error and seconds < ONE_TIMEOUT, seconds  # was 2 x: a ping, then a reconnect
-        failed, seconds = _timed(kb.upload, "bravo.md", BRAVO.encode(), "api")
+        failed, seconds = _timed(kb.documents.upload, "bravo.md", BRAVO.encode(), "api")
         assert isinstance(failed, KnowledgeBaseError) and seconds < ONE_TIMEOUT, (failed, seconds)
         proxy.thaw()
         _wait_for(lambda: kb.status(max_age=0).database_error is None, "the database did not come back")
@@ -276,7 +276,7 @@ def test_a_frozen_database_costs_each_call_one_timeout_and_a_write_cut_short_is_
             proxy.freeze()
 
         vectors.upsert = upsert_then_freeze
-        failed, seconds = _timed(kb.upload, "bravo.md", BRAVO.encode(), "api")
+        failed, seconds = _timed(kb.documents.upload, "bravo.md", BRAVO.encode(), "api")
         vectors.upsert = upsert
         assert isinstance(failed, KnowledgeBaseError) and seconds < ONE_TIMEOUT, (failed, seconds)
         assert "did not answer in time" in str(failed)
@@ -284,7 +284,7 @@ def test_a_frozen_database_costs_each_call_one_timeout_and_a_write_cut_short_is_
         proxy.thaw()
         _wait_for(lambda: _settled(kb), "this process did not settle its interrupted write")
         assert_consistent(kb)
-        assert [d.file_name for d in kb.documents()] == ["alpha.md"]
+        assert [d.file_name for d in kb.documents.list()] == ["alpha.md"]
     finally:
         proxy.thaw()
         kb.close()
@@ -300,7 +300,7 @@ def test_a_database_that_dies_mid_upload_is_settled_by_this_process_once_back(tm
     kb = open_knowledge_base(make_settings(tmp_path, db_url=proxy.url(mysql_database), backend_timeout=TIMEOUT,
                                            refresh_interval=0.2))
     try:
-        kb.upload("alpha.md", ALPHA.encode(), "api")
+        kb.documents.upload("alpha.md", ALPHA.encode(), "api")
         replaced = ALPHA.replace("alpha beta gamma delta.", "a new version.")
         vectors = parts_of(kb).vectors
         upsert = vectors.upsert
@@ -312,14 +312,14 @@ def test_a_database_that_dies_mid_upload_is_settled_by_this_process_once_back(tm
         vectors.upsert = upsert_then_die
         for name, text in (("bravo.md", BRAVO), ("alpha.md", replaced)):  # a new document and a replace
             with pytest.raises(KnowledgeBaseError, match="rollback was incomplete"):
-                kb.upload(name, text.encode(), "api")
+                kb.documents.upload(name, text.encode(), "api")
             proxy.up()
         vectors.upsert = upsert
         assert not (tmp_path / "knowledge_base/api/bravo.md").exists()
         assert (tmp_path / "knowledge_base/api/alpha.md").read_text(encoding="utf-8") == ALPHA
         _wait_for(lambda: _settled(kb), "this process did not settle its interrupted writes")
         assert_consistent(kb)
-        assert [(d.file_name, d.content_sha256) for d in kb.documents()] == [("alpha.md", _sha(ALPHA))]
+        assert [(d.file_name, d.content_sha256) for d in kb.documents.list()] == [("alpha.md", _sha(ALPHA))]
         assert kb.lookup_knowledge("ALPHA_KEY")["found"] and not kb.lookup_knowledge("BRAVO_KEY")["found"]
     finally:
         kb.close()
@@ -351,13 +351,13 @@ def test_a_database_failure_mid_upload_is_settled_by_this_process_on_sqlite(tmp_
         broken.set()
         metadata.save_document = save  # the intent record goes in; the commit and the undo fail
         with pytest.raises(KnowledgeBaseError, match="rollback was incomplete"):
-            kb.upload("bravo.md", BRAVO.encode(), "api")
+            kb.documents.upload("bravo.md", BRAVO.encode(), "api")
         assert not (tmp_path / "knowledge_base/api/bravo.md").exists()
         [pending] = metadata.pending_documents()
         assert pending.pending_owner == parts_of(kb).documents.owner
         broken.clear()  # the database works again
         _wait_for(lambda: _settled(kb), "this process did not settle its interrupted write")
-        assert kb.documents() == []
+        assert kb.documents.list() == []
         assert_consistent(kb)
     finally:
         kb.close()
@@ -384,7 +384,7 @@ def test_recovery_never_touches_a_row_this_process_is_still_writing(tmp_path):
 
         folder.write, service.locked = slow_write, watched_locked
         outcome: list[object] = []
-        upload = threading.Thread(target=lambda: outcome.append(kb.upload("bravo.md", BRAVO.encode(), "api")))
+        upload = threading.Thread(target=lambda: outcome.append(kb.documents.upload("bravo.md", BRAVO.encode(), "api")))
         upload.start()
         assert in_write.wait(60)
         [pending] = parts_of(kb).metadata.pending_documents()
@@ -421,16 +421,16 @@ def _start_milvus(data_dir: Path, port: int) -> subprocess.Popen:
 
 
 def _frozen_milvus_costs_one_timeout(kb, tmp_path: Path, freeze, thaw) -> None:
-    kb.upload("alpha.md", ALPHA.encode(), "api")
+    kb.documents.upload("alpha.md", ALPHA.encode(), "api")
     assert kb.status(max_age=0).milvus_error is None
     freeze()
     try:
         status, seconds = _timed(kb.status, max_age=0)
         assert status.milvus_error and seconds < ONE_TIMEOUT, seconds
-        new, seconds = _timed(kb.upload, "bravo.md", BRAVO.encode(), "api")  # was 2 x: the write, then its undo
+        new, seconds = _timed(kb.documents.upload, "bravo.md", BRAVO.encode(), "api")  # was 2 x: the write, then its undo
         assert isinstance(new, KnowledgeBaseError) and seconds < ONE_TIMEOUT, (new, seconds)
         assert "did not answer in time" in str(new)
-        replace, seconds = _timed(kb.upload, "alpha.md", ALPHA.replace("alpha", "omega").encode(), "api")
+        replace, seconds = _timed(kb.documents.upload, "alpha.md", ALPHA.replace("alpha", "omega").encode(), "api")
         assert isinstance(replace, KnowledgeBaseError) and seconds < ONE_TIMEOUT, (replace, seconds)
         answer, seconds = _timed(kb.lookup, "gamma delta")
         assert seconds < ONE_TIMEOUT, seconds
@@ -440,8 +440,8 @@ def _frozen_milvus_costs_one_timeout(kb, tmp_path: Path, freeze, thaw) -> None:
         thaw()
     _wait_for(lambda: _settled(kb), "this process did not settle the write Milvus cut short")
     assert_consistent(kb)
-    assert [d.file_name for d in kb.documents()] == ["alpha.md"]
-    assert kb.upload("bravo.md", BRAVO.encode(), "api").action == "indexed"
+    assert [d.file_name for d in kb.documents.list()] == ["alpha.md"]
+    assert kb.documents.upload("bravo.md", BRAVO.encode(), "api").action == "indexed"
 
 
 @pytest.mark.processes
@@ -505,12 +505,12 @@ def test_a_locked_sqlite_database_costs_a_write_one_timeout(tmp_path):
         holder = sqlite3.connect(tmp_path / "kb.sqlite3", isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")
         try:
-            failed, seconds = _timed(kb.upload, "bravo.md", BRAVO.encode(), "api")
+            failed, seconds = _timed(kb.documents.upload, "bravo.md", BRAVO.encode(), "api")
             assert isinstance(failed, KnowledgeBaseError) and seconds < ONE_TIMEOUT, (failed, seconds)
         finally:
             holder.execute("ROLLBACK")
             holder.close()
-        assert kb.upload("bravo.md", BRAVO.encode(), "api").action == "indexed"
+        assert kb.documents.upload("bravo.md", BRAVO.encode(), "api").action == "indexed"
         assert_consistent(kb)
     finally:
         kb.close()

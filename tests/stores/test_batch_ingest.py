@@ -43,7 +43,7 @@ def test_new_files_are_indexed_in_batches_and_every_store_agrees(tmp_path, monke
     kb = open_knowledge_base(make_settings(tmp_path), load_model=False)
     try:
         upserts = _spy(monkeypatch, MilvusVectorStore, "upsert")
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         assert len(report.added) == n and not report.failed
         assert len(upserts) == 3  # one chunk write per batch, not one per file
         assert_consistent(kb)
@@ -59,7 +59,7 @@ def test_a_few_new_files_go_one_by_one(tmp_path, monkeypatch):
     kb = open_knowledge_base(make_settings(tmp_path), load_model=False)
     try:
         upserts = _spy(monkeypatch, MilvusVectorStore, "upsert")
-        assert len(kb.reconcile().added) == BATCH - 1
+        assert len(kb.documents.reconcile().added) == BATCH - 1
         assert len(upserts) == BATCH - 1  # a cancel stops at the next file, as for changed files
     finally:
         kb.close()
@@ -70,7 +70,7 @@ def test_a_file_the_batch_cannot_take_is_indexed_or_reported_on_its_own(tmp_path
     (tmp_path / "knowledge_base" / "ops" / "broken.md").write_bytes(b"---\ntitle: Broken\n---\n\xff\xfe\x00 bad")
     kb = open_knowledge_base(make_settings(tmp_path), load_model=False)
     try:
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         assert len(report.added) == BATCH + 5
         assert [p for p, _ in report.failed] == ["knowledge_base/ops/broken.md"]
         assert "looks binary" in report.failed[0][1], report.failed  # the single path's own message
@@ -93,7 +93,7 @@ def test_a_batch_whose_chunk_write_fails_is_undone_then_indexed_one_by_one(tmp_p
             return original(self, rows)
 
         monkeypatch.setattr(MilvusVectorStore, "upsert", flaky)
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         assert failed_once and len(report.added) == BATCH + 12 and not report.failed
         assert "undoing it, then one by one" in caplog.text
         assert_consistent(kb)
@@ -116,7 +116,7 @@ else:  # killed after the settling commit, before L0 heard of them
         os.kill(os.getpid(), signal.SIGKILL)
     MetadataStore.finish_writes = finish_then_die
 kb = open_knowledge_base(load_settings(app_root=sys.argv[1]), load_model=False)
-kb.reconcile()
+kb.documents.reconcile()
 print("not killed")
 """
 
@@ -135,7 +135,7 @@ def test_a_writer_killed_mid_batch_leaves_what_the_next_opening_settles(tmp_path
     try:
         rows = parts_of(kb).metadata.list_documents()
         assert [r.file_path for r in rows if r.pending_operation] == [], "recovery left rows pending"
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         assert not report.failed
         assert_consistent(kb)
         assert len(parts_of(kb).metadata.list_documents()) == BATCH + 6
@@ -188,9 +188,9 @@ def test_a_batch_is_embedded_in_one_call_and_each_chunk_gets_its_own_vector(tmp_
     embedder = _CountingEmbedder()
     kb = open_knowledge_base(make_settings(tmp_path), embedder=embedder)
     try:
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         assert len(report.added) == n and not report.failed
-        rows = kb.documents()
+        rows = kb.documents.list()
         assert {d.embedding_model for d in rows} == {embedder.model_id}
         assert embedder.calls == [sum(d.chunk_count for d in rows if d.file_path.endswith(tuple(
             f"relay-{i:03d}.md" for i in range(BATCH)))), sum(d.chunk_count for d in rows) - embedder.calls[0]]

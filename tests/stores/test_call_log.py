@@ -51,7 +51,7 @@ def test_a_burst_of_3000_calls_is_logged_in_full_within_20_s(tmp_path, db_url):
     write_doc(tmp_path, "knowledge_base/api/payment-errors.md", PAYMENT)
     kb = open_knowledge_base(make_settings(tmp_path, db_url=db_url))
     try:
-        kb.reconcile()
+        kb.documents.reconcile()
         queries = ["ERR_TIMEOUT", "超时", "渠道未响应怎么办", "nothing-at-all-here"]
 
         def burst(offset: int) -> None:
@@ -65,13 +65,13 @@ def test_a_burst_of_3000_calls_is_logged_in_full_within_20_s(tmp_path, db_url):
         for thread in threads:
             thread.join()
         answered = time.monotonic() - started
-        assert kb.flush_call_log(20 - answered), "the burst was not logged within 20 s"
+        assert kb.calls.flush(20 - answered), "the burst was not logged within 20 s"
         logged = time.monotonic() - started
-        calls = [c for c in kb.tool_calls(5000) if c.caller == "burst"]
+        calls = [c for c in kb.calls.recent(5000) if c.caller == "burst"]
         print(f"3,000 calls answered in {answered:.1f} s, all logged {logged:.1f} s after the burst began")
         assert len(calls) == 3000
         assert sorted(c.request_id for c in calls if c.request_id) == sorted({c.request_id for c in calls})
-        assert kb.tool_calls_not_logged(timedelta(hours=1)) == 0
+        assert kb.calls.not_logged(timedelta(hours=1)) == 0
     finally:
         kb.close()
 
@@ -176,7 +176,7 @@ def test_the_tool_calls_page_shows_how_many_calls_are_not_in_the_log(app_root):
     kb = open_knowledge_base(load_settings())
     try:
         kb.lookup_knowledge("ERR_TIMEOUT")
-        kb.flush_call_log()
+        kb.calls.flush()
         from kb_core.bootstrap import parts_of
 
         parts_of(kb).metadata.record_tool_calls([], dropped=1234, reason="the call log's queue was full")

@@ -74,11 +74,11 @@ def test_needs_attention_groups_by_normalised_query(store):
 
 def test_confidence_is_logged_with_each_call(open_kb, sample_root):
     kb = open_kb(sample_root)
-    kb.reconcile()
+    kb.documents.reconcile()
     kb.lookup_knowledge("ERR_TIMEOUT")
     kb.lookup_knowledge("超时")
     kb.lookup_knowledge("完全不存在的内容XYZ")
-    by_query = {c.arguments["query"]: c.confidence for c in kb.tool_calls()}
+    by_query = {c.arguments["query"]: c.confidence for c in kb.calls.recent()}
     assert by_query == {"ERR_TIMEOUT": "high", "超时": "low", "完全不存在的内容XYZ": None}
-    assert [g.query for g in kb.needs_attention(timedelta(hours=1))] == ["完全不存在的内容XYZ", "超时"]
-    assert sum(b.calls for b in kb.tool_call_buckets(timedelta(hours=1))) == 3
+    assert [g.query for g in kb.calls.needing_attention(timedelta(hours=1))] == ["完全不存在的内容XYZ", "超时"]
+    assert sum(b.calls for b in kb.calls.buckets(timedelta(hours=1))) == 3

@@ -248,7 +248,7 @@ def test_a_running_process_recovers_the_write_of_a_writer_killed_mid_upload(tmp_
                                      embedding_model="no-such-org/no-such-model", refresh_interval=0))
             # die after the file and the vectors, before the row is settled and the change is announced
             parts_of(kb).metadata.finish_write = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
-            kb.upload("killed.md", {doc("Killed", ["KILLED_MID_UPLOAD"])!r}.encode(), "api")
+            kb.documents.upload("killed.md", {doc("Killed", ["KILLED_MID_UPLOAD"])!r}.encode(), "api")
         """)
         done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
         assert done.returncode == -9, done.stderr[-2000:]
@@ -258,7 +258,7 @@ def test_a_running_process_recovers_the_write_of_a_writer_killed_mid_upload(tmp_
         # settled: the row's final commit, then L0 (in that order: wait for both, not for the first alone)
         _wait_for(lambda: not parts_of(survivor).metadata.pending_documents()
                   and parts_of(survivor).index.exact_match("KILLED_MID_UPLOAD"), timeout=15)
-        [settled] = survivor.documents()
+        [settled] = survivor.documents.list()
         from kb_core.storage.db_models import DocumentStatus
 
         assert settled.status == DocumentStatus.INDEXED and settled.pending_operation is None

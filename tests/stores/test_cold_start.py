@@ -26,7 +26,7 @@ def _closed_once(root: Path):
     settings = make_settings(root)
     kb = open_knowledge_base(settings, load_model=False)
     try:
-        kb.reconcile()
+        kb.documents.reconcile()
     finally:
         kb.close()
     return settings
@@ -75,7 +75,7 @@ def test_spooled_calls_join_the_call_log_at_the_next_opening(sample_root):
     assert [r["caller"] for r in spooled] == ["cli", "cli"]
     kb = open_knowledge_base(settings, load_model=False)
     try:
-        calls = [c for c in kb.tool_calls(10) if c.caller == "cli"]
+        calls = [c for c in kb.calls.recent(10) if c.caller == "cli"]
     finally:
         kb.close()
     assert sorted(c.request_id for c in calls) == sorted(r["request_id"] for r in spooled)

@@ -34,24 +34,24 @@ def kb(open_kb, db_url):
 
 
 def test_a_new_name_is_created(kb, tmp_path):
-    outcome = kb.upload("route.md", ROUTE.encode(), "gateway", create_only=True)
+    outcome = kb.documents.upload("route.md", ROUTE.encode(), "gateway", create_only=True)
     assert outcome.action == "indexed"
     assert (tmp_path / "knowledge_base/gateway/route.md").read_text(encoding="utf-8") == ROUTE
     assert_consistent(kb)
 
 
 def test_an_existing_document_is_a_conflict_and_nothing_is_written(kb, tmp_path):
-    kb.upload("route.md", THEIRS.encode(), "gateway")
+    kb.documents.upload("route.md", THEIRS.encode(), "gateway")
     with pytest.raises(DocumentConflictError) as caught:
-        kb.upload("route.md", ROUTE.encode(), "gateway", create_only=True)
+        kb.documents.upload("route.md", ROUTE.encode(), "gateway", create_only=True)
     error = caught.value
     assert (error.path, error.expected, error.current) == ("knowledge_base/gateway/route.md", None, _sha(THEIRS))
     assert "already exists" in str(error) and "nothing was written" in str(error) and _sha(THEIRS)[:12] in str(error)
     assert (tmp_path / "knowledge_base/gateway/route.md").read_text(encoding="utf-8") == THEIRS
-    [row] = kb.documents()
+    [row] = kb.documents.list()
     assert row.content_sha256 == _sha(THEIRS)
     with pytest.raises(DocumentConflictError):  # the very same bytes: still not a new document
-        kb.upload("route.md", THEIRS.encode(), "gateway", create_only=True)
+        kb.documents.upload("route.md", THEIRS.encode(), "gateway", create_only=True)
     assert_consistent(kb)
 
 
@@ -60,9 +60,9 @@ def test_a_file_dropped_on_disk_but_not_indexed_is_a_conflict(kb, tmp_path):
     target.parent.mkdir(parents=True)
     target.write_text(THEIRS, encoding="utf-8")
     with pytest.raises(DocumentConflictError) as caught:
-        kb.upload("route.md", ROUTE.encode(), "gateway", create_only=True)
+        kb.documents.upload("route.md", ROUTE.encode(), "gateway", create_only=True)
     assert caught.value.current == _sha(THEIRS)
-    assert target.read_text(encoding="utf-8") == THEIRS and kb.documents() == []
+    assert target.read_text(encoding="utf-8") == THEIRS and kb.documents.list() == []
 
 
 def test_a_file_that_appears_while_the_upload_is_prepared_is_a_conflict(kb, tmp_path, monkeypatch):
@@ -81,14 +81,14 @@ def test_a_file_that_appears_while_the_upload_is_prepared_is_a_conflict(kb, tmp_
 
     monkeypatch.setattr(service, "prepare", prepare_while_someone_writes)
     with pytest.raises(DocumentConflictError):
-        kb.upload("route.md", ROUTE.encode(), "gateway", create_only=True)
-    assert target.read_text(encoding="utf-8") == THEIRS and kb.documents() == []
+        kb.documents.upload("route.md", ROUTE.encode(), "gateway", create_only=True)
+    assert target.read_text(encoding="utf-8") == THEIRS and kb.documents.list() == []
 
 
 def test_create_only_and_if_match_together_are_bad_input(kb):
     with pytest.raises(UploadRejected, match="exclude each other"):
-        kb.upload("route.md", ROUTE.encode(), "gateway", create_only=True, if_match=_sha(ROUTE))
-    assert kb.documents() == []
+        kb.documents.upload("route.md", ROUTE.encode(), "gateway", create_only=True, if_match=_sha(ROUTE))
+    assert kb.documents.list() == []
 
 
 def test_two_knowledge_bases_creating_one_name_exactly_one_wins(open_kb, db_url, tmp_path):
@@ -102,7 +102,7 @@ def test_two_knowledge_bases_creating_one_name_exactly_one_wins(open_kb, db_url,
     def create(name, kb):
         start.wait()
         try:
-            outcomes[name] = kb.upload("route.md", bodies[name].encode(), "gateway", create_only=True).action
+            outcomes[name] = kb.documents.upload("route.md", bodies[name].encode(), "gateway", create_only=True).action
         except KnowledgeBaseError as exc:
             outcomes[name] = exc
 
@@ -132,7 +132,7 @@ CREATOR = textwrap.dedent("""
     for i in range(config["names"]):
         body = f"---\\ntitle: New {i}\\nkeywords: [NEW_KEY_{i}]\\n---\\n# New {i}\\n\\nwritten by {config['name']}\\n"
         try:
-            outcomes[f"new-{i}.md"] = kb.upload(f"new-{i}.md", body.encode(), "api", create_only=True).action
+            outcomes[f"new-{i}.md"] = kb.documents.upload(f"new-{i}.md", body.encode(), "api", create_only=True).action
         except DocumentConflictError as exc:
             outcomes[f"new-{i}.md"] = "conflict" if exc.expected is None and exc.current else repr(exc)
     kb.close()
@@ -181,7 +181,7 @@ def test_two_processes_creating_the_same_new_names_exactly_one_wins_each(tmp_pat
                 winner = next(name for name in ("a", "b") if outcomes[name][f"new-{i}.md"] == "indexed")
                 text = (tmp_path / f"knowledge_base/api/new-{i}.md").read_text(encoding="utf-8")
                 assert text.endswith(f"written by {winner}\n"), (i, winner, text)
-            assert len(kb.documents()) == 10
+            assert len(kb.documents.list()) == 10
             assert_consistent(kb)
         finally:
             kb.close()

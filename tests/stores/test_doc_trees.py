@@ -44,7 +44,7 @@ def _copy_tree(root) -> None:
 
 def test_a_copied_tree_is_indexed_where_it_lies_and_refused_files_are_listed_once(kb, tmp_path):
     _copy_tree(tmp_path)
-    report = kb.reconcile()
+    report = kb.documents.reconcile()
     assert sorted(report.added) == sorted(f"knowledge_base/{r}" for r in TREE)
     assert report.failed == ()
     refused = dict(report.refused)
@@ -52,25 +52,26 @@ def test_a_copied_tree_is_indexed_where_it_lies_and_refused_files_are_listed_onc
     for relative, why in REFUSED.items():
         assert why in refused[f"knowledge_base/{relative}"]
     assert kb.lookup_knowledge("refused-kw")["found"] is False  # refused everywhere: L0 too
-    assert {d.category for d in kb.documents()} == {"gateway/docs/en/latest/plugins", "gateway/docs/zh/latest/plugins",
+    assert {d.category for d in kb.documents.list()} == {"gateway/docs/en/latest/plugins",
+                                                         "gateway/docs/zh/latest/plugins",
                                                     "gateway/docs/en/latest/getting-started", "registry/v2.1/zh_CN"}
     counts = kb.status().counts
     assert counts.consistent and counts.refused == len(REFUSED) and counts.l0_not_in_database == 0
-    assert kb.unindexed_files() == []
+    assert kb.documents.unindexed_files() == []
     assert_consistent(kb)
 
     shutil.rmtree(tmp_path / "knowledge_base/gateway")  # the tree goes away
     assert any("3 documents in the database have no file on disk" in p for p in kb.status(max_age=0).counts.problems)
-    report = kb.reconcile(delete_missing=True)
+    report = kb.documents.reconcile(delete_missing=True)
     assert len(report.removed) == 3
     assert kb.lookup_knowledge("limit-req")["found"] is False
-    assert [d.file_path for d in kb.documents()] == ["knowledge_base/registry/v2.1/zh_CN/cluster.md"]
+    assert [d.file_path for d in kb.documents.list()] == ["knowledge_base/registry/v2.1/zh_CN/cluster.md"]
     assert_consistent(kb)
 
 
 def test_reconcile_of_some_paths_takes_a_nested_folder(kb, tmp_path):
     _copy_tree(tmp_path)
-    report = kb.reconcile(["knowledge_base/gateway/docs/zh"])
+    report = kb.documents.reconcile(["knowledge_base/gateway/docs/zh"])
     assert report.added == ("knowledge_base/gateway/docs/zh/latest/plugins/limit-req.md",)
     assert report.refused == ()  # the refused files lie elsewhere
 
@@ -96,24 +97,24 @@ def test_after_any_edits_on_disk_reconcile_leaves_l0_equal_to_the_database(kb, t
         elif path.is_file() and not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             path.rename(target)
-    kb.reconcile(delete_missing=True)
+    kb.documents.reconcile(delete_missing=True)
     assert_consistent(kb)
-    with_frontmatter = {d.file_path for d in kb.documents() if d.metadata_json}
+    with_frontmatter = {d.file_path for d in kb.documents.list() if d.metadata_json}
     assert {e.file_path for e in parts_of(kb).index.entries()} == with_frontmatter
 
 
 def test_the_longest_category_the_rule_allows_fits_the_database(kb):
     category = "/".join(["segment-of-fifteen"[:15]] * 16)  # 16 levels, 255 characters
     assert len(category) == 255
-    outcome = kb.upload("x.md", doc("Deep", ["DEEP_KEYWORD"]).encode(), category)
-    assert kb.get(outcome.document.id).category == category
+    outcome = kb.documents.upload("x.md", doc("Deep", ["DEEP_KEYWORD"]).encode(), category)
+    assert kb.documents.get(outcome.document.id).category == category
     assert kb.lookup_knowledge("DEEP_KEYWORD")["primary"]["source"] == outcome.document.file_path
     assert_consistent(kb)
 
 
 def test_translations_are_one_page_served_in_the_querys_language(kb, tmp_path):
     _copy_tree(tmp_path)
-    kb.reconcile()
+    kb.documents.reconcile()
     en, zh = (f"knowledge_base/gateway/docs/{lang}/latest/plugins/limit-req.md" for lang in ("en", "zh"))
     english = kb.lookup_knowledge("how do I configure limit-req")
     assert english["primary"]["source"] == en and english["primary"]["confidence"] == "high"  # a twin: no clash
@@ -125,10 +126,10 @@ def test_translations_are_one_page_served_in_the_querys_language(kb, tmp_path):
     assert plain["primary"] is None
     untranslated = kb.lookup_knowledge("quickstart")
     assert "translations" not in untranslated["primary"]  # the spec's shape for a page without translations
-    rows = {r.keyword: r for r in kb.keyword_summary().rows}
+    rows = {r.keyword: r for r in kb.keywords.map().rows}
     assert rows["limit-req"].kind != "clash" and not rows["limit-req"].problem  # twin-only: not flagged
     assert rows["APISIX"].claimants == 2  # three files, two pages
-    preview = kb.preview_upload("limit-req.md", TREE["gateway/docs/zh/latest/plugins/limit-req.md"].encode(),
+    preview = kb.documents.preview_upload("limit-req.md", TREE["gateway/docs/zh/latest/plugins/limit-req.md"].encode(),
                                 "gateway/docs/ja/latest/plugins")
     assert not [f for f in preview.findings if "limit-req" in f.message]  # a third language joins the page
     assert {e.lang for e in parts_of(kb).index.entries()} == {"en", "zh"}
@@ -155,7 +156,7 @@ def test_the_language_comes_from_frontmatter_then_the_path_then_the_script():
 def test_paths_that_differ_only_in_case_are_one_file_and_are_refused_once(kb, tmp_path):
     write_doc(tmp_path, "knowledge_base/gateway/Route.md", doc("Route", ["ROUTE_UPPER"]))
     write_doc(tmp_path, "knowledge_base/gateway/route.md", doc("route", ["route_lower"]))
-    report = kb.reconcile()
+    report = kb.documents.reconcile()
     assert report.added == ("knowledge_base/gateway/Route.md",)
     [(path, why)] = report.refused
     assert path == "knowledge_base/gateway/route.md"
@@ -163,10 +164,10 @@ def test_paths_that_differ_only_in_case_are_one_file_and_are_refused_once(kb, tm
     assert not kb.lookup_knowledge("route_lower")["found"]  # refused everywhere, L0 too
     assert_consistent(kb)
     with pytest.raises(UploadRejected, match="differs only in case"):
-        kb.upload("ROUTE.md", doc("x", ["x-kw"]).encode(), "gateway")
+        kb.documents.upload("ROUTE.md", doc("x", ["x-kw"]).encode(), "gateway")
     with pytest.raises(UploadRejected, match="differs only in case from knowledge_base/gateway"):
-        kb.upload("new.md", doc("x", ["x-kw"]).encode(), "Gateway")
-    assert kb.upload("Route.md", doc("Route v2", ["ROUTE_UPPER"]).encode(), "gateway").action == "replaced"
+        kb.documents.upload("new.md", doc("x", ["x-kw"]).encode(), "Gateway")
+    assert kb.documents.upload("Route.md", doc("Route v2", ["ROUTE_UPPER"]).encode(), "gateway").action == "replaced"
 
 
 def test_l1_prefers_the_querys_language_among_a_pages_versions(kb, tmp_path):
@@ -176,7 +177,7 @@ def test_l1_prefers_the_querys_language_among_a_pages_versions(kb, tmp_path):
         write_doc(tmp_path, f"knowledge_base/guide/{lang}/limits.md",
                   doc(f"limits {lang}", [f"limits-{lang}"], body=f"# Limits\n\n{words}.\n"))
     write_doc(tmp_path, "knowledge_base/guide/en/other.md", doc("other", ["other-kw"], body="# Other\n\nNothing.\n"))
-    kb.reconcile()
+    kb.documents.reconcile()
     english = kb.lookup_knowledge("ERR_LIMIT_77 threshold")
     assert english["primary"] is None and english["supplement"]["source"] == "knowledge_base/guide/en/limits.md"
     chinese = kb.lookup_knowledge("ERR_LIMIT_77 阈值")

@@ -81,7 +81,7 @@ def test_without_a_model_l1_is_full_text_only(open_kb):
     assert status.model.state == "unavailable" and not status.dense_search
     assert status.l1_mode == "L1 runs on full text only (BM25)"
     text = "---\ntitle: 缓存\nkeywords: [Redis]\nsummary: s\n---\n# 缓存优化\n\n如何优化缓存命中率\n"
-    kb.upload("cache.md", text.encode(), "domain")
+    kb.documents.upload("cache.md", text.encode(), "domain")
     hit = kb.lookup("如何优化缓存").trace.l1_hits[0]
     assert hit.retrievers == ("bm25",)
     assert_consistent(kb)
@@ -93,7 +93,7 @@ def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sa
 
     kb = open_kb(sample_root, model=str(minilm_path()))
     assert kb.status().model.ready
-    kb.reconcile()
+    kb.documents.reconcile()
     result = kb.lookup("reimburse a customer")  # no word in common with the refund document
     assert result.primary is None
     assert result.supplement.source == "knowledge_base/api/refund-api.md"
@@ -114,7 +114,7 @@ def test_minilm_vectors_are_semantic(tmp_path):
 
 def test_req_7_2_2_chinese_open_question_finds_the_cache_document_through_bm25(open_kb, sample_root):
     kb = open_kb(sample_root, model=NO_MODEL)
-    kb.reconcile()
+    kb.documents.reconcile()
     result = kb.lookup("如何优化缓存")
     assert result.primary is None  # no keyword matches: this is an L1 answer
     assert result.supplement.source == "knowledge_base/domain/cache-optimization.md"
@@ -124,7 +124,7 @@ def test_req_7_2_2_chinese_open_question_finds_the_cache_document_through_bm25(o
 
 def test_req_5_4_nonsense_finds_nothing_on_the_sample(open_kb, sample_root):
     kb = open_kb(sample_root, model=NO_MODEL)
-    kb.reconcile()
+    kb.documents.reconcile()
     assert kb.lookup("完全不存在的内容XYZ").to_dict() == {"found": False, "primary": None, "supplement": None}
 
 

@@ -33,83 +33,83 @@ def _jsonl(items) -> bytes:
 @pytest.fixture
 def realistic(open_kb, db_url):
     kb = open_kb(tree=FIXTURES / "realistic_kb", db_url=db_url)
-    assert kb.reconcile().failed == ()
+    assert kb.documents.reconcile().failed == ()
     return kb
 
 
 def _run(kb, set_name: str):
-    job = kb.start_evaluation(set_name)
+    job = kb.evaluation.start(set_name)
     assert job.kind == "evaluate" and job.total > 0
-    ended = kb.wait_for_job(job.id, 120)
+    ended = kb.jobs.wait(job.id, 120)
     assert ended.state == JobState.SUCCEEDED, (ended.state, ended.errors, ended.summary)
-    return kb.evaluation_run(ended.result["run_id"])
+    return kb.evaluation.run(ended.result["run_id"])
 
 
 def test_import_stores_a_good_file_and_refuses_a_bad_one_whole(realistic):
     kb = realistic.as_user(CURATOR)
     good = [{"query": PROXY, "kind": "keyword_in_sentence", "expected": ["gateway/proxy-rewrite.md"]}, *STEADY]
-    assert kb.import_query_set("smoke", _jsonl(good) + b"\n\n") == 4
-    [info] = kb.query_sets()
+    assert kb.evaluation.import_set("smoke", _jsonl(good) + b"\n\n") == 4
+    [info] = kb.evaluation.sets()
     assert (info.name, info.queries) == ("smoke", 4) and info.updated_at.tzinfo is not None
-    assert [(q.query, q.kind, q.expected) for q in kb.query_set("smoke")] == \
+    assert [(q.query, q.kind, q.expected) for q in kb.evaluation.set("smoke")] == \
         [(g["query"], g["kind"], tuple(g["expected"])) for g in good]
 
     bad = _jsonl(STEADY[:1]) + b'\n{"kind": "title"}\n' + _jsonl(STEADY[1:2]) + b"\nnot json\n" + \
         b'{"query": "x", "expected": "a.md"}\n'
     with pytest.raises(InvalidInputError) as refused:
-        kb.import_query_set("other", bad)
+        kb.evaluation.import_set("other", bad)
     message = str(refused.value)
     assert "line:2" in message and "line:4" in message and "line:5" in message
     assert "line:1" not in message and "line:3" not in message
-    assert [s.name for s in kb.query_sets()] == ["smoke"]  # nothing stored
+    assert [s.name for s in kb.evaluation.sets()] == ["smoke"]  # nothing stored
     with pytest.raises(InvalidInputError, match="UTF-8"):
-        kb.import_query_set("other", b"\xff\xfe{")
+        kb.evaluation.import_set("other", b"\xff\xfe{")
     with pytest.raises(InvalidInputError, match="no labelled queries"):
-        kb.import_query_set("other", b"\n \n")
+        kb.evaluation.import_set("other", b"\n \n")
 
     # importing a query again replaces its label; the others stay
-    assert kb.import_query_set("smoke", _jsonl([{"query": PROXY, "kind": "title", "expected": []}])) == 1
-    first = kb.query_set("smoke")[0]
+    assert kb.evaluation.import_set("smoke", _jsonl([{"query": PROXY, "kind": "title", "expected": []}])) == 1
+    first = kb.evaluation.set("smoke")[0]
     assert (first.query, first.kind, first.expected) == (PROXY, "title", ())
-    assert len(kb.query_set("smoke")) == 4
+    assert len(kb.evaluation.set("smoke")) == 4
 
 
 def test_labelling_right_wrong_and_no_answer(realistic):
     kb = realistic.as_user(CURATOR)
-    kb.label_query("picked", PROXY, ["gateway/proxy-rewrite.md"], kind="playground")  # "right"
-    kb.label_query("picked", "ERR_NOTHING_LIKE_IT", [], kind="playground")  # "wrong: no answer"
-    kb.label_query("picked", PROXY, ["gateway-zh/proxy-rewrite.md", " ", "gateway-zh/proxy-rewrite.md"],
+    kb.evaluation.label("picked", PROXY, ["gateway/proxy-rewrite.md"], kind="playground")  # "right"
+    kb.evaluation.label("picked", "ERR_NOTHING_LIKE_IT", [], kind="playground")  # "wrong: no answer"
+    kb.evaluation.label("picked", PROXY, ["gateway-zh/proxy-rewrite.md", " ", "gateway-zh/proxy-rewrite.md"],
                    kind="tool_call")  # "wrong: this one", replacing the label
-    assert [(q.query, q.kind, q.expected) for q in kb.query_set("picked")] == [
+    assert [(q.query, q.kind, q.expected) for q in kb.evaluation.set("picked")] == [
         (PROXY, "tool_call", ("gateway-zh/proxy-rewrite.md",)), ("ERR_NOTHING_LIKE_IT", "playground", ())]
     for bad in ("", "   "):
         with pytest.raises(InvalidInputError):
-            kb.label_query("picked", bad, [])
+            kb.evaluation.label("picked", bad, [])
         with pytest.raises(InvalidInputError):
-            kb.label_query(bad, "q", [])
-    assert kb.unlabel_query("picked", "ERR_NOTHING_LIKE_IT") is True
-    assert [q.query for q in kb.query_set("picked")] == [PROXY]
+            kb.evaluation.label(bad, "q", [])
+    assert kb.evaluation.unlabel("picked", "ERR_NOTHING_LIKE_IT") is True
+    assert [q.query for q in kb.evaluation.set("picked")] == [PROXY]
 
 
 def test_viewers_look_curators_import_label_and_run(realistic):
-    realistic.as_user(CURATOR).import_query_set("s", _jsonl(STEADY))
+    realistic.as_user(CURATOR).evaluation.import_set("s", _jsonl(STEADY))
     viewer = realistic.as_user(VIEWER)
     with pytest.raises(AccessDeniedError):
-        viewer.import_query_set("s", _jsonl(STEADY))
+        viewer.evaluation.import_set("s", _jsonl(STEADY))
     with pytest.raises(AccessDeniedError):
-        viewer.label_query("s", "q", [])
+        viewer.evaluation.label("s", "q", [])
     with pytest.raises(AccessDeniedError):
-        viewer.unlabel_query("s", "keepalive_pool_size")
+        viewer.evaluation.unlabel("s", "keepalive_pool_size")
     with pytest.raises(AccessDeniedError):
-        viewer.start_evaluation("s")
+        viewer.evaluation.start("s")
     with pytest.raises(InvalidInputError, match="start_evaluation"):
-        realistic.start_job("evaluate")
-    assert [s.name for s in viewer.query_sets()] == ["s"] and len(viewer.query_set("s")) == 3
+        realistic.jobs.start("evaluate")
+    assert [s.name for s in viewer.evaluation.sets()] == ["s"] and len(viewer.evaluation.set("s")) == 3
     run = _run(realistic.as_user(CURATOR), "s")
-    assert [r.id for r in viewer.evaluation_runs()] == [run.id] and viewer.evaluation_run(run.id).queries == 3
+    assert [r.id for r in viewer.evaluation.runs()] == [run.id] and viewer.evaluation.run(run.id).queries == 3
     assert run.actor == CURATOR.name
     with pytest.raises(InvalidInputError):
-        realistic.start_evaluation("no such set")
+        realistic.evaluation.start("no such set")
 
 
 def _without_latency(metrics: dict) -> list[dict]:
@@ -120,7 +120,7 @@ def _without_latency(metrics: dict) -> list[dict]:
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_a_run_stores_what_kb_evaluate_reports_on_the_same_set(realistic):
     kb = realistic.as_user(CURATOR)
-    assert kb.import_query_set("realistic", QUERIES.read_bytes()) == len(load_queries(QUERIES))
+    assert kb.evaluation.import_set("realistic", QUERIES.read_bytes()) == len(load_queries(QUERIES))
     run = _run(kb, "realistic")
     report = evaluate(realistic, load_queries(QUERIES))
     cli = report.to_dict()
@@ -134,20 +134,20 @@ def test_a_run_stores_what_kb_evaluate_reports_on_the_same_set(realistic):
              o.in_query_language) for o in run.outcomes] == \
         [(o.query.query, o.query.kind, o.query.expected, o.found, o.primary, o.confidence, o.supplement, o.named,
           o.in_query_language) for o in report.outcomes]
-    assert kb.job(run.job_id).counts["queries"] == len(report.outcomes)
+    assert kb.jobs.get(run.job_id).counts["queries"] == len(report.outcomes)
 
 
 def test_comparing_two_runs_lists_exactly_the_queries_whose_answer_changed(realistic):
     kb = realistic.as_user(CURATOR)
-    kb.import_query_set("cmp", _jsonl([{"query": PROXY, "kind": "keyword_in_sentence",
+    kb.evaluation.import_set("cmp", _jsonl([{"query": PROXY, "kind": "keyword_in_sentence",
                                         "expected": ["gateway/proxy-rewrite.md"]}, *STEADY]))
     before = _run(kb, "cmp")
     assert before.outcomes[0].primary == "gateway/proxy-rewrite.md"
-    [doc] = [d for d in kb.documents() if d.file_path.endswith("gateway/proxy-rewrite.md")]
-    kb.delete(doc.id)
-    kb.label_query("cmp", "nacos 注册中心", ["registry/overview.md"])  # only the second run asks it
+    [doc] = [d for d in kb.documents.list() if d.file_path.endswith("gateway/proxy-rewrite.md")]
+    kb.documents.delete(doc.id)
+    kb.evaluation.label("cmp", "nacos 注册中心", ["registry/overview.md"])  # only the second run asks it
     after = _run(kb, "cmp")
-    comparison = kb.compare_evaluation_runs(before.id, after.id)
+    comparison = kb.evaluation.compare(before.id, after.id)
     assert [c.query for c in comparison.changed] == [PROXY]
     [changed] = comparison.changed
     assert changed.before.primary == "gateway/proxy-rewrite.md" and changed.after.primary != changed.before.primary
@@ -155,9 +155,9 @@ def test_comparing_two_runs_lists_exactly_the_queries_whose_answer_changed(reali
     assert comparison.only_before == () and comparison.only_after == ("nacos 注册中心",)
     rows = {r["metric"]: r for r in comparison.metric_rows()}
     assert rows["answered"][f"run {before.id}"] == before.metrics["overall"]["answered_pct"]
-    assert [r.id for r in kb.evaluation_runs()] == [after.id, before.id]
+    assert [r.id for r in kb.evaluation.runs()] == [after.id, before.id]
     with pytest.raises(InvalidInputError, match="no evaluation run 999"):
-        kb.compare_evaluation_runs(before.id, 999)
+        kb.evaluation.compare(before.id, 999)
 
 
 def _outcome(query: str, primary: str | None, confidence: str | None = "high", supplement: str | None = None,
@@ -185,7 +185,7 @@ def test_compare_runs_counts_answers_not_latency():
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_a_cancelled_run_stores_nothing_and_runs_leave_the_lookup_metrics_alone(realistic):
     kb = realistic.as_user(CURATOR)
-    kb.import_query_set("realistic", QUERIES.read_bytes())
+    kb.evaluation.import_set("realistic", QUERIES.read_bytes())
     def lookups_counted() -> float:  # the served-lookup metrics of this knowledge base (kb_lookup_duration_seconds)
         registry = realistic._metrics.registry
         return sum(registry.get_sample_value("kb_lookup_duration_seconds_count", {"path": path}) or 0.0
@@ -194,10 +194,10 @@ def test_a_cancelled_run_stores_nothing_and_runs_leave_the_lookup_metrics_alone(
     realistic.lookup("proxy-rewrite")
     counted = lookups_counted()
     assert counted >= 1
-    first, second = kb.start_evaluation("realistic"), kb.start_evaluation("realistic")
-    kb.cancel_job(second.id)  # queued behind the first, or at its next query
-    assert kb.wait_for_job(first.id, 120).state == JobState.SUCCEEDED
-    ended = kb.wait_for_job(second.id, 120)
+    first, second = kb.evaluation.start("realistic"), kb.evaluation.start("realistic")
+    kb.jobs.cancel(second.id)  # queued behind the first, or at its next query
+    assert kb.jobs.wait(first.id, 120).state == JobState.SUCCEEDED
+    ended = kb.jobs.wait(second.id, 120)
     assert ended.state == JobState.CANCELLED and not (ended.result or {}).get("run_id")
-    assert [r.job_id for r in kb.evaluation_runs()] == [first.id]
+    assert [r.job_id for r in kb.evaluation.runs()] == [first.id]
     assert lookups_counted() == counted  # a run's lookups are a measurement, not traffic

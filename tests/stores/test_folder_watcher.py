@@ -92,7 +92,7 @@ def test_a_burst_is_synced_in_few_batches(watched_on_sqlite):
         write_doc(parts_of(kb).folder.base_dir, f"api/endpoint-{i:02}.md",
                   _guide(f"Endpoint {i}", [f"ENDPOINT_{i:02}", "API", "REST"], body="Request and response. " * 40))
         time.sleep(0.05)
-    _wait_for(lambda: len(kb.documents()) == 30 and all(_found(kb, f"ENDPOINT_{i:02}") for i in (0, 29)),
+    _wait_for(lambda: len(kb.documents.list()) == 30 and all(_found(kb, f"ENDPOINT_{i:02}") for i in (0, 29)),
               "30 files written at once")
     assert parts_of(kb).watcher.syncs - before <= 3
     assert_consistent(kb)
@@ -164,7 +164,7 @@ def test_a_new_watcher_catches_up_with_changes_made_while_nobody_watched(tmp_pat
     kb = _watched(tmp_path, url)
     write_doc(base, "sdk/python.md", _guide("Python SDK", ["SDK", "PYTHON_V1"]))
     write_doc(base, "sdk/go.md", _guide("Go SDK", ["SDK", "GO_KEY"]))
-    _wait_for(lambda: len(kb.documents()) == 2, "the first files")
+    _wait_for(lambda: len(kb.documents.list()) == 2, "the first files")
     kb.close()
     time.sleep(0.05)  # file times have a granularity: the edits below must be newer than the rows
     write_doc(base, "sdk/python.md", _guide("Python SDK", ["SDK", "PYTHON_V2"]))
@@ -172,7 +172,7 @@ def test_a_new_watcher_catches_up_with_changes_made_while_nobody_watched(tmp_pat
     write_doc(base, "sdk/java.md", _guide("Java SDK", ["SDK", "JAVA_KEY"]))
     kb = _watched(tmp_path, url)
     try:
-        _wait_for(lambda: sorted(r.file_name for r in kb.documents()) == ["java.md", "python.md"]
+        _wait_for(lambda: sorted(r.file_name for r in kb.documents.list()) == ["java.md", "python.md"]
                   and _found(kb, "PYTHON_V2") and not parts_of(kb).index.exact_match("PYTHON_V1"), "the catch-up sync")
         assert_consistent(kb)
     finally:

@@ -27,20 +27,20 @@ def kb(open_kb, db_url):
 
 
 def test_matching_hash_replaces(kb, tmp_path):
-    base = kb.upload("limit-req.md", GATEWAY_V1.encode(), "gateway").document.content_sha256
+    base = kb.documents.upload("limit-req.md", GATEWAY_V1.encode(), "gateway").document.content_sha256
     assert base == _sha(GATEWAY_V1)
-    outcome = kb.upload("limit-req.md", GATEWAY_V2.encode(), "gateway", if_match=base)
+    outcome = kb.documents.upload("limit-req.md", GATEWAY_V2.encode(), "gateway", if_match=base)
     assert outcome.action == "replaced"
     assert (tmp_path / "knowledge_base/gateway/limit-req.md").read_text(encoding="utf-8") == GATEWAY_V2
     assert_consistent(kb)
 
 
 def test_stale_hash_is_refused_and_nothing_is_written(kb, tmp_path):
-    base = kb.upload("limit-req.md", GATEWAY_V1.encode(), "gateway").document.content_sha256
-    kb.upload("limit-req.md", GATEWAY_V2.encode(), "gateway")  # a colleague's newer version
+    base = kb.documents.upload("limit-req.md", GATEWAY_V1.encode(), "gateway").document.content_sha256
+    kb.documents.upload("limit-req.md", GATEWAY_V2.encode(), "gateway")  # a colleague's newer version
     stale = GATEWAY_V1.replace("burst and rate.", "my edit of the old version.")
     with pytest.raises(DocumentConflictError) as caught:
-        kb.upload("limit-req.md", stale.encode(), "gateway", if_match=base)
+        kb.documents.upload("limit-req.md", stale.encode(), "gateway", if_match=base)
     error = caught.value
     assert isinstance(error, KnowledgeBaseError)
     assert error.path == "knowledge_base/gateway/limit-req.md"
@@ -48,21 +48,21 @@ def test_stale_hash_is_refused_and_nothing_is_written(kb, tmp_path):
     assert "knowledge_base/gateway/limit-req.md" in str(error) and base[:12] in str(error)
     assert _sha(GATEWAY_V2)[:12] in str(error)
     assert (tmp_path / "knowledge_base/gateway/limit-req.md").read_text(encoding="utf-8") == GATEWAY_V2
-    [row] = kb.documents()
+    [row] = kb.documents.list()
     assert row.content_sha256 == _sha(GATEWAY_V2)
     assert_consistent(kb)
 
 
 def test_if_match_for_a_missing_or_deleted_document_is_a_conflict(kb, tmp_path):
     with pytest.raises(DocumentConflictError, match="does not exist") as caught:
-        kb.upload("new.md", GATEWAY_V1.encode(), "gateway", if_match=_sha("anything"))
+        kb.documents.upload("new.md", GATEWAY_V1.encode(), "gateway", if_match=_sha("anything"))
     assert caught.value.current is None
     assert not (tmp_path / "knowledge_base/gateway/new.md").exists()
-    record = kb.upload("limit-req.md", GATEWAY_V1.encode(), "gateway").document
-    kb.delete(record.id)
+    record = kb.documents.upload("limit-req.md", GATEWAY_V1.encode(), "gateway").document
+    kb.documents.delete(record.id)
     with pytest.raises(DocumentConflictError):
-        kb.upload("limit-req.md", GATEWAY_V2.encode(), "gateway", if_match=record.content_sha256)
-    assert kb.documents() == []
+        kb.documents.upload("limit-req.md", GATEWAY_V2.encode(), "gateway", if_match=record.content_sha256)
+    assert kb.documents.list() == []
     assert_consistent(kb)
 
 
@@ -70,7 +70,7 @@ def test_two_knowledge_bases_replacing_from_one_base_version_exactly_one_wins(op
     """Two KnowledgeBase objects on one database and folder (as two processes would be): each has its own
     in-process lock, so only the database lock and the version check keep the second from overwriting."""
     first = open_kb(db_url=db_url)
-    base = first.upload("limit-req.md", GATEWAY_V1.encode(), "gateway").document.content_sha256
+    base = first.documents.upload("limit-req.md", GATEWAY_V1.encode(), "gateway").document.content_sha256
     second = open_kb(db_url=db_url)
     edits = {"first": GATEWAY_V1.replace("burst and rate.", "edit by the first curator."),
              "second": GATEWAY_V1.replace("burst and rate.", "edit by the second curator.")}
@@ -80,7 +80,7 @@ def test_two_knowledge_bases_replacing_from_one_base_version_exactly_one_wins(op
     def replace(name, kb):
         start.wait()
         try:
-            outcomes[name] = kb.upload("limit-req.md", edits[name].encode(), "gateway", if_match=base).action
+            outcomes[name] = kb.documents.upload("limit-req.md", edits[name].encode(), "gateway", if_match=base).action
         except KnowledgeBaseError as exc:
             outcomes[name] = exc
 
@@ -106,9 +106,9 @@ def test_a_malformed_if_match_is_refused_as_bad_input_not_as_a_conflict(tmp_path
 
     kb = open_knowledge_base(make_settings(tmp_path))
     try:
-        kb.upload("a.md", b"---\ntitle: A\nkeywords: [A_KEY]\n---\n# A\n", "api")
+        kb.documents.upload("a.md", b"---\ntitle: A\nkeywords: [A_KEY]\n---\n# A\n", "api")
         with pytest.raises(UploadRejected, match="64 hex digits") as raised:
-            kb.upload("a.md", b"---\ntitle: A2\nkeywords: [A_KEY]\n---\n# A\n", "api", if_match="nothex")
+            kb.documents.upload("a.md", b"---\ntitle: A2\nkeywords: [A_KEY]\n---\n# A\n", "api", if_match="nothex")
         assert not isinstance(raised.value, DocumentConflictError)
         assert "A2" not in (tmp_path / "knowledge_base/api/a.md").read_text(encoding="utf-8")
     finally:

@@ -91,12 +91,12 @@ def kb(open_kb, sample_root, db_url):
 def test_a_job_is_queued_at_once_runs_and_records_how_it_ended(open_kb, sample_root, db_url):
     kb = open_kb(sample_root, db_url=db_url)
     before = datetime.now(UTC) - timedelta(seconds=1)
-    job = kb.as_user(ADMIN).start_job("reconcile")
+    job = kb.as_user(ADMIN).jobs.start("reconcile")
     assert job.state in (JobState.QUEUED, JobState.RUNNING) and job.kind == "reconcile" and job.label == "Reconcile"
     assert job.actor == "ada@example.com" and job.actor_role == "admin"
     assert job.owner == ProcessIdentity.current() and job.owner.pid == os.getpid()
     assert job.params == {"delete_missing": False, "paths": None}
-    done = kb.wait_for_job(job.id, WAIT)
+    done = kb.jobs.wait(job.id, WAIT)
     assert done.state == JobState.SUCCEEDED, done
     assert done.summary.startswith("10 files added") and done.counts == {"added": 10}
     assert done.done == done.total == 10 and done.fraction == 1.0 and done.errors == () and done.error_count == 0
@@ -105,28 +105,28 @@ def test_a_job_is_queued_at_once_runs_and_records_how_it_ended(open_kb, sample_r
     assert not done.active and done.eta_seconds() is None
     assert_consistent(kb)
     # every write of the job was made as its starter
-    assert {d.changed_by for d in kb.documents()} == {"ada@example.com"}
+    assert {d.changed_by for d in kb.documents.list()} == {"ada@example.com"}
 
-    second = kb.start_job("reindex_all")
-    assert kb.wait_for_job(second.id, WAIT).summary == "10 re-indexed"
-    assert [j.id for j in kb.jobs()] == [second.id, job.id]  # newest first
-    assert kb.job(job.id) == done and kb.job(10_000) is None
+    second = kb.jobs.start("reindex_all")
+    assert kb.jobs.wait(second.id, WAIT).summary == "10 re-indexed"
+    assert [j.id for j in kb.jobs.list()] == [second.id, job.id]  # newest first
+    assert kb.jobs.get(job.id) == done and kb.jobs.get(10_000) is None
     assert_consistent(kb)
 
 
 def test_a_second_heavy_job_waits_its_turn(kb):
     before = sys.getswitchinterval()
     gate = Gate(kb, at=3)
-    first = kb.start_job("reindex_all")
+    first = kb.jobs.start("reindex_all")
     gate.wait_reached()
     assert sys.getswitchinterval() == 0.001  # while a job runs, a lookup waits at most 1 ms for the GIL
-    second = kb.start_job("reconcile")
-    third = kb.start_job("reindex_all")
+    second = kb.jobs.start("reconcile")
+    third = kb.jobs.start("reindex_all")
     # the first is held inside its third document: the others cannot have started, whatever the timing
-    assert kb.job(first.id).state == JobState.RUNNING
-    assert kb.job(second.id).state == kb.job(third.id).state == JobState.QUEUED
+    assert kb.jobs.get(first.id).state == JobState.RUNNING
+    assert kb.jobs.get(second.id).state == kb.jobs.get(third.id).state == JobState.QUEUED
     gate.release()
-    ended = [kb.wait_for_job(j.id, WAIT) for j in (first, second, third)]
+    ended = [kb.jobs.wait(j.id, WAIT) for j in (first, second, third)]
     assert [j.state for j in ended] == [JobState.SUCCEEDED] * 3
     assert ended[0].ended_at <= ended[1].started_at and ended[1].ended_at <= ended[2].started_at
     assert sys.getswitchinterval() == before
@@ -156,16 +156,16 @@ def test_one_heavy_job_at_a_time_across_knowledge_bases_on_one_database(tmp_path
 # -- cancel ------------------------------------------------------------------------------------------------
 def test_cancel_mid_way_stops_at_the_next_document_and_leaves_the_stores_consistent(kb):
     gate = Gate(kb, at=4)
-    job = kb.start_job("reindex_all")
+    job = kb.jobs.start("reindex_all")
     gate.wait_reached()
-    asked = kb.cancel_job(job.id)
+    asked = kb.jobs.cancel(job.id)
     assert asked.state == JobState.RUNNING and asked.cancel_requested
     gate.release()  # the fourth document is finished whole; the fifth is never started
-    ended = kb.wait_for_job(job.id, WAIT)
+    ended = kb.jobs.wait(job.id, WAIT)
     assert ended.state == JobState.CANCELLED and ended.summary == "cancelled after 4 of 10"
     assert gate.calls == 4
     assert_consistent(kb)
-    again = kb.wait_for_job(kb.start_job("reindex_all").id, WAIT)  # the lock was let go
+    again = kb.jobs.wait(kb.jobs.start("reindex_all").id, WAIT)  # the lock was let go
     assert again.state == JobState.SUCCEEDED
 
 
@@ -173,54 +173,54 @@ def test_a_cancelled_reconcile_keeps_what_it_indexed_and_the_next_one_does_the_r
     many_documents(tmp_path, 12)
     kb = open_kb(tmp_path, db_url=db_url)
     gate = Gate(kb, at=5)
-    job = kb.start_job("reconcile")
+    job = kb.jobs.start("reconcile")
     gate.wait_reached()
-    kb.cancel_job(job.id)
+    kb.jobs.cancel(job.id)
     gate.release()
-    ended = kb.wait_for_job(job.id, WAIT)
+    ended = kb.jobs.wait(job.id, WAIT)
     assert ended.state == JobState.CANCELLED and ended.summary == "cancelled after 5 of 12"
-    rows = {r.file_path: r for r in kb.documents()}
+    rows = {r.file_path: r for r in kb.documents.list()}
     assert len(rows) == 5 and all(r.status == "INDEXED" and r.pending_operation is None for r in rows.values())
     for row in rows.values():  # each document it reached is whole in every store
-        assert len(kb.chunks(row.id)) == row.chunk_count and kb.l0_entry(row.file_path) is not None
-    assert kb.wait_for_job(kb.start_job("reconcile").id, WAIT).counts == {"added": 7, "unchanged": 5}
+        assert len(kb.documents.chunks(row.id)) == row.chunk_count and kb.documents.entry(row.file_path) is not None
+    assert kb.jobs.wait(kb.jobs.start("reconcile").id, WAIT).counts == {"added": 7, "unchanged": 5}
     assert_consistent(kb)
 
 
 def test_a_queued_job_is_cancelled_at_once_and_never_runs(kb):
     gate = Gate(kb, at=1)
-    first = kb.start_job("reindex_all")
+    first = kb.jobs.start("reindex_all")
     gate.wait_reached()
-    queued = kb.start_job("reconcile")
-    cancelled = kb.cancel_job(queued.id)
+    queued = kb.jobs.start("reconcile")
+    cancelled = kb.jobs.cancel(queued.id)
     assert cancelled.state == JobState.CANCELLED and cancelled.summary == "cancelled before it started"
     assert cancelled.started_at is None and cancelled.ended_at is not None
     gate.release()
-    assert kb.wait_for_job(first.id, WAIT).state == JobState.SUCCEEDED
-    assert kb.job(queued.id).state == JobState.CANCELLED and kb.job(queued.id).started_at is None
+    assert kb.jobs.wait(first.id, WAIT).state == JobState.SUCCEEDED
+    assert kb.jobs.get(queued.id).state == JobState.CANCELLED and kb.jobs.get(queued.id).started_at is None
     with pytest.raises(InvalidInputError, match="there is no job 999"):
-        kb.cancel_job(999)
+        kb.jobs.cancel(999)
 
 
 def test_closing_the_knowledge_base_cancels_its_jobs(open_kb, sample_root, db_url):
     kb = open_knowledge_base(make_settings(sample_root, db_url=db_url))  # closed here, not by the fixture
-    kb.reconcile()
+    kb.documents.reconcile()
     gate = Gate(kb, at=2)
-    running = kb.start_job("reindex_all")
+    running = kb.jobs.start("reindex_all")
     gate.wait_reached()
-    queued = kb.start_job("reconcile")
+    queued = kb.jobs.start("reconcile")
     closer = threading.Thread(target=kb.close)
     closer.start()
     wait_for(lambda: parts_of(kb).jobs.cancelling(running.id), "close() to ask the running job to stop")
     gate.release()
     closer.join(WAIT)
     reader = open_kb(sample_root, db_url=db_url)
-    assert reader.job(running.id).state == JobState.CANCELLED
-    assert reader.job(running.id).summary == "cancelled after 2 of 10: the knowledge base was closed"
-    assert reader.job(queued.id).state == JobState.CANCELLED
-    assert reader.job(queued.id).summary == "the knowledge base was closed before it started"
+    assert reader.jobs.get(running.id).state == JobState.CANCELLED
+    assert reader.jobs.get(running.id).summary == "cancelled after 2 of 10: the knowledge base was closed"
+    assert reader.jobs.get(queued.id).state == JobState.CANCELLED
+    assert reader.jobs.get(queued.id).summary == "the knowledge base was closed before it started"
     with pytest.raises(Exception, match="closed"):
-        kb.start_job("reconcile")
+        kb.jobs.start("reconcile")
     assert_consistent(reader)
 
 
@@ -233,11 +233,11 @@ def test_a_batch_upload_job_goes_through_upload_and_keeps_each_files_outcome(kb,
              JobFile("timeout.md", b"---\ntitle: x\n---\n# new\n", "troubleshooting", create_only=True),
              JobFile("bad.md", b"\xff\xfe not utf-8", "ops", create_only=True)]
     note = UploadRow("skipped.md", "not replaced", "knowledge_base/ops/skipped.md", 0, "“Replace” was not ticked")
-    job = kb.as_user(CURATOR).start_job("import", files=files, notes=[note])
+    job = kb.as_user(CURATOR).jobs.start("import", files=files, notes=[note])
     staged = parts_of(kb).jobs.staging.root / job.params["staging"]
     assert job.kind == "import" and job.total == 4
     assert [f["upload_name"] for f in job.params["files"]] == ["a.md", "docs/deeper/b.md", "timeout.md", "bad.md"]
-    ended = kb.wait_for_job(job.id, WAIT)
+    ended = kb.jobs.wait(job.id, WAIT)
     assert ended.state == JobState.SUCCEEDED
     rows = ended.result["rows"]
     assert [(r["file"], r["result"]) for r in rows] == [
@@ -247,7 +247,7 @@ def test_a_batch_upload_job_goes_through_upload_and_keeps_each_files_outcome(kb,
     assert ended.counts == {"indexed": 2, "conflict": 1, "failed": 1} and ended.error_count == 2
     assert ended.summary == "4 file(s): 2 indexed, 1 conflict, 1 failed"
     assert (sample_root / "knowledge_base/troubleshooting/timeout.md").read_bytes() == existing
-    assert {d.changed_by for d in kb.documents() if d.category.startswith("ops")} == {"carl@example.com"}
+    assert {d.changed_by for d in kb.documents.list() if d.category.startswith("ops")} == {"carl@example.com"}
     assert not staged.exists()  # the staged bytes are gone with the job
     staging = parts_of(kb).jobs.staging.root
     assert staging.parent == sample_root and staging.name.startswith(".")  # outside the scanned folder
@@ -269,14 +269,14 @@ def test_a_cancelled_upload_keeps_the_files_it_uploaded_and_lists_only_those(kb)
 
     writer.upload = upload
     files = [JobFile(f"f{i}.md", doc(f"F{i}", [f"JOB_F{i}"]).encode(), "ops", create_only=True) for i in range(8)]
-    job = kb.start_job("upload", files=files)
+    job = kb.jobs.start("upload", files=files)
     assert gate_reached.wait(WAIT)
-    kb.cancel_job(job.id)
+    kb.jobs.cancel(job.id)
     gate_open.set()
-    ended = kb.wait_for_job(job.id, WAIT)
+    ended = kb.jobs.wait(job.id, WAIT)
     assert ended.state == JobState.CANCELLED and ended.summary == "cancelled after 3 of 8"
     assert [r["file"] for r in ended.result["rows"]] == ["f0.md", "f1.md", "f2.md"]
-    assert {d.file_path for d in kb.documents() if d.category == "ops"} == {
+    assert {d.file_path for d in kb.documents.list() if d.category == "ops"} == {
         f"knowledge_base/ops/f{i}.md" for i in range(3)}
     assert_consistent(kb)
 
@@ -287,7 +287,7 @@ def test_errors_are_kept_bounded_and_counted(open_kb, tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"---\ntitle: x\n---\n\xff\xfe not UTF-8 " + b"x" * 3000)
     kb = open_kb(tmp_path)
-    ended = kb.wait_for_job(kb.start_job("reconcile").id, WAIT)
+    ended = kb.jobs.wait(kb.jobs.start("reconcile").id, WAIT)
     assert ended.state == JobState.SUCCEEDED and ended.counts == {"failed": MAX_ERRORS + 10}
     assert ended.error_count == MAX_ERRORS + 10 and 0 < len(ended.errors) <= MAX_ERRORS
     assert all(e.startswith("knowledge_base/ops/broken-") and len(e) <= 1000 for e in ended.errors)
@@ -301,32 +301,32 @@ def test_roles_who_may_start_and_cancel_which_job(kb):
     for kind in ("reconcile", "reindex_all"):
         with pytest.raises(AccessDeniedError, match=r"carl@example.com \(curator\) may not start a .* job: it "
                                                     r"needs the admin role"):
-            curator.start_job(kind)
+            curator.jobs.start(kind)
         with pytest.raises(AccessDeniedError):
-            curator.run_job(kind)
+            curator.jobs.run(kind)
     for kind in ("upload", "import"):
         with pytest.raises(AccessDeniedError, match=r"vera@example.com \(viewer\) may not start a"):
-            viewer.start_job(kind, files=file)
-    assert kb.jobs() == []  # nothing refused was recorded (or staged)
+            viewer.jobs.start(kind, files=file)
+    assert kb.jobs.list() == []  # nothing refused was recorded (or staged)
     assert not parts_of(kb).jobs.staging.root.exists()
     with pytest.raises(InvalidInputError, match="unknown job kind 'defrag'"):
-        admin.start_job("defrag")
+        admin.jobs.start("defrag")
     with pytest.raises(InvalidInputError, match="needs at least one file"):
-        curator.start_job("upload")
+        curator.jobs.start("upload")
 
     gate = Gate(kb, at=1)
-    mine = admin.start_job("reindex_all")
+    mine = admin.jobs.start("reindex_all")
     gate.wait_reached()
-    theirs = curator.start_job("upload", files=file)
-    assert [j.id for j in viewer.jobs()] == [theirs.id, mine.id]  # anyone may look
+    theirs = curator.jobs.start("upload", files=file)
+    assert [j.id for j in viewer.jobs.list()] == [theirs.id, mine.id]  # anyone may look
     with pytest.raises(AccessDeniedError, match="only its starter or an admin"):
-        viewer.cancel_job(theirs.id)
+        viewer.jobs.cancel(theirs.id)
     with pytest.raises(AccessDeniedError, match="only its starter or an admin"):
-        curator.cancel_job(mine.id)
-    assert curator.cancel_job(theirs.id).state == JobState.CANCELLED  # their own
-    assert admin.cancel_job(mine.id).cancel_requested  # an admin may cancel any
+        curator.jobs.cancel(mine.id)
+    assert curator.jobs.cancel(theirs.id).state == JobState.CANCELLED  # their own
+    assert admin.jobs.cancel(mine.id).cancel_requested  # an admin may cancel any
     gate.release()
-    assert kb.wait_for_job(mine.id, WAIT).state == JobState.CANCELLED
+    assert kb.jobs.wait(mine.id, WAIT).state == JobState.CANCELLED
 
 
 # -- dead processes ----------------------------------------------------------------------------------------
@@ -368,10 +368,10 @@ def test_jobs_of_processes_that_are_gone_are_marked_failed(kb, monkeypatch):
         assert runner.sweep() == [recycled.id]
     finally:
         holder.release()
-    failed = kb.job(recycled.id)
+    failed = kb.jobs.get(recycled.id)
     assert failed.state == JobState.FAILED and "ended before it finished" in failed.summary
     assert failed.error_count == 1 and failed.ended_at is not None
-    assert kb.job(queued_elsewhere.id).state == JobState.QUEUED  # it showed a sign of life just now
+    assert kb.jobs.get(queued_elsewhere.id).state == JobState.QUEUED  # it showed a sign of life just now
     assert runner.sweep() == [running_elsewhere.id]  # the lock is free, and the row still says running
     monkeypatch.setattr("kb_core.jobs.runner.STALE_AFTER", -1.0)  # no sign of life for longer than that
     assert runner.sweep() == [queued_elsewhere.id]
@@ -388,10 +388,10 @@ def test_a_purge_whose_process_died_says_what_was_and_was_not_purged(kb):
                           error_count=0)
     queued = runner.store.create("purge_trash", ADMIN, dead, {"older_than_days": 30})
     assert sorted(runner.sweep()) == sorted([running.id, queued.id])
-    summary = kb.job(running.id).summary
+    summary = kb.jobs.get(running.id).summary
     assert "after purging 2 of 5 item(s)" in summary and "still in the trash" in summary
     assert "Reconcile" not in summary
-    assert "nothing was purged" in kb.job(queued.id).summary
+    assert "nothing was purged" in kb.jobs.get(queued.id).summary
 
 
 KILLED_JOB = textwrap.dedent("""
@@ -415,9 +415,9 @@ KILLED_JOB = textwrap.dedent("""
     vectors.upsert = upsert
     files = [JobFile(f"up-{i}.md", f"---\\ntitle: Up {i}\\nkeywords: [JOB_UP_{i}]\\n---\\n# Up {i}\\n\\nBody {i}.\\n"
                      .encode(), "ops", create_only=True) for i in range(config["files"])]
-    job = kb.start_job(config["kind"], files=files if config["kind"] == "upload" else ())
+    job = kb.jobs.start(config["kind"], files=files if config["kind"] == "upload" else ())
     print(json.dumps({"job": job.id, "pid": os.getpid()}), flush=True)
-    kb.wait_for_job(job.id, 300)
+    kb.jobs.wait(job.id, 300)
     print("NOT REACHED", flush=True)
     sys.exit(3)
 """)
@@ -434,7 +434,7 @@ def test_a_worker_killed_mid_job_is_failed_and_its_half_done_work_finished(tmp_p
     many_documents(tmp_path, 6)
     settings = make_settings(tmp_path, db_url=db_url)
     seeded = open_kb(tmp_path, db_url=db_url)
-    seeded.reconcile()
+    seeded.documents.reconcile()
     survivor = seeded if opened == "before" else None
     if survivor is None:
         seeded.close()
@@ -449,9 +449,9 @@ def test_a_worker_killed_mid_job_is_failed_and_its_half_done_work_finished(tmp_p
 
     if survivor is None:
         survivor = open_kb(tmp_path, db_url=db_url)  # the opening sweeps and recovers
-        failed = survivor.job(started["job"])
+        failed = survivor.jobs.get(started["job"])
     else:  # the follower's chores: every 10 s
-        failed = wait_for(lambda: (j := survivor.job(started["job"])).state == JobState.FAILED and j,
+        failed = wait_for(lambda: (j := survivor.jobs.get(started["job"])).state == JobState.FAILED and j,
                           "the follower to mark the dead job failed", timeout=60)
         wait_for(lambda: not parts_of(survivor).metadata.pending_documents(), "recovery of the PENDING row", 60)
     assert failed.state == JobState.FAILED and failed.owner.pid == started["pid"]
@@ -459,13 +459,13 @@ def test_a_worker_killed_mid_job_is_failed_and_its_half_done_work_finished(tmp_p
     assert parts_of(survivor).metadata.pending_documents() == []  # the document it was writing is settled
     staging = parts_of(survivor).jobs.staging.root
     assert not staging.exists() or not any(staging.iterdir())  # its staged files are gone
-    report = survivor.reconcile()
+    report = survivor.documents.reconcile()
     assert report.failed == ()
     if kind == "upload":  # two uploaded whole, the third finished from its file by recovery, the rest never came
-        assert {d.file_path for d in survivor.documents() if "/up-" in d.file_path} == {
+        assert {d.file_path for d in survivor.documents.list() if "/up-" in d.file_path} == {
             f"knowledge_base/ops/up-{i}.md" for i in range(3)}
     assert_consistent(survivor)
-    again = survivor.wait_for_job(survivor.start_job("reindex_all").id, WAIT)  # the dead job's lock is free
+    again = survivor.jobs.wait(survivor.jobs.start("reindex_all").id, WAIT)  # the dead job's lock is free
     assert again.state == JobState.SUCCEEDED
 
 
@@ -477,7 +477,7 @@ SEES_JOBS = "import json; from kb_core.cli import main; main(['jobs', '--json'])
 def test_another_process_sees_a_running_job_and_how_it_ended(open_kb, tmp_path, monkeypatch):
     many_documents(tmp_path, 6)
     kb = open_kb(tmp_path)
-    kb.reconcile()
+    kb.documents.reconcile()
     env = {**os.environ, "KB_APP_ROOT": str(tmp_path), "KB_DATABASE_URL": f"sqlite:///{tmp_path / 'kb.sqlite3'}",
            "KB_MILVUS_URI": str(tmp_path / "kb_milvus.db"), "KB_EMBEDDING_MODEL": "no-such-org/no-such-model",
            "KB_WATCH": "0"}
@@ -489,14 +489,14 @@ def test_another_process_sees_a_running_job_and_how_it_ended(open_kb, tmp_path, 
         return [json.loads(line) for line in done.stdout.splitlines()]
 
     gate = Gate(kb, at=3)
-    job = kb.as_user(ADMIN).start_job("reindex_all")
+    job = kb.as_user(ADMIN).jobs.start("reindex_all")
     gate.wait_reached()
-    wait_for(lambda: kb.job(job.id).done == 2, "the progress of two documents in the row")
+    wait_for(lambda: kb.jobs.get(job.id).done == 2, "the progress of two documents in the row")
     [seen] = jobs_seen_elsewhere()
     assert seen["id"] == job.id and seen["state"] == "running" and seen["actor"] == "ada@example.com"
     assert seen["done"] == 2 and seen["total"] == 6 and seen["process"] == str(ProcessIdentity.current())
     gate.release()
-    kb.wait_for_job(job.id, WAIT)
+    kb.jobs.wait(job.id, WAIT)
     [seen] = jobs_seen_elsewhere()
     assert seen["state"] == "succeeded" and seen["summary"] == "6 re-indexed" and seen["ended"]
 
@@ -564,7 +564,7 @@ def test_while_agents_look_things_up_a_job_rests_after_each_document(kb):
     assert time.monotonic() - started < 0.1  # nobody looks anything up: full speed
 
     kb.lookup_knowledge("ERR_TIMEOUT", caller="agent")
-    assert kb.flush_call_log(10)
+    assert kb.calls.flush(10)
     control.flush()
     assert control._lookups_seen
     control._resumed = time.monotonic() - 0.1

@@ -67,7 +67,7 @@ def test_database_down_at_open_leaves_l0_answering(tmp_path):
         status = kb.status()
         assert status.database_error and status.counts.database is None and status.counts.l0 == 1
         with pytest.raises(KnowledgeBaseError):
-            kb.upload("x.md", PAYMENT.encode(), "api")
+            kb.documents.upload("x.md", PAYMENT.encode(), "api")
     finally:
         kb.close()
 
@@ -85,7 +85,7 @@ def test_a_frozen_database_gives_an_error_within_its_timeout(tmp_path):
             status = kb.status(max_age=0)
             assert status.database_error
             with pytest.raises(KnowledgeBaseError):
-                kb.upload("x.md", PAYMENT.encode(), "api")
+                kb.documents.upload("x.md", PAYMENT.encode(), "api")
             assert time.monotonic() - started < 30  # open + status + upload, each bounded by the 1 s timeout
         finally:
             kb.close()
@@ -126,7 +126,7 @@ def test_l1_recovers_after_a_milvus_server_restart_without_reopening(tmp_path):
     kb = open_knowledge_base(make_settings(tmp_path, fulltext="milvus", backend_timeout=5)
                              .model_copy(update={"milvus_uri": f"http://127.0.0.1:{port}"}))
     try:
-        kb.upload("payment-errors.md", PAYMENT.encode(), "api")
+        kb.documents.upload("payment-errors.md", PAYMENT.encode(), "api")
         assert kb.lookup("渠道在 3 秒内未响应").found
         server.kill()
         server.wait()

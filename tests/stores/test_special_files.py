@@ -74,18 +74,18 @@ def test_an_upload_onto_a_special_file_is_refused_at_once_and_holds_no_lock(kb, 
     (_base(kb) / "api").mkdir(parents=True)
     keep = _special(_base(kb) / "api" / "p.md", kind)
     try:
-        refused = _quick(lambda: kb.upload("p.md", doc("P", ["P_KEY"]).encode(), "api"), 1.0)
+        refused = _quick(lambda: kb.documents.upload("p.md", doc("P", ["P_KEY"]).encode(), "api"), 1.0)
         assert isinstance(refused, UploadRejected) and "not a regular file" in str(refused)
-        preview = _quick(lambda: kb.preview_upload("p.md", doc("P", ["P_KEY"]).encode(), "api"))
+        preview = _quick(lambda: kb.documents.preview_upload("p.md", doc("P", ["P_KEY"]).encode(), "api"))
         assert not preview.can_upload and any("not a regular file" in f.message for f in preview.findings)
         # no lock is held: a write from another thread goes through at once
         done: list[str] = []
         writer = threading.Thread(target=lambda: done.append(
-            kb.upload("q.md", doc("Q", ["Q_KEY"]).encode(), "api").action))
+            kb.documents.upload("q.md", doc("Q", ["Q_KEY"]).encode(), "api").action))
         writer.start()
         writer.join(timeout=10)
         assert done == ["indexed"]
-        assert [d.file_name for d in kb.documents()] == ["q.md"]
+        assert [d.file_name for d in kb.documents.list()] == ["q.md"]
         assert os.path.lexists(_base(kb) / "api" / "p.md")  # what the user put there is left alone
     finally:
         if keep is not None:
@@ -93,8 +93,8 @@ def test_an_upload_onto_a_special_file_is_refused_at_once_and_holds_no_lock(kb, 
 
 
 def test_a_document_replaced_by_a_fifo_never_hangs_a_reader(kb):
-    kb.upload("a.md", SECTIONED.encode(), "api")
-    row = kb.documents()[0]
+    kb.documents.upload("a.md", SECTIONED.encode(), "api")
+    row = kb.documents.list()[0]
     path = _base(kb) / "api" / "a.md"
     path.unlink()
     os.mkfifo(path)
@@ -104,20 +104,20 @@ def test_a_document_replaced_by_a_fifo_never_hangs_a_reader(kb):
     read = _quick(lambda: kb.read_document_tool(row.file_path))
     assert read["found"] is False and "no longer a regular file" in read["error"]
     assert _quick(lambda: kb.read_document_tool(row.file_path, section_title="Setup"))["found"] is False
-    assert _quick(lambda: kb.document_text(row.file_path, -1)) is None  # the inspector and its download
-    assert _quick(lambda: kb.document_text(row.file_path)) is None
-    assert isinstance(_quick(lambda: kb.prepare_frontmatter_edit(row.file_path, keywords=["x1"])), UploadRejected)
-    for reconcile in (lambda: kb.reconcile(), lambda: kb.reconcile(delete_missing=True),
-                      lambda: kb.reconcile([str(path)], delete_missing=True)):
+    assert _quick(lambda: kb.documents.text(row.file_path, -1)) is None  # the inspector and its download
+    assert _quick(lambda: kb.documents.text(row.file_path)) is None
+    assert isinstance(_quick(lambda: kb.documents.prepare_edit(row.file_path, keywords=["x1"])), UploadRejected)
+    for reconcile in (lambda: kb.documents.reconcile(), lambda: kb.documents.reconcile(delete_missing=True),
+                      lambda: kb.documents.reconcile([str(path)], delete_missing=True)):
         report = _quick(reconcile, 10.0)
         assert report.failed == () and row.file_path in report.missing_files
         assert any(p == row.file_path and "not a regular file (a FIFO)" in why for p, why in report.refused)
     assert _quick(lambda: parts_of(kb).index.load(), 10.0) == 0
     assert _quick(lambda: parts_of(kb).index.refresh(row.file_path)) in (True, False)
     assert _quick(lambda: kb.status(max_age=0), 10.0) is not None
-    assert kb.get(row.id) is not None and os.path.lexists(path)  # the row is reported, the FIFO left alone
+    assert kb.documents.get(row.id) is not None and os.path.lexists(path)  # the row is reported, the FIFO left alone
     # and the next write works
-    assert _quick(lambda: kb.upload("b.md", doc("B", ["B_KEY"]).encode(), "api").action) == "indexed"
+    assert _quick(lambda: kb.documents.upload("b.md", doc("B", ["B_KEY"]).encode(), "api").action) == "indexed"
 
 
 def test_read_regular_opens_no_link_and_nothing_special(tmp_path):
@@ -142,11 +142,11 @@ def test_a_file_larger_than_the_largest_document_is_never_read_whole(open_kb):
     big = _base(kb) / "api" / "big.md"
     big.parent.mkdir(parents=True)
     big.write_text(doc("Big", ["BIG_KEY"], body="word " * 30_000), encoding="utf-8")
-    kb.upload("small.md", doc("Small", ["SMALL_KEY"]).encode(), "api")
-    report = kb.reconcile()
+    kb.documents.upload("small.md", doc("Small", ["SMALL_KEY"]).encode(), "api")
+    report = kb.documents.reconcile()
     assert report.failed == () and report.added == ()
     assert any("KB_MAX_UPLOAD_BYTES" in why for p, why in report.refused if p.endswith("api/big.md"))
-    assert kb.document_text("knowledge_base/api/big.md") is None
+    assert kb.documents.text("knowledge_base/api/big.md") is None
     assert not kb.lookup_knowledge("BIG_KEY")["found"]
     assert_consistent(kb)
 
@@ -165,7 +165,7 @@ def _call_all(server, calls):
 def test_hanging_mcp_calls_time_out_and_later_calls_are_served(kb):
     from kb_core.mcp import build_server
 
-    kb.upload("a.md", SECTIONED.encode(), "api")
+    kb.documents.upload("a.md", SECTIONED.encode(), "api")
     release = threading.Event()
     real_call = kb.call_tool
 
@@ -201,8 +201,8 @@ def test_hanging_mcp_calls_time_out_and_later_calls_are_served(kb):
 def test_mcp_calls_on_a_document_replaced_by_a_fifo_answer_in_time(kb):
     from kb_core.mcp import build_server
 
-    kb.upload("a.md", SECTIONED.encode(), "api")
-    kb.upload("b.md", doc("Beta", ["BETA_KEY"]).encode(), "api")
+    kb.documents.upload("a.md", SECTIONED.encode(), "api")
+    kb.documents.upload("b.md", doc("Beta", ["BETA_KEY"]).encode(), "api")
     path = _base(kb) / "api" / "a.md"
     path.unlink()
     os.mkfifo(path)
@@ -220,20 +220,20 @@ def test_mcp_calls_on_a_document_replaced_by_a_fifo_answer_in_time(kb):
 
 # -- 2. one canonical path per file -----------------------------------------------------------------------
 def test_a_linked_category_folder_is_refused_for_writes_and_skipped_once(kb, caplog):
-    kb.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
+    kb.documents.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
     (_base(kb) / "alias").symlink_to(_base(kb) / "api", target_is_directory=True)
     (_base(kb) / "api" / "loop.md").symlink_to(_base(kb) / "api" / "loop.md")  # a link loop is no document either
     with pytest.raises(UploadRejected, match="is a link"):
-        kb.upload("b.md", doc("B", ["B_KEY"]).encode(), "alias")
+        kb.documents.upload("b.md", doc("B", ["B_KEY"]).encode(), "alias")
     assert not (_base(kb) / "api" / "b.md").exists()
     caplog.set_level(logging.WARNING, logger="kb_core.documents.folder")
     for _ in range(3):
-        report = kb.reconcile(delete_missing=True)
+        report = kb.documents.reconcile(delete_missing=True)
         assert report.added == () and report.failed == ()
         assert ("knowledge_base/alias", "knowledge_base/api/loop.md") == tuple(p for p, _why in report.refused)
     assert sum("alias" in r.getMessage() and "a link to" in r.getMessage() for r in caplog.records) == 1
-    assert [d.file_path for d in kb.documents()] == ["knowledge_base/api/a.md"]
-    assert "alias" not in kb.categories()
+    assert [d.file_path for d in kb.documents.list()] == ["knowledge_base/api/a.md"]
+    assert "alias" not in kb.documents.categories()
     assert_consistent(kb)
 
 
@@ -242,22 +242,22 @@ def test_a_row_left_under_a_linked_folder_never_costs_the_real_file(kb, first):
     """The issue's case: a row for `alias/b.md` where `alias` became a link to `api` (holding b.md). Deleting
     that row, or reconciling, keeps api/b.md: one row for it, under its own path."""
     base = _base(kb)
-    kb.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
-    alias_row = kb.upload("b.md", doc("Beta", ["BETA_KEY"]).encode(), "alias").document
+    kb.documents.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
+    alias_row = kb.documents.upload("b.md", doc("Beta", ["BETA_KEY"]).encode(), "alias").document
     os.replace(base / "alias" / "b.md", base / "api" / "b.md")
     (base / "alias").rmdir()
     (base / "alias").symlink_to(base / "api", target_is_directory=True)
     if first == "delete":
-        assert kb.delete(alias_row.id).deleted
+        assert kb.documents.delete(alias_row.id).deleted
     elif first == "reconcile":
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         assert report.aliases == (alias_row.file_path,) and report.added == ("knowledge_base/api/b.md",)
     else:
-        report = kb.reconcile([str(base / "alias"), str(base / "api" / "b.md")], delete_missing=True)
+        report = kb.documents.reconcile([str(base / "alias"), str(base / "api" / "b.md")], delete_missing=True)
         assert report.aliases == (alias_row.file_path,)
     assert (base / "api" / "b.md").read_text(encoding="utf-8").startswith("---\ntitle: Beta")
-    kb.reconcile(delete_missing=True)
-    assert sorted(d.file_path for d in kb.documents()) == ["knowledge_base/api/a.md", "knowledge_base/api/b.md"]
+    kb.documents.reconcile(delete_missing=True)
+    assert sorted(d.file_path for d in kb.documents.list()) == ["knowledge_base/api/a.md", "knowledge_base/api/b.md"]
     assert kb.lookup_knowledge("BETA_KEY")["primary"]["source"] == "knowledge_base/api/b.md"
     assert (base / "alias").is_symlink()  # the user's link is left alone
     assert_consistent(kb)
@@ -265,15 +265,15 @@ def test_a_row_left_under_a_linked_folder_never_costs_the_real_file(kb, first):
 
 def test_a_linked_file_is_skipped_and_a_row_left_under_it_is_dropped(kb):
     base = _base(kb)
-    kb.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
-    old = kb.upload("l.md", doc("Ell", ["ELL_KEY"]).encode(), "api").document
+    kb.documents.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
+    old = kb.documents.upload("l.md", doc("Ell", ["ELL_KEY"]).encode(), "api").document
     (base / "api" / "tmp-link").symlink_to(base / "api" / "a.md")
     os.replace(base / "api" / "tmp-link", base / "api" / "l.md")  # l.md is now a link to a.md
     with pytest.raises(UploadRejected, match="is a link"):
-        kb.upload("l.md", doc("Ell", ["ELL_KEY"]).encode(), "api")
-    report = kb.reconcile()
+        kb.documents.upload("l.md", doc("Ell", ["ELL_KEY"]).encode(), "api")
+    report = kb.documents.reconcile()
     assert report.aliases == (old.file_path,) and report.added == () and report.failed == ()
-    assert [d.file_path for d in kb.documents()] == ["knowledge_base/api/a.md"]
+    assert [d.file_path for d in kb.documents.list()] == ["knowledge_base/api/a.md"]
     assert not kb.lookup_knowledge("ELL_KEY")["found"]
     assert (base / "api" / "l.md").is_symlink() and (base / "api" / "a.md").is_file()
     assert_consistent(kb)
@@ -281,18 +281,18 @@ def test_a_linked_file_is_skipped_and_a_row_left_under_it_is_dropped(kb):
 
 def test_hard_links_are_one_document(kb):
     base = _base(kb)
-    kb.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
-    old = kb.upload("z.md", doc("Zed", ["ZED_KEY"]).encode(), "guides").document
+    kb.documents.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
+    old = kb.documents.upload("z.md", doc("Zed", ["ZED_KEY"]).encode(), "guides").document
     os.link(base / "api" / "a.md", base / "guides" / "tmp.md")
     os.replace(base / "guides" / "tmp.md", base / "guides" / "z.md")  # z.md is now a second name of a.md
-    report = kb.reconcile()
+    report = kb.documents.reconcile()
     assert report.aliases == (old.file_path,)
     assert any("hard link to knowledge_base/api/a.md" in why for _p, why in report.refused)
-    assert [d.file_path for d in kb.documents()] == ["knowledge_base/api/a.md"]
+    assert [d.file_path for d in kb.documents.list()] == ["knowledge_base/api/a.md"]
     assert_consistent(kb)
     # replacing one name writes a new file: the names part, and each is a document of its own
-    kb.upload("a.md", doc("Alpha 2", ["ALPHA_KEY"]).encode(), "api")
-    assert kb.reconcile().added == ("knowledge_base/guides/z.md",)
+    kb.documents.upload("a.md", doc("Alpha 2", ["ALPHA_KEY"]).encode(), "api")
+    assert kb.documents.reconcile().added == ("knowledge_base/guides/z.md",)
     assert (base / "guides" / "z.md").read_text(encoding="utf-8").startswith("---\ntitle: Alpha\n")
     assert_consistent(kb)
 
@@ -309,7 +309,7 @@ def test_the_watcher_skips_links_and_fifos(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         base = _base(kb)
-        kb.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
+        kb.documents.upload("a.md", doc("Alpha", ["ALPHA_KEY"]).encode(), "api")
         (base / "alias").symlink_to(base / "api", target_is_directory=True)
         (base / "api" / "l.md").symlink_to(base / "api" / "a.md")
         os.mkfifo(base / "api" / "pipe.md")
@@ -321,7 +321,7 @@ def test_the_watcher_skips_links_and_fifos(tmp_path):
             assert time.monotonic() < deadline, "the watcher did not sync"
             time.sleep(0.05)
         assert parts_of(kb).watcher.last_error is None
-        assert sorted(d.file_name for d in kb.documents()) == ["a.md", "sentinel.md"]
+        assert sorted(d.file_name for d in kb.documents.list()) == ["a.md", "sentinel.md"]
         assert_consistent(kb)
     finally:
         kb.close()
@@ -345,7 +345,7 @@ def test_any_mix_of_aliases_keeps_every_file_and_the_stores_agree(kb):
             relative = f"{rng.choice(categories + aliases)}/d{rng.randrange(6)}.md"
             text = doc(f"Doc {step}", [f"KEY_{step}"])
             try:
-                kb.upload(relative.rsplit("/", 1)[1], text.encode(), relative.rsplit("/", 1)[0])
+                kb.documents.upload(relative.rsplit("/", 1)[1], text.encode(), relative.rsplit("/", 1)[0])
             except UploadRejected:
                 continue  # a link is in the way: refused, nothing written
             files[relative] = text
@@ -361,7 +361,7 @@ def test_any_mix_of_aliases_keeps_every_file_and_the_stores_agree(kb):
             # a folder whose document is indexed becomes a link to the category its file moved to
             category = rng.choice(categories)
             text = doc(f"Moved {step}", [f"MOVED_{step}"])
-            kb.upload(f"m{step}.md", text.encode(), f"old{step}")
+            kb.documents.upload(f"m{step}.md", text.encode(), f"old{step}")
             (base / category).mkdir(parents=True, exist_ok=True)
             os.replace(base / f"old{step}" / f"m{step}.md", base / category / f"m{step}.md")
             (base / f"old{step}").rmdir()
@@ -375,15 +375,15 @@ def test_any_mix_of_aliases_keeps_every_file_and_the_stores_agree(kb):
             os.replace(temporary, base / name)
             files.pop(name)
         elif action == "delete":
-            rows = kb.documents()
+            rows = kb.documents.list()
             if rows:
                 row = rng.choice(rows)
-                kb.delete(row.id)
+                kb.documents.delete(row.id)
                 files.pop(parts_of(kb).folder.relative_of(row.file_path), None)  # that name only
         elif action == "reconcile":
-            kb.reconcile(delete_missing=True)
+            kb.documents.reconcile(delete_missing=True)
             _check(kb, base, files)
-    kb.reconcile(delete_missing=True)
+    kb.documents.reconcile(delete_missing=True)
     _check(kb, base, files)
 
 
@@ -391,7 +391,7 @@ def _check(kb, base: Path, files: dict[str, str]) -> None:
     assert_consistent(kb)
     for relative, text in files.items():
         assert (base / relative).read_text(encoding="utf-8") == text, f"{relative} was lost or changed"
-    inodes = [(base / parts_of(kb).folder.relative_of(d.file_path)).stat().st_ino for d in kb.documents()]
+    inodes = [(base / parts_of(kb).folder.relative_of(d.file_path)).stat().st_ino for d in kb.documents.list()]
     assert len(inodes) == len(set(inodes)), "two rows for one file"
 
 
@@ -418,12 +418,12 @@ def test_names_near_the_reserved_ones_are_fine(allowed):
 def test_refused_names_leave_nothing_and_the_scan_skips_them_on_disk(kb):
     for name, category in [("a:b.md", "api"), ("x.md", "con"), ("x.md", "nul"), ('a"b.md', "api")]:
         with pytest.raises(UploadRejected):
-            kb.upload(name, doc("x", ["k1"]).encode(), category)
-    assert kb.documents() == [] and list(_base(kb).rglob("*.md")) == []
+            kb.documents.upload(name, doc("x", ["k1"]).encode(), category)
+    assert kb.documents.list() == [] and list(_base(kb).rglob("*.md")) == []
     for relative in ("api/a:b.md", "nul/x.md", "api/a|b.md"):
         (_base(kb) / relative).parent.mkdir(parents=True, exist_ok=True)
         (_base(kb) / relative).write_text(doc("x", ["k1"]), encoding="utf-8")
-    report = kb.reconcile()
+    report = kb.documents.reconcile()
     assert report.added == () and len(report.refused) == 3
     assert_consistent(kb)
 
@@ -431,13 +431,14 @@ def test_refused_names_leave_nothing_and_the_scan_skips_them_on_disk(kb):
 @pytest.mark.parametrize("value", [123, b"0" * 64, ["x"], 1.5])
 def test_an_if_match_of_the_wrong_type_is_bad_input(kb, value):
     with pytest.raises(InvalidInputError, match="if_match must be a document's sha256 as a string"):
-        kb.upload("a.md", doc("A", ["A_KEY"]).encode(), "api", if_match=value)
-    assert kb.documents() == []
+        kb.documents.upload("a.md", doc("A", ["A_KEY"]).encode(), "api", if_match=value)
+    assert kb.documents.list() == []
 
 
 def test_an_upper_case_if_match_is_the_same_hash(kb):
-    first = kb.upload("a.md", doc("A", ["A_KEY"]).encode(), "api").document
-    outcome = kb.upload("a.md", doc("A2", ["A_KEY"]).encode(), "api", if_match=f" {first.content_sha256.upper()} ")
+    first = kb.documents.upload("a.md", doc("A", ["A_KEY"]).encode(), "api").document
+    outcome = kb.documents.upload("a.md", doc("A2", ["A_KEY"]).encode(), "api",
+                                  if_match=f" {first.content_sha256.upper()} ")
     assert outcome.action == "replaced"
     assert checked_sha256("AB" * 32) == "ab" * 32
 

@@ -36,7 +36,7 @@ class Spy:
 
 def _render(kb):
     """What the pages read on every rerun."""
-    return kb.status().counts, kb.documents(), kb.categories(), kb.keyword_summary()
+    return kb.status().counts, kb.documents.list(), kb.documents.categories(), kb.keywords.map()
 
 
 @pytest.fixture

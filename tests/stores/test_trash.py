@@ -52,7 +52,7 @@ def kb(open_kb, db_url):
 
 
 def _upload(kb, data: bytes = ORIGINAL, name: str = "limit-req.md", category: str = NESTED):
-    return kb.upload(name, data, category).document
+    return kb.documents.upload(name, data, category).document
 
 
 def _file_of(kb, item: TrashItem) -> Path:
@@ -63,11 +63,11 @@ def _file_of(kb, item: TrashItem) -> Path:
 def test_delete_moves_the_file_to_the_trash_and_restore_brings_it_back_byte_for_byte(kb, tmp_path):
     record = _upload(kb)
     _upload(kb, doc("Bystander", ["BYSTANDER_KEY"]).encode(), "other.md", "ops")
-    outcome = kb.as_user(CURATOR).delete(record.id)
+    outcome = kb.as_user(CURATOR).documents.delete(record.id)
 
     assert outcome.deleted and outcome.message == f"deleted {PATH}: its file is in the trash"
     item = outcome.trashed
-    assert item is not None and kb.trash() == [item]
+    assert item is not None and kb.trash.items() == [item]
     assert (item.file_path, item.relative_path, item.category, item.file_name) == (
         PATH, f"{NESTED}/limit-req.md", NESTED, "limit-req.md")
     assert item.deleted_by == "carl@example.com" and item.problem is None
@@ -77,37 +77,37 @@ def test_delete_moves_the_file_to_the_trash_and_restore_brings_it_back_byte_for_
     assert _file_of(kb, item).read_bytes() == ORIGINAL
     assert tmp_path / "kb_trash" == parts_of(kb).trash.directory
     assert not (tmp_path / PATH).exists()
-    assert kb.get(record.id) is None and parts_of(kb).vectors.chunks_of(record.id) == []
+    assert kb.documents.get(record.id) is None and parts_of(kb).vectors.chunks_of(record.id) == []
     assert parts_of(kb).index.exact_match("LIMIT_REQ_TRASH") == []
     assert_consistent(kb)
-    report = kb.reconcile()  # the trash is not under the base: nothing comes back by itself
+    report = kb.documents.reconcile()  # the trash is not under the base: nothing comes back by itself
     assert report.added == () and not (tmp_path / PATH).exists()
 
-    restored = kb.as_user(CURATOR).restore(item)
+    restored = kb.as_user(CURATOR).trash.restore(item)
     assert restored.action == "indexed" and restored.document.file_path == PATH
     assert (tmp_path / PATH).read_bytes() == ORIGINAL
     assert restored.document.content_sha256 == _sha(ORIGINAL) and restored.document.changed_by == "carl@example.com"
     assert kb.lookup_knowledge("LIMIT_REQ_TRASH")["primary"]["source"] == PATH
-    assert kb.trash() == [] and not (parts_of(kb).trash.directory / item.item_id).exists()
+    assert kb.trash.items() == [] and not (parts_of(kb).trash.directory / item.item_id).exists()
     assert_consistent(kb)
 
 
 def test_restoring_onto_a_path_that_exists_again_asks_for_replace(kb, tmp_path):
-    item = kb.delete(_upload(kb).id).trashed
+    item = kb.documents.delete(_upload(kb).id).trashed
     newer = doc("limit-req v2", ["LIMIT_REQ_V2"]).encode()
     _upload(kb, newer)
 
     with pytest.raises(RestoreConflictError, match="exists again") as refused:
-        kb.restore(PATH)
+        kb.trash.restore(PATH)
     assert isinstance(refused.value, DocumentConflictError) and refused.value.current == _sha(newer)
     assert "replace" in str(refused.value) and refused.value.path == PATH
-    assert (tmp_path / PATH).read_bytes() == newer and kb.trash() == [item]  # nothing written, the item stays
+    assert (tmp_path / PATH).read_bytes() == newer and kb.trash.items() == [item]  # nothing written, the item stays
 
-    outcome = kb.restore(item.item_id, replace=True)
+    outcome = kb.trash.restore(item.item_id, replace=True)
     assert outcome.action == "replaced"
     assert (tmp_path / PATH).read_bytes() == ORIGINAL
     # the version it replaced is not thrown away: it is in the trash now, the restored item is not (issue 30)
-    [kept] = kb.trash()
+    [kept] = kb.trash.items()
     assert kept.item_id != item.item_id and kept.file_path == PATH and kept.sha256 == _sha(newer)
     assert _file_of(kb, kept).read_bytes() == newer
     assert parts_of(kb).index.exact_match("LIMIT_REQ_TRASH") and not parts_of(kb).index.exact_match("LIMIT_REQ_V2")
@@ -117,57 +117,57 @@ def test_restoring_onto_a_path_that_exists_again_asks_for_replace(kb, tmp_path):
 def test_a_restore_cut_short_before_the_item_left_the_trash_counts_as_done(kb, tmp_path):
     """A kill between the restore's upload and the removal of the item leaves both; restoring again finds the very
     same bytes in place: no conflict, the item goes."""
-    item = kb.delete(_upload(kb).id).trashed
+    item = kb.documents.delete(_upload(kb).id).trashed
     _upload(kb)  # the same bytes, as the interrupted restore left them
-    assert kb.restore(item).action == "unchanged"
-    assert kb.trash() == []
+    assert kb.trash.restore(item).action == "unchanged"
+    assert kb.trash.items() == []
     assert_consistent(kb)
 
 
 def test_the_same_path_deleted_twice_keeps_both(kb, tmp_path):
-    first = kb.delete(_upload(kb).id).trashed
+    first = kb.documents.delete(_upload(kb).id).trashed
     second_bytes = ORIGINAL.replace(b"leaky bucket  ", b"second version")
-    second = kb.delete(_upload(kb, second_bytes).id).trashed
-    items = kb.trash()
+    second = kb.documents.delete(_upload(kb, second_bytes).id).trashed
+    items = kb.trash.items()
     assert [i.item_id for i in items] == [second.item_id, first.item_id]  # newest first
     assert first.item_id != second.item_id and {i.file_path for i in items} == {PATH}
-    assert kb.restore(f"{NESTED}/limit-req.md").document.content_sha256 == _sha(second_bytes)  # a path: newest
+    assert kb.trash.restore(f"{NESTED}/limit-req.md").document.content_sha256 == _sha(second_bytes)  # a path: newest
     with pytest.raises(RestoreConflictError):
-        kb.restore(first)
-    kb.restore(first, replace=True)
+        kb.trash.restore(first)
+    kb.trash.restore(first, replace=True)
     assert (tmp_path / PATH).read_bytes() == ORIGINAL
-    assert [i.sha256 for i in kb.trash()] == [_sha(second_bytes)]  # the replaced version went to the trash
+    assert [i.sha256 for i in kb.trash.items()] == [_sha(second_bytes)]  # the replaced version went to the trash
     assert_consistent(kb)
 
 
 def test_restore_goes_through_the_upload_checks(kb, tmp_path, monkeypatch):
-    item = kb.delete(_upload(kb).id).trashed
+    item = kb.documents.delete(_upload(kb).id).trashed
     with pytest.raises(InvalidInputError, match="not in the trash"):
-        kb.restore("knowledge_base/api/never-deleted.md")
+        kb.trash.restore("knowledge_base/api/never-deleted.md")
     with pytest.raises(InvalidInputError, match="not in the trash"):
-        kb.restore("20000101T000000000000Z-00000000")
+        kb.trash.restore("20000101T000000000000Z-00000000")
     with pytest.raises(InvalidInputError):
-        kb.restore(None)
+        kb.trash.restore(None)
     # the file was changed in the trash: not the deleted document any more
     _file_of(kb, item).write_bytes(ORIGINAL + b"\ntampered")
     with pytest.raises(DocumentError, match="is not the file that was deleted"):
-        kb.restore(item)
+        kb.trash.restore(item)
     assert not (tmp_path / PATH).exists()
     # larger than KB_MAX_UPLOAD_BYTES now: refused by the read, nothing written
     _file_of(kb, item).write_bytes(ORIGINAL)
     monkeypatch.setattr(parts_of(kb).folder, "_max_bytes", 10)  # as if KB_MAX_UPLOAD_BYTES had been lowered
     with pytest.raises(DocumentError, match="larger than"):
-        kb.restore(item)
+        kb.trash.restore(item)
     monkeypatch.undo()
-    assert kb.restore(item).action == "indexed"
+    assert kb.trash.restore(item).action == "indexed"
 
 
 def test_a_deleted_document_whose_file_was_gone_leaves_nothing_in_the_trash(kb, tmp_path):
     record = _upload(kb)
     (tmp_path / PATH).unlink()
-    outcome = kb.delete(record.id)
+    outcome = kb.documents.delete(record.id)
     assert outcome.deleted and outcome.trashed is None and "no file to keep" in outcome.message
-    assert kb.trash() == []
+    assert kb.trash.items() == []
     assert_consistent(kb)
 
 
@@ -177,9 +177,9 @@ def test_a_link_in_place_of_the_file_is_removed_and_not_trashed(kb, tmp_path):
     outside.write_bytes(b"not the knowledge base's")
     (tmp_path / PATH).unlink()
     (tmp_path / PATH).symlink_to(outside)
-    assert kb.delete(record.id).trashed is None
+    assert kb.documents.delete(record.id).trashed is None
     assert not os.path.lexists(tmp_path / PATH) and outside.read_bytes() == b"not the knowledge base's"
-    assert kb.trash() == []
+    assert kb.trash.items() == []
 
 
 # -- purge ----------------------------------------------------------------------------------------------------
@@ -192,21 +192,21 @@ def _age(kb, item: TrashItem, days: float) -> None:
 
 
 def test_purge_removes_items_older_than_the_setting_or_the_age_given(kb):
-    old = kb.delete(_upload(kb, name="old.md").id).trashed
-    middle = kb.delete(_upload(kb, name="middle.md").id).trashed
-    new = kb.delete(_upload(kb, name="new.md").id).trashed
+    old = kb.documents.delete(_upload(kb, name="old.md").id).trashed
+    middle = kb.documents.delete(_upload(kb, name="middle.md").id).trashed
+    new = kb.documents.delete(_upload(kb, name="new.md").id).trashed
     _age(kb, old, 31)
     _age(kb, middle, 10)
     assert kb.settings.trash_days == 30
-    assert [i.item_id for i in kb.purge_trash()] == [old.item_id]  # KB_TRASH_DAYS
-    assert {i.item_id for i in kb.trash()} == {middle.item_id, new.item_id}
-    assert [i.item_id for i in kb.purge_trash(older_than_days=7)] == [middle.item_id]
-    assert [i.item_id for i in kb.purge_trash(items=[new.item_id])] == [new.item_id]  # any age, by id
-    assert kb.trash() == [] and list(parts_of(kb).trash.directory.iterdir()) == []
+    assert [i.item_id for i in kb.trash.purge()] == [old.item_id]  # KB_TRASH_DAYS
+    assert {i.item_id for i in kb.trash.items()} == {middle.item_id, new.item_id}
+    assert [i.item_id for i in kb.trash.purge(older_than_days=7)] == [middle.item_id]
+    assert [i.item_id for i in kb.trash.purge(items=[new.item_id])] == [new.item_id]  # any age, by id
+    assert kb.trash.items() == [] and list(parts_of(kb).trash.directory.iterdir()) == []
     with pytest.raises(InvalidInputError):
-        kb.purge_trash(older_than_days=-1)
+        kb.trash.purge(older_than_days=-1)
     with pytest.raises(InvalidInputError, match="not in the trash"):
-        kb.purge_trash(items=[new])
+        kb.trash.purge(items=[new])
 
 
 def test_opening_purges_old_items_in_the_background(tmp_path, monkeypatch):
@@ -214,8 +214,8 @@ def test_opening_purges_old_items_in_the_background(tmp_path, monkeypatch):
     kb = open_knowledge_base(make_settings(tmp_path))
     try:
         assert kb.settings.trash_days == 3
-        kept = kb.delete(_upload(kb, name="kept.md").id).trashed
-        gone = kb.delete(_upload(kb, name="gone.md").id).trashed
+        kept = kb.documents.delete(_upload(kb, name="kept.md").id).trashed
+        gone = kb.documents.delete(_upload(kb, name="gone.md").id).trashed
         _age(kb, gone, 4)
         _age(kb, kept, 2)
         trash_dir = parts_of(kb).trash.directory
@@ -231,7 +231,7 @@ def test_opening_purges_old_items_in_the_background(tmp_path, monkeypatch):
         kb.close()
     again = open_knowledge_base(make_settings(tmp_path))
     try:
-        _wait_for(lambda: [i.item_id for i in again.trash()] == [kept.item_id] and not stale.parent.exists()
+        _wait_for(lambda: [i.item_id for i in again.trash.items()] == [kept.item_id] and not stale.parent.exists()
                   and not rest.exists())
         assert fresh.exists()
     finally:
@@ -243,24 +243,24 @@ def test_a_viewer_may_not_delete_restore_or_purge(kb, tmp_path):
     record = _upload(kb)
     viewer = kb.as_user(VIEWER)
     with pytest.raises(AccessDeniedError, match="may not delete documents"):
-        viewer.delete(record.id)
-    assert (tmp_path / PATH).read_bytes() == ORIGINAL and kb.trash() == []
-    item = kb.as_user(CURATOR).delete(record.id).trashed
+        viewer.documents.delete(record.id)
+    assert (tmp_path / PATH).read_bytes() == ORIGINAL and kb.trash.items() == []
+    item = kb.as_user(CURATOR).documents.delete(record.id).trashed
     with pytest.raises(AccessDeniedError, match="may not restore documents"):
-        viewer.restore(item)
+        viewer.trash.restore(item)
     with pytest.raises(AccessDeniedError, match="may not purge the trash"):
-        viewer.purge_trash(older_than_days=0)
+        viewer.trash.purge(older_than_days=0)
     with pytest.raises(AccessDeniedError):
-        viewer.purge_trash(items=[item])
-    assert kb.trash() == [item] and not (tmp_path / PATH).exists()
-    assert viewer.trash() == [item]  # listing is reading
-    assert kb.as_user(CURATOR).purge_trash(items=[item]) == [item]
+        viewer.trash.purge(items=[item])
+    assert kb.trash.items() == [item] and not (tmp_path / PATH).exists()
+    assert viewer.trash.items() == [item]  # listing is reading
+    assert kb.as_user(CURATOR).trash.purge(items=[item]) == [item]
 
 
 # -- hostile trash items --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("record", ["missing", "corrupt", "not-an-object", "wrong-path"])
 def test_an_item_with_a_missing_or_broken_record_is_listed_and_can_be_restored_or_purged(kb, tmp_path, record):
-    item = kb.delete(_upload(kb).id).trashed
+    item = kb.documents.delete(_upload(kb).id).trashed
     record_path = parts_of(kb).trash.directory / item.item_id / RECORD_NAME
     if record == "missing":
         record_path.unlink()
@@ -270,21 +270,21 @@ def test_an_item_with_a_missing_or_broken_record_is_listed_and_can_be_restored_o
         record_path.write_text("[1, 2]", encoding="utf-8")
     else:
         record_path.write_text(json.dumps({"relative_path": "../../etc/passwd", "deleted_by": "carl"}))
-    [listed] = kb.trash()
+    [listed] = kb.trash.items()
     assert (listed.item_id, listed.file_path, listed.size_bytes) == (item.item_id, PATH, len(ORIGINAL))
     assert listed.sha256 is None and listed.problem
     assert listed.deleted_at == item.deleted_at  # the item folder's name says when
     assert listed.deleted_by == ("carl" if record == "wrong-path" else None)
-    kb.restore(listed)
-    assert (tmp_path / PATH).read_bytes() == ORIGINAL and kb.trash() == []
+    kb.trash.restore(listed)
+    assert (tmp_path / PATH).read_bytes() == ORIGINAL and kb.trash.items() == []
     assert_consistent(kb)
-    again = kb.delete(kb.documents()[0].id).trashed
+    again = kb.documents.delete(kb.documents.list()[0].id).trashed
     (parts_of(kb).trash.directory / again.item_id / RECORD_NAME).unlink()
-    assert kb.purge_trash(items=[again.item_id])[0].item_id == again.item_id and kb.trash() == []
+    assert kb.trash.purge(items=[again.item_id])[0].item_id == again.item_id and kb.trash.items() == []
 
 
 def test_links_and_strays_in_the_trash_are_not_items(kb, tmp_path):
-    item = kb.delete(_upload(kb).id).trashed
+    item = kb.documents.delete(_upload(kb).id).trashed
     secret = tmp_path / "secret.md"
     secret.write_text("not a trashed document")
     trashed = _file_of(kb, item)
@@ -293,11 +293,11 @@ def test_links_and_strays_in_the_trash_are_not_items(kb, tmp_path):
     trash_dir = parts_of(kb).trash.directory
     (trash_dir / "stray.md").write_text("a file at the top of the trash")
     (trash_dir / "linked-item").symlink_to(tmp_path / "knowledge_base", target_is_directory=True)
-    assert kb.trash() == []
+    assert kb.trash.items() == []
     with pytest.raises(InvalidInputError):
-        kb.restore(item)
+        kb.trash.restore(item)
     with pytest.raises(InvalidInputError):
-        kb.restore("linked-item")
+        kb.trash.restore("linked-item")
 
 
 # -- failures -----------------------------------------------------------------------------------------------------
@@ -309,10 +309,10 @@ def test_a_trash_that_cannot_be_written_deletes_nothing(kb, tmp_path, monkeypatc
 
     monkeypatch.setattr(parts_of(kb).trash, "prepare", refuse)
     with pytest.raises(DocumentError, match="nothing was deleted") as failed:
-        kb.delete(record.id)
+        kb.documents.delete(record.id)
     assert failed.value.step == "move to the trash"
     monkeypatch.undo()
-    row = kb.get(record.id)
+    row = kb.documents.get(record.id)
     assert row.status == "INDEXED" and row.pending_operation is None
     assert (tmp_path / PATH).read_bytes() == ORIGINAL and kb.lookup_knowledge("LIMIT_REQ_TRASH")["found"]
     assert_consistent(kb)
@@ -330,7 +330,7 @@ def test_a_file_system_boundary_is_crossed_by_copying(kb, tmp_path, monkeypatch)
         return real_rename(src, dst, *args, **kwargs)
 
     monkeypatch.setattr(os, "rename", cross_device)
-    item = kb.delete(record.id).trashed
+    item = kb.documents.delete(record.id).trashed
     monkeypatch.undo()
     assert _file_of(kb, item).read_bytes() == ORIGINAL and item.sha256 == _sha(ORIGINAL)
     assert not (tmp_path / PATH).exists()
@@ -341,25 +341,25 @@ def test_a_file_system_boundary_is_crossed_by_copying(kb, tmp_path, monkeypatch)
 def test_a_knowledge_base_at_the_app_root_keeps_its_trash_hidden_from_the_scan(open_kb, tmp_path):
     kb = open_kb(base_path=str(tmp_path))  # the app root itself
     assert parts_of(kb).trash.directory == tmp_path / ".kb_trash"
-    record = kb.upload("limit-req.md", ORIGINAL, "plugins").document
-    item = kb.delete(record.id).trashed
+    record = kb.documents.upload("limit-req.md", ORIGINAL, "plugins").document
+    item = kb.documents.delete(record.id).trashed
     assert _file_of(kb, item).read_bytes() == ORIGINAL
-    report = kb.reconcile()
-    assert report.added == () and report.refused == () and kb.documents() == []
+    report = kb.documents.reconcile()
+    assert report.added == () and report.refused == () and kb.documents.list() == []
     assert_consistent(kb)
 
 
 def test_a_knowledge_base_configured_as_dot_deletes_and_restores_its_files(open_kb, tmp_path):
     """KB_BASE_PATH=. : display paths have no base prefix (`plugins/limit-req.md`)."""
     kb = open_kb(base_path=".")
-    record = kb.upload("limit-req.md", ORIGINAL, "plugins").document
+    record = kb.documents.upload("limit-req.md", ORIGINAL, "plugins").document
     assert record.file_path == "plugins/limit-req.md"
-    item = kb.delete(record.id).trashed
+    item = kb.documents.delete(record.id).trashed
     assert not (tmp_path / "plugins/limit-req.md").exists() and _file_of(kb, item).read_bytes() == ORIGINAL
-    assert kb.reconcile().added == () and kb.documents() == []  # gone, not found again
-    kb.restore(item)
+    assert kb.documents.reconcile().added == () and kb.documents.list() == []  # gone, not found again
+    kb.trash.restore(item)
     assert (tmp_path / "plugins/limit-req.md").read_bytes() == ORIGINAL
-    assert [d.file_path for d in kb.documents()] == ["plugins/limit-req.md"]
+    assert [d.file_path for d in kb.documents.list()] == ["plugins/limit-req.md"]
     assert_consistent(kb)
 
 
@@ -395,10 +395,10 @@ def test_a_second_process_sees_the_delete_and_the_restore(tmp_path, db_url):
             print("open", flush=True)
             for command in sys.stdin:
                 if command.strip() == "delete":
-                    [row] = [d for d in kb.documents() if d.file_path == {PATH!r}]
-                    print("deleted", kb.delete(row.id).trashed.item_id, flush=True)
+                    [row] = [d for d in kb.documents.list() if d.file_path == {PATH!r}]
+                    print("deleted", kb.documents.delete(row.id).trashed.item_id, flush=True)
                 elif command.strip() == "restore":
-                    print("restored", kb.restore({PATH!r}).action, flush=True)
+                    print("restored", kb.trash.restore({PATH!r}).action, flush=True)
             kb.close()
         """)
         other = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -414,10 +414,10 @@ def test_a_second_process_sees_the_delete_and_the_restore(tmp_path, db_url):
         assert other.stdout.readline().strip() == "open", other.stderr.read()[-3000:]
         _, item_id = ask("delete")
         _wait_for(lambda: not parts_of(here).index.exact_match("LIMIT_REQ_TRASH"))
-        assert [i.item_id for i in here.trash()] == [item_id]
+        assert [i.item_id for i in here.trash.items()] == [item_id]
         assert ask("restore") == ["restored", "indexed"]
         _wait_for(lambda: parts_of(here).index.exact_match("LIMIT_REQ_TRASH"))
-        assert (tmp_path / PATH).read_bytes() == ORIGINAL and here.trash() == []
+        assert (tmp_path / PATH).read_bytes() == ORIGINAL and here.trash.items() == []
         assert here.lookup_knowledge("LIMIT_REQ_TRASH")["primary"]["source"] == PATH
     finally:
         if other is not None:

@@ -36,11 +36,11 @@ def kb_with_trash(open_kb, tmp_path):
     kb = open_kb()
     items = []
     for i in range(5):
-        record = kb.upload(f"page-{i}.md", doc(f"Page {i}", [f"TRASH_PAGE_{i}"]).encode(), CATEGORY).document
-        items.append(kb.delete(record.id).trashed)
+        record = kb.documents.upload(f"page-{i}.md", doc(f"Page {i}", [f"TRASH_PAGE_{i}"]).encode(), CATEGORY).document
+        items.append(kb.documents.delete(record.id).trashed)
     purged = items.pop()
-    kb.purge_trash(items=[purged.item_id])
-    kb.upload("live.md", doc("Live", ["LIVE_PAGE"]).encode(), CATEGORY)
+    kb.trash.purge(items=[purged.item_id])
+    kb.documents.upload("live.md", doc("Live", ["LIVE_PAGE"]).encode(), CATEGORY)
     return kb, items, purged
 
 
@@ -49,7 +49,7 @@ def _state(kb, tmp_path):
     trash = parts_of(kb).trash.directory
     files = sorted((p.relative_to(tmp_path).as_posix(), p.read_bytes())
                    for folder in (trash, tmp_path / "knowledge_base") for p in folder.rglob("*") if p.is_file())
-    return sorted(item.item_id for item in kb.trash()), files
+    return sorted(item.item_id for item in kb.trash.items()), files
 
 
 @pytest.mark.parametrize("operation", ["restore", "restore-replace", "purge"])
@@ -60,9 +60,9 @@ def test_a_hostile_or_gone_trash_id_is_refused_and_the_trash_keeps_its_items(kb_
     for item_id in [*HOSTILE_IDS, purged.item_id, purged.item_id + "/", items[0].item_id + "/.."]:
         with pytest.raises(InvalidInputError, match="is not in the trash") as refused:
             if operation == "purge":
-                kb.purge_trash(items=[item_id])
+                kb.trash.purge(items=[item_id])
             else:
-                kb.restore(item_id, replace=operation == "restore-replace")
+                kb.trash.restore(item_id, replace=operation == "restore-replace")
         assert isinstance(refused.value, KnowledgeBaseError)
         assert len(str(refused.value)) < 400, "a 10,000-character id is not echoed whole"
         assert _state(kb, tmp_path) == before, f"{item_id[:20]!r} changed the trash or the knowledge base"
@@ -81,8 +81,8 @@ def test_no_id_but_an_items_own_reaches_the_trash(kb_with_trash, tmp_path, item_
         return
     assert trash.get(item_id) is None
     before = _state(kb, tmp_path)
-    for call in (lambda: kb.purge_trash(items=[item_id]), lambda: kb.restore(item_id),
-                 lambda: kb.restore(item_id, replace=True)):
+    for call in (lambda: kb.trash.purge(items=[item_id]), lambda: kb.trash.restore(item_id),
+                 lambda: kb.trash.restore(item_id, replace=True)):
         try:
             call()
         except KnowledgeBaseError:
@@ -92,9 +92,9 @@ def test_no_id_but_an_items_own_reaches_the_trash(kb_with_trash, tmp_path, item_
 
 def test_the_items_own_ids_still_work(kb_with_trash, tmp_path):
     kb, items, _purged = kb_with_trash
-    assert kb.restore(items[0].item_id).action == "indexed"
-    assert kb.purge_trash(items=[items[1].item_id]) == [items[1]]
-    assert sorted(i.item_id for i in kb.trash()) == sorted(i.item_id for i in items[2:])
+    assert kb.trash.restore(items[0].item_id).action == "indexed"
+    assert kb.trash.purge(items=[items[1].item_id]) == [items[1]]
+    assert sorted(i.item_id for i in kb.trash.items()) == sorted(i.item_id for i in items[2:])
     assert_consistent(kb)
 
 
@@ -102,18 +102,18 @@ def test_restore_with_replace_keeps_the_replaced_version_in_the_trash(open_kb, t
     kb = open_kb()
     old = doc("Runbook", ["RUNBOOK_OLD"]).encode()
     new = doc("Runbook v2", ["RUNBOOK_NEW"]).encode()
-    item = kb.delete(kb.upload("runbook.md", old, CATEGORY).document.id).trashed
-    kb.upload("runbook.md", new, CATEGORY)
+    item = kb.documents.delete(kb.documents.upload("runbook.md", old, CATEGORY).document.id).trashed
+    kb.documents.upload("runbook.md", new, CATEGORY)
 
-    assert kb.restore(item.item_id, replace=True).action == "replaced"
+    assert kb.trash.restore(item.item_id, replace=True).action == "replaced"
     path = tmp_path / "knowledge_base" / CATEGORY / "runbook.md"
     assert path.read_bytes() == old
-    [kept] = kb.trash()
+    [kept] = kb.trash.items()
     assert kept.sha256 == _sha(new) and kept.problem is None
     assert (parts_of(kb).trash.directory / kept.item_id / kept.relative_path).read_bytes() == new
     # and it comes back the same way, the restored one going to the trash in turn
-    assert kb.restore(kept.item_id, replace=True).action == "replaced"
-    assert path.read_bytes() == new and [i.sha256 for i in kb.trash()] == [_sha(old)]
+    assert kb.trash.restore(kept.item_id, replace=True).action == "replaced"
+    assert path.read_bytes() == new and [i.sha256 for i in kb.trash.items()] == [_sha(old)]
     assert_consistent(kb)
 
 
@@ -129,8 +129,8 @@ _CHILD = textwrap.dedent("""
                                            milvus_uri=str(root / "kb_milvus.db"),
                                            embedding_model="no-such-org/no-such-model"))
     old, new = (root / "old.md").read_bytes(), (root / "new.md").read_bytes()
-    item = kb.delete(kb.upload("runbook.md", old, "ops").document.id).trashed
-    kb.upload("runbook.md", new, "ops")
+    item = kb.documents.delete(kb.documents.upload("runbook.md", old, "ops").document.id).trashed
+    kb.documents.upload("runbook.md", new, "ops")
 
     def kill(where):
         print("SIGKILL at", where, flush=True)
@@ -162,7 +162,7 @@ _CHILD = textwrap.dedent("""
         os.replace = replace
     elif step == "remove":
         around(trash.Trash, "remove", when)
-    kb.restore(item.item_id, replace=True)
+    kb.trash.restore(item.item_id, replace=True)
     print("NOT REACHED", flush=True)
     sys.exit(3)
 """)
@@ -187,10 +187,10 @@ def test_a_kill_around_the_replace_of_a_restore_loses_no_version(open_kb, tmp_pa
     path = tmp_path / "knowledge_base" / "ops" / "runbook.md"
     trash = parts_of(kb).trash.directory
     versions = [path.read_bytes()] if path.exists() else []
-    versions += [(trash / i.item_id / i.relative_path).read_bytes() for i in kb.trash()]
+    versions += [(trash / i.item_id / i.relative_path).read_bytes() for i in kb.trash.items()]
     assert old in versions and new in versions, f"a version was lost at {point}: {[_sha(v)[:8] for v in versions]}"
     assert path.read_bytes() in (old, new)
-    kb.reconcile()
+    kb.documents.reconcile()
     assert_consistent(kb)
     current = "RUNBOOK_OLD" if path.read_bytes() == old else "RUNBOOK_NEW"
     assert kb.lookup_knowledge(current)["primary"]["source"] == "knowledge_base/ops/runbook.md"

@@ -173,15 +173,15 @@ def run_case(config: dict) -> None:
         )
         kb = open_knowledge_base(settings)
         seed, new = SCENARIOS[config["scenario"]]
-        kb.upload(BYSTANDER, bystander_text(), CATEGORY)
-        seeded = kb.upload(TARGET, version_text(*seed), CATEGORY).document if seed else None
+        kb.documents.upload(BYSTANDER, bystander_text(), CATEGORY)
+        seeded = kb.documents.upload(TARGET, version_text(*seed), CATEGORY).document if seed else None
         print(f"opened and seeded after {time.monotonic() - started:.2f} s; armed at {config['point']}", flush=True)
         arm(kb, config["point"], parts_of(kb).folder.base_dir / CATEGORY / TARGET)
         if new is not None:
-            kb.upload(TARGET, version_text(*new), CATEGORY)
+            kb.documents.upload(TARGET, version_text(*new), CATEGORY)
         else:
             assert seeded is not None
-            kb.delete(seeded.id)
+            kb.documents.delete(seeded.id)
         print(f"NOT REACHED: {config['scenario']} finished without passing {config['point']}", flush=True)
         code = EXIT_NOT_REACHED
     except BaseException:  # noqa: BLE001 - anything but the kill is a broken test case: report, exit 1

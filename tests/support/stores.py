@@ -108,4 +108,4 @@ def assert_consistent(kb) -> None:
 def summaries_of(kb):
     """The facade's summary cache (the catalogue's and the status's), which `Parts` does not hold: for the few
     tests that age or peek at it."""
-    return kb._summaries  # noqa: SLF001
+    return kb._shared.summaries  # noqa: SLF001

@@ -254,3 +254,15 @@ def test_the_faces_stay_small():
         assert getattr(kb_core.console, name) is not None
     top = [p for p in KB_CORE.glob("*.py") if p.name != "__init__.py"]
     assert len(top) <= 12, sorted(p.name for p in top)
+
+
+def test_the_facade_keeps_to_lookups_status_lifecycle_and_services():
+    """`KnowledgeBase` answers lookups, reports status, opens and closes, and hands out the services bound to
+    the acting user; everything else is a service's (at most 30 public names)."""
+    from kb_core.knowledge_base import KnowledgeBase
+
+    public = sorted(name for name in vars(KnowledgeBase) if not name.startswith("_"))
+    assert len(public) <= 30, public
+    services = {"documents", "keywords", "trash", "jobs", "evaluation", "calls", "playground"}
+    assert services <= set(public)
+    assert all(isinstance(vars(KnowledgeBase)[name], property) for name in services)

@@ -149,9 +149,9 @@ def test_markdown_extension_is_stored_as_md():
 
 def test_the_facade_finds_duplicates_in_the_database(open_kb, db_url):
     kb = open_kb(db_url=db_url)
-    kb.upload("overview.md", GATEWAY.encode(), "gateway")
-    kb.upload("upstream.md", doc("Upstream", ["Upstream"]).encode(), "gateway")
-    batch = kb.preview_batch([BatchFile("overview-copy.md", GATEWAY.encode()),
+    kb.documents.upload("overview.md", GATEWAY.encode(), "gateway")
+    kb.documents.upload("upstream.md", doc("Upstream", ["Upstream"]).encode(), "gateway")
+    batch = kb.documents.preview_batch([BatchFile("overview-copy.md", GATEWAY.encode()),
                               BatchFile("overview.md", GATEWAY.encode())], "api")
     assert [v.duplicate_of for v in batch.files] == [
         ("knowledge_base/gateway/overview.md",),

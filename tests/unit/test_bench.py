@@ -119,8 +119,8 @@ def test_l1_chunks_are_what_an_upload_stores(tmp_path):
     assert rows == [r for r in l1_chunks(1) if r.doc_id == 1]
     kb = open_knowledge_base(bench_settings(tmp_path), load_model=False)
     try:
-        outcome = kb.upload(name, text.encode(), category)
-        stored = kb.chunks(outcome.document.id)
+        outcome = kb.documents.upload(name, text.encode(), category)
+        stored = kb.documents.chunks(outcome.document.id)
     finally:
         kb.close()
     assert outcome.document.file_path == rows[0].source

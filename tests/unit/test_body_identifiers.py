@@ -31,8 +31,8 @@ summary: Import and export tables
 
 def _kb(open_kb):
     kb = open_kb()
-    kb.upload("query-read-replicas.md", READ_REPLICAS.encode(), "enterprise")
-    kb.upload("copy.md", COPY.encode(), "sql")
+    kb.documents.upload("query-read-replicas.md", READ_REPLICAS.encode(), "enterprise")
+    kb.documents.upload("copy.md", COPY.encode(), "sql")
     kb.prepare_suggestions()
     return kb
 
@@ -60,13 +60,14 @@ def test_an_identifier_spelt_right_is_no_suggestion_and_far_ones_name_nothing(op
 
 def test_the_vocabulary_follows_the_chunks(open_kb):
     kb = _kb(open_kb)
-    kb.upload("limits.md", (COPY.replace("COPY statement", "Limits").replace("`pattern`", "`max_concurrent_flushes`")
+    kb.documents.upload("limits.md", (COPY.replace("COPY statement", "Limits").replace("`pattern`",
+                                                                                       "`max_concurrent_flushes`")
                             .replace("[COPY]", "[limits]")).encode(), "sql")
     kb.prepare_suggestions()  # what the background refresh does once the chunks have changed
     assert _named(kb.lookup_knowledge("max_concurent_flushes")) == [
         ("max_concurrent_flushes", "knowledge_base/sql/limits.md")]
     doc = parts_of(kb).metadata.get_by_path("knowledge_base/sql/limits.md")
-    kb.delete(doc.id)
+    kb.documents.delete(doc.id)
     kb.prepare_suggestions()
     assert not _named(kb.lookup_knowledge("max_concurent_flushes"))
 

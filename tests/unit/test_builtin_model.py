@@ -50,8 +50,8 @@ def test_a_missing_configured_model_falls_back_to_the_built_in_one_and_dense_sea
     status = kb.status()
     assert status.model.model_id == BUILTIN_MODEL and status.model.ready, status.model
     assert status.dense_search and "use_multilingual_v3_512" in status.milvus_collection
-    kb.upload("rate-limit.md", RATE_LIMIT_ZH.encode(), "gateway")
-    kb.upload("backup.md", BACKUP_EN.encode(), "ops")
+    kb.documents.upload("rate-limit.md", RATE_LIMIT_ZH.encode(), "gateway")
+    kb.documents.upload("backup.md", BACKUP_EN.encode(), "ops")
     record = parts_of(kb).metadata.get_by_path("knowledge_base/gateway/rate-limit.md")
     assert record.embedding_model == BUILTIN_MODEL  # which model embedded its chunks
 
@@ -83,7 +83,7 @@ def test_fallback_none_keeps_bm25_only(open_kb):
     status = kb.status()
     assert not status.dense_search and status.model.state == "unavailable"
     assert status.milvus_collection == "kb_fulltext"
-    kb.upload("backup.md", BACKUP_EN.encode(), "ops")
+    kb.documents.upload("backup.md", BACKUP_EN.encode(), "ops")
     assert kb.lookup_knowledge(OFF_TOPIC)["found"]  # words shared by chance: what the dense check prevents
 
 
@@ -145,9 +145,9 @@ def test_a_model_change_re_embeds_as_a_job_full_text_first_while_lookups_go_on(t
     from kb_core.storage.embedding_builtin import BUILTIN_MODEL
 
     first = open_kb(embedding_fallback="use-multilingual-v3")
-    first.upload("rate-limit.md", RATE_LIMIT_ZH.encode(), "gateway")
-    first.upload("backup.md", BACKUP_EN.encode(), "ops")
-    assert {d.embedding_model for d in first.documents()} == {BUILTIN_MODEL}
+    first.documents.upload("rate-limit.md", RATE_LIMIT_ZH.encode(), "gateway")
+    first.documents.upload("backup.md", BACKUP_EN.encode(), "ops")
+    assert {d.embedding_model for d in first.documents.list()} == {BUILTIN_MODEL}
     first.close()
 
     gated = _GatedEmbedder()
@@ -162,12 +162,12 @@ def test_a_model_change_re_embeds_as_a_job_full_text_first_while_lookups_go_on(t
         assert "gated_16" in kb.status().milvus_collection
         answer = kb.lookup_knowledge("nightly snapshots copied to object storage")
         assert answer["found"] and "backup.md" in str(answer), answer
-        job = kb.jobs(kinds=("reconcile",))[0]
+        job = kb.jobs.list(kinds=("reconcile",))[0]
         assert job.active, job
         gated.gate.set()
         wait_for_jobs(tmp_path)
-        assert {d.embedding_model for d in kb.documents()} == {"test/gated-16"}
-        chunks = parts_of(kb).vectors.chunks_of(kb.documents()[0].id, with_vectors=True)
+        assert {d.embedding_model for d in kb.documents.list()} == {"test/gated-16"}
+        chunks = parts_of(kb).vectors.chunks_of(kb.documents.list()[0].id, with_vectors=True)
         assert chunks and all(len(c.dense) == 16 and c.dense[0] != 1.0 for c in chunks)  # real, not placeholders
     finally:
         gated.gate.set()

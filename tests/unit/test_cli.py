@@ -46,7 +46,7 @@ def _indexed(root: Path) -> None:
 
     kb = open_knowledge_base(make_settings(root))
     try:
-        report = kb.reconcile()
+        report = kb.documents.reconcile()
         assert report.failed == ()
     finally:
         kb.close()
@@ -57,7 +57,7 @@ def _documents(root: Path) -> list[str]:
 
     kb = open_knowledge_base(make_settings(root))
     try:
-        return sorted(d.file_path for d in kb.documents())
+        return sorted(d.file_path for d in kb.documents.list())
     finally:
         kb.close()
 
@@ -106,7 +106,7 @@ def test_lookup_serves_a_section_and_logs_the_call_as_cli(kb_env, capsys):
 
     kb = open_knowledge_base(make_settings(kb_env))
     try:
-        calls = kb.tool_calls()
+        calls = kb.calls.recent()
     finally:
         kb.close()
     assert [c.caller for c in calls] == ["cli"]

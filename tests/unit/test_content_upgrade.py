@@ -45,13 +45,13 @@ NEVER = re.compile(r"(?!)")
 
 def _chunk_texts(kb) -> str:
     parts = parts_of(kb)
-    return "\n".join(c.text for d in kb.documents() for c in parts.vectors.chunks_of(d.id))
+    return "\n".join(c.text for d in kb.documents.list() for c in parts.vectors.chunks_of(d.id))
 
 
 def _reconcile_ended(kb, timeout: float = 120):
     deadline = time.monotonic() + timeout
     while True:
-        jobs = kb.jobs(kinds=("reconcile",))
+        jobs = kb.jobs.list(kinds=("reconcile",))
         if jobs and not jobs[0].active:
             return jobs[0]
         assert time.monotonic() < deadline, f"no reconcile job ended: {jobs}"
@@ -64,15 +64,15 @@ def test_documents_of_an_older_cleaning_are_re_indexed_at_the_next_opening(open_
         old.setattr(cleaning, "_PROBE_JSX", NEVER)
         old.setattr(service, "CONTENT_VERSION", None)  # a row from before the number
         first = open_kb()
-        first.upload("install.md", INSTALL.encode(), "agent")
+        first.documents.upload("install.md", INSTALL.encode(), "agent")
         assert "<TabItem" in _chunk_texts(first)  # the premise: old chunks hold the residue
-        assert [d.content_version for d in first.documents()] == [None]
+        assert [d.content_version for d in first.documents.list()] == [None]
         first.close()
 
     kb = open_kb()
     job = _reconcile_ended(kb)
     assert job.state == "succeeded", job
-    assert [d.content_version for d in kb.documents()] == [CONTENT_VERSION]
+    assert [d.content_version for d in kb.documents.list()] == [CONTENT_VERSION]
     texts = _chunk_texts(kb)
     assert "systemd unit" in texts and "<Tab" not in texts and "</Tab" not in texts
     answer = kb.lookup_knowledge("install the gateway agent with the package manager tap as a launchd service")
@@ -82,7 +82,7 @@ def test_documents_of_an_older_cleaning_are_re_indexed_at_the_next_opening(open_
 
 def test_an_opening_with_nothing_older_starts_no_job(open_kb):
     first = open_kb()
-    first.upload("install.md", INSTALL.encode(), "agent")
+    first.documents.upload("install.md", INSTALL.encode(), "agent")
     first.close()
     kb = open_kb()
     for thread in threading.enumerate():  # the opening's look for older documents has ended
@@ -90,4 +90,4 @@ def test_an_opening_with_nothing_older_starts_no_job(open_kb):
             thread.join(60)
     parts = parts_of(kb)
     assert parts.metadata.count_indexed_otherwise(parts.documents.profile, CONTENT_VERSION) == 0
-    assert kb.jobs(kinds=("reconcile",)) == []
+    assert kb.jobs.list(kinds=("reconcile",)) == []

@@ -25,7 +25,7 @@ def _open(root: Path, matching: str):
 
     shutil.copytree(FIXTURES / "realistic_kb", root / "knowledge_base")
     kb = open_knowledge_base(make_settings(root, l0_matching=matching))
-    report = kb.reconcile()
+    report = kb.documents.reconcile()
     assert report.failed == () and len(report.added) == 49
     return kb
 

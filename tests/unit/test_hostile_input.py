@@ -90,7 +90,7 @@ def test_weak_keywords_are_ignored_by_l0_and_reported(tmp_path):
 @pytest.mark.parametrize("name", ["CON.md", "nul.md", "com1.md", "LPT9.notes.md", "a／b.md", "a∕b.md", "a⁄b.md"])
 def test_reserved_and_look_alike_names_are_refused(kb_fulltext, name):
     with pytest.raises(UploadRejected):
-        kb_fulltext.upload(name, doc("x", ["k1"]).encode(), "api")
+        kb_fulltext.documents.upload(name, doc("x", ["k1"]).encode(), "api")
 
 
 @pytest.fixture
@@ -103,9 +103,9 @@ def test_a_category_folder_linking_outside_is_refused(kb_fulltext, tmp_path):
     outside.mkdir()
     (parts_of(kb_fulltext).folder.base_dir / "evil").symlink_to(outside, target_is_directory=True)
     with pytest.raises(UploadRejected, match="link leading outside"):
-        kb_fulltext.upload("x.md", doc("x", ["k1"]).encode(), "evil")
+        kb_fulltext.documents.upload("x.md", doc("x", ["k1"]).encode(), "evil")
     assert list(outside.iterdir()) == []
-    assert kb_fulltext.documents() == []
+    assert kb_fulltext.documents.list() == []
 
 
 def test_links_leading_out_and_fifos_are_skipped_by_the_scan(tmp_path, caplog):
@@ -131,10 +131,10 @@ def test_links_leading_out_and_fifos_are_skipped_by_the_scan(tmp_path, caplog):
 
 def test_a_link_inside_the_base_is_deleted_as_a_link(kb_fulltext):
     kb = kb_fulltext
-    real = kb.upload("real.md", doc("Real", ["REAL_KEY"]).encode(), "api").document
+    real = kb.documents.upload("real.md", doc("Real", ["REAL_KEY"]).encode(), "api").document
     link = parts_of(kb).folder.base_dir / "api" / "alias.md"
     link.symlink_to(parts_of(kb).folder.base_dir / "api" / "real.md")
     with pytest.raises(UploadRejected, match="is a link"):
-        kb.upload("alias.md", doc("Alias", ["ALIAS"]).encode(), "api")
+        kb.documents.upload("alias.md", doc("Alias", ["ALIAS"]).encode(), "api")
     assert (parts_of(kb).folder.base_dir / "api" / "real.md").read_text().startswith("---\ntitle: Real")
     assert real.file_path.endswith("api/real.md")

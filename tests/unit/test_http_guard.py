@@ -166,8 +166,8 @@ def test_the_metrics_port_cannot_starve_its_host_process(open_kb, tmp_path):
     try:
         # the server holds at most its cap (32) once it has caught up; the rest of the descriptors are ours
         _wait_until(lambda: _fds() - before <= len(idle) + 32 + 10, 10, "the metrics port holds more than its cap")
-        record = kb.upload("still-works.md", doc("Still works", ["STILL_WORKS"]).encode(), "ops").document
-        assert "STILL_WORKS" in kb.document_text(record.file_path)
+        record = kb.documents.upload("still-works.md", doc("Still works", ["STILL_WORKS"]).encode(), "ops").document
+        assert "STILL_WORKS" in kb.documents.text(record.file_path)
         assert kb.read_document_tool(record.file_path)["found"] is True
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
             assert b"kb_" in response.read()

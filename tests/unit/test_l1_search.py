@@ -54,8 +54,9 @@ def test_a_summary_is_not_taken_for_the_title_of_a_document_without_one(open_kb)
     BM25 would put the untitled one first."""
     kb = open_kb()
     sentence = "Rotate the signing keys every ninety days"
-    kb.upload("untitled.md", doc("", [], sentence, f"# Keys\n\n{sentence}. {sentence}.\n").encode(), "ops")
-    kb.upload("titled.md", doc(sentence, [], "key hygiene", "# Certificates\n\nUnrelated body text.\n").encode(),
+    kb.documents.upload("untitled.md", doc("", [], sentence, f"# Keys\n\n{sentence}. {sentence}.\n").encode(), "ops")
+    kb.documents.upload("titled.md", doc(sentence, [], "key hygiene",
+                                         "# Certificates\n\nUnrelated body text.\n").encode(),
               "ops")
     hits = kb.lookup(sentence).trace.l1_hits
     assert hits and hits[0].source.endswith("ops/titled.md")
@@ -67,10 +68,10 @@ def test_an_identifier_made_of_common_words_is_found_below_bm25s_first_candidate
     rank above the one chunk that holds `is_default` whole. L1 looks deeper once for such a query."""
     kb = open_kb()
     for i in range(30):
-        kb.upload(f"defaults-{i}.md", doc(f"Defaults {i}", [], "Default values",
+        kb.documents.upload(f"defaults-{i}.md", doc(f"Defaults {i}", [], "Default values",
                                           "# Defaults\n\n" + "The default is the default value by default. " * 12
                                           ).encode(), "ref")
-    kb.upload("collations.md", doc("COLLATIONS", [], "The collations table",
+    kb.documents.upload("collations.md", doc("COLLATIONS", [], "The collations table",
                                    "# Columns\n\n* `is_default`: whether the collation is the charset's default.\n"
                                    ).encode(), "sql")
     first = parts_of(kb).searcher.search_with("is_default", top_k=3, retrievers=("bm25",))

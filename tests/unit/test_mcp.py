@@ -17,7 +17,7 @@ CACHE = "knowledge_base/domain/cache-optimization.md"
 @pytest.fixture
 def server(open_kb, sample_root):
     kb = open_kb(sample_root)
-    kb.reconcile()
+    kb.documents.reconcile()
     return kb, build_server(kb)
 
 
@@ -102,9 +102,9 @@ def test_a_lookup_then_read_document_of_its_supplement(server):
     assert document["primary"]["source"] == CACHE and document["primary"]["matchType"] == "read"
     assert document["primary"]["confidence"] == "high" and document["supplement"] is None
     assert _payload(section)["primary"]["section"] == "1. 超时类错误"
-    kb.flush_call_log()
+    kb.calls.flush()
     # newest first: the in-process read last, logged with the service identity (issue 35: named callers)
-    assert [(c.tool_name, c.caller) for c in kb.tool_calls()[:4]] == [
+    assert [(c.tool_name, c.caller) for c in kb.calls.recent()[:4]] == [
         ("read_document", "agent"), ("read_document", "mcp"), ("read_document", "mcp"), ("lookup_knowledge", "mcp")]
 
 
@@ -120,8 +120,8 @@ def test_what_is_refused_in_process_is_refused_over_mcp(server, tool, arguments,
     result = _run(_session(srv, lambda c: c.call_tool(tool, arguments)))
     assert result.is_error and message in result.content[0].text
     assert result.structured_content is None
-    kb.flush_call_log()
-    logged = kb.tool_calls()[0]  # logged like any refused call
+    kb.calls.flush()
+    logged = kb.calls.recent()[0]  # logged like any refused call
     assert (logged.tool_name, logged.caller, logged.found) == (tool, "mcp", False) and message in logged.error
 
 
@@ -131,7 +131,7 @@ def test_scenario_7_2_1_error_code_through_mcp(server):
     payload = _payload(result)
     assert payload["primary"]["source"] == PAYMENT and payload["primary"]["matchType"] == "exact_L0"
     assert payload["primary"]["confidence"] == "high" and payload["supplement"] is None
-    assert kb.tool_calls()[0].caller == "mcp"
+    assert kb.calls.recent()[0].caller == "mcp"
 
 
 def test_scenario_7_2_2_open_question_through_mcp(server):

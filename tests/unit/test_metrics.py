@@ -50,7 +50,8 @@ def kb(open_kb):
 
 
 def _upload(kb, name: str, keywords: list[str]) -> None:
-    kb.upload(name, doc(name.removesuffix(".md"), keywords, body=f"# {name}\n\nAbout {' '.join(keywords)}.\n").encode(),
+    kb.documents.upload(name, doc(name.removesuffix(".md"), keywords,
+                                  body=f"# {name}\n\nAbout {' '.join(keywords)}.\n").encode(),
               "api")
 
 
@@ -64,10 +65,10 @@ def test_a_scrape_shows_exactly_the_lookups_and_writes(kb, monkeypatch):
     _upload(kb, "beta.md", ["ERR_BETA", "shared_term"])
     _upload(kb, "gamma.md", ["ERR_GAMMA"])
     with pytest.raises(KnowledgeBaseError):
-        kb.upload("notes.txt", b"plain text", "api")  # refused: a failed upload
-    gamma = next(d for d in kb.documents() if d.file_path.endswith("gamma.md"))
-    kb.delete(gamma.id)
-    kb.reconcile()
+        kb.documents.upload("notes.txt", b"plain text", "api")  # refused: a failed upload
+    gamma = next(d for d in kb.documents.list() if d.file_path.endswith("gamma.md"))
+    kb.documents.delete(gamma.id)
+    kb.documents.reconcile()
 
     assert kb.call_tool({"query": "ERR_ALPHA"}).payload["found"]  # unique: L0 alone
     assert kb.call_tool({"query": "shared_term"}).result.trace.l1_called  # ambiguous: L0 + L1
@@ -241,10 +242,10 @@ def test_log_lines_are_json_and_carry_the_request_id(open_kb, log_file, monkeypa
     assert any("milvus down" in line["message"] for line in failing)
 
     # the call log shows the same request ids: a curator goes from the Tool calls table to the log lines
-    kb.flush_call_log()
-    calls = {c.request_id: c for c in kb.tool_calls()}
+    kb.calls.flush()
+    calls = {c.request_id: c for c in kb.calls.recent()}
     assert calls[request].caller == "mcp" and calls[failed.result.trace.request_id].caller == "playground"
-    refused_id = next(c.request_id for c in kb.tool_calls() if c.error)
+    refused_id = next(c.request_id for c in kb.calls.recent() if c.error)
     assert any(line["request_id"] == refused_id and line["level"] == "INFO" and "invalid arguments" in
                line["message"] for line in lines), refused.error
 

@@ -50,7 +50,7 @@ def test_status_names_an_empty_folder_first_and_forgets_it_once_there_are_docume
     kb = open_kb()
     problems = kb.status(max_age=0).problems
     assert problems and str(tmp_path / "knowledge_base") in problems[0] and str(tmp_path) in problems[0]
-    kb.upload("timeouts.md", doc("Timeouts", ["ERR_TIMEOUT"]).encode(), "api")
+    kb.documents.upload("timeouts.md", doc("Timeouts", ["ERR_TIMEOUT"]).encode(), "api")
     assert not any("knowledge base folder" in p for p in kb.status(max_age=0).problems)
 
 
@@ -59,7 +59,7 @@ def test_documents_are_written_with_the_process_umask(open_kb, tmp_path, mask):
     kb = open_kb()
     old = os.umask(mask)
     try:
-        kb.upload("timeouts.md", doc("Timeouts", ["ERR_TIMEOUT"]).encode(), "api")
+        kb.documents.upload("timeouts.md", doc("Timeouts", ["ERR_TIMEOUT"]).encode(), "api")
     finally:
         os.umask(old)
     path = tmp_path / "knowledge_base" / "api" / "timeouts.md"
@@ -68,10 +68,10 @@ def test_documents_are_written_with_the_process_umask(open_kb, tmp_path, mask):
 
 def test_a_replaced_document_keeps_its_own_mode(open_kb, tmp_path):
     kb = open_kb()
-    kb.upload("timeouts.md", doc("Timeouts", ["ERR_TIMEOUT"]).encode(), "api")
+    kb.documents.upload("timeouts.md", doc("Timeouts", ["ERR_TIMEOUT"]).encode(), "api")
     path = tmp_path / "knowledge_base" / "api" / "timeouts.md"
     path.chmod(0o664)  # a team's shared checkout
-    kb.upload("timeouts.md", doc("Timeouts", ["ERR_TIMEOUT", "E504"]).encode(), "api")
+    kb.documents.upload("timeouts.md", doc("Timeouts", ["ERR_TIMEOUT", "E504"]).encode(), "api")
     assert stat.S_IMODE(path.stat().st_mode) == 0o664 and "E504" in path.read_text()
 
 
@@ -128,8 +128,8 @@ def test_every_file_the_embedded_defaults_write_beside_app_py_is_git_ignored(ope
     kb_milvus.db.writes, was not ignored): every name an open, a reconcile, an upload, a delete and a close
     leave in the application root is."""
     kb = open_kb(files={"knowledge_base/ops/a.md": doc("Runbook A", ["RUNBOOK_A"])}, reconcile=True)
-    kb.upload("b.md", doc("Runbook B", ["RUNBOOK_B"]).encode(), "ops")
-    kb.delete(next(d.id for d in kb.documents() if d.file_path.endswith("/b.md")))
+    kb.documents.upload("b.md", doc("Runbook B", ["RUNBOOK_B"]).encode(), "ops")
+    kb.documents.delete(next(d.id for d in kb.documents.list() if d.file_path.endswith("/b.md")))
     kb.close()
     left = sorted(p.name + ("/" if p.is_dir() else "") for p in tmp_path.iterdir() if p.name != "knowledge_base")
     assert "kb_milvus.db/" in left and "kb.sqlite3" in left  # the stores wrote here: this test checks something

@@ -35,7 +35,7 @@ REFERENCE = "knowledge_base/gateway/limit-req-reference.md"
 @pytest.fixture
 def sample_kb(open_kb, sample_root):
     kb = open_kb(sample_root)
-    kb.reconcile()
+    kb.documents.reconcile()
     return kb
 
 
@@ -174,8 +174,8 @@ def test_reads_are_logged_with_their_tool_name_and_never_need_attention(sample_k
     sample_kb.read_document_tool("api/payment-errors.md", "超时排查", caller="mcp")
     sample_kb.read_document_tool(CACHE)
     sample_kb.call_tool({"source": "nope.md"}, tool=READ_TOOL_NAME)
-    sample_kb.flush_call_log()
-    refused, plain, section, lookup = sample_kb.tool_calls()[:4]
+    sample_kb.calls.flush()
+    refused, plain, section, lookup = sample_kb.calls.recent()[:4]
     assert [c.tool_name for c in (refused, plain, section, lookup)] == [
         "read_document", "read_document", "read_document", "lookup_knowledge"]
     assert section.arguments == {"source": "api/payment-errors.md", "section_title": "超时排查",
@@ -185,9 +185,9 @@ def test_reads_are_logged_with_their_tool_name_and_never_need_attention(sample_k
     assert plain.arguments == {"source": CACHE, "section_title": None} and plain.sources == (CACHE,)
     # a refused call has a request id too: its log line (the error) carries it
     assert not refused.found and "no indexed document" in refused.error and len(refused.request_id) == 8
-    groups = sample_kb.needs_attention(timedelta(days=1))
+    groups = sample_kb.calls.needing_attention(timedelta(days=1))
     assert [g.query for g in groups] == ["完全不存在的内容XYZ"]  # reads are not misses
-    (bucket,) = sample_kb.tool_call_buckets(timedelta(days=1))
+    (bucket,) = sample_kb.calls.buckets(timedelta(days=1))
     assert bucket.calls == 4 and bucket.lookups == 1 and bucket.errors == 1
     assert bucket.found_rate == 0.0  # of lookups: the reads found their documents, but they were not searches
 

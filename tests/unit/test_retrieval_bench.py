@@ -43,7 +43,7 @@ def bench_kb(open_kb, tmp_path):
     for path, text in DOCS.items():
         write_doc(tmp_path, path, text)
     kb = open_kb()
-    kb.reconcile()
+    kb.documents.reconcile()
     return kb
 
 
@@ -144,23 +144,23 @@ def test_the_agents_answer_is_the_tool_output_whatever_the_options(bench_kb):
                                                min_score=0.5), {"category": "gateway", "language": "en"}),
                                  (BenchOptions(retriever="bm25", categories=["gateway", "ops"]), {})):
             expected = json.dumps(bench_kb.lookup_knowledge(query, **filters), ensure_ascii=False)
-            run = bench_kb.run_bench(query, options)
+            run = bench_kb.playground.run(query, options)
             assert json.dumps(run.payload, ensure_ascii=False) == expected, (query, options)
             assert {k: v for k, v in run.arguments.items() if k in ("category", "language")} == filters
 
 
 def test_as_agents_get_it_shows_the_lookups_own_l1_rows(bench_kb):
-    run = bench_kb.run_bench("rate limiting requests")
+    run = bench_kb.playground.run("rate limiting requests")
     assert run.result.trace.l1_called
     assert [(r.source, r.fused_score) for r in run.rows] == [(h.source, h.score) for h in run.result.trace.l1_hits]
     assert all(r.score == r.fused_score for r in run.rows) and len(run.rows) <= 3
-    unique = bench_kb.run_bench("LIMIT_REQ_DOC")  # one exact L0 hit: the agent got no L1 rows
+    unique = bench_kb.playground.run("LIMIT_REQ_DOC")  # one exact L0 hit: the agent got no L1 rows
     assert unique.rows == () and "did not run L1" in unique.note
 
 
 def test_top_k_bounds_the_l1_rows(bench_kb):
-    one = bench_kb.run_bench("rate limiting requests", BenchOptions(retriever="hybrid", top_k=1))
-    many = bench_kb.run_bench("rate limiting requests", BenchOptions(retriever="hybrid", top_k=20))
+    one = bench_kb.playground.run("rate limiting requests", BenchOptions(retriever="hybrid", top_k=1))
+    many = bench_kb.playground.run("rate limiting requests", BenchOptions(retriever="hybrid", top_k=20))
     assert len(one.rows) == 1
     assert len(many.rows) > 3  # more than the agents' three
     assert many.rows[0].source == one.rows[0].source
@@ -168,8 +168,8 @@ def test_top_k_bounds_the_l1_rows(bench_kb):
 
 
 def test_bm25_only_scores_rows_with_the_bm25_score_and_hybrid_with_the_fused_one(bench_kb):
-    bm25 = bench_kb.run_bench("rate limiting requests", BenchOptions(retriever="bm25", top_k=10))
-    hybrid = bench_kb.run_bench("rate limiting requests", BenchOptions(retriever="hybrid", top_k=10))
+    bm25 = bench_kb.playground.run("rate limiting requests", BenchOptions(retriever="bm25", top_k=10))
+    hybrid = bench_kb.playground.run("rate limiting requests", BenchOptions(retriever="hybrid", top_k=10))
     assert bm25.rows and all(r.retrievers == ("bm25",) for r in bm25.rows)
     assert all(r.score == dict(r.retriever_scores)["bm25"] for r in bm25.rows)
     assert all(r.score == r.fused_score for r in hybrid.rows)
@@ -179,64 +179,64 @@ def test_bm25_only_scores_rows_with_the_bm25_score_and_hybrid_with_the_fused_one
 
 def test_dense_only_needs_the_model(bench_kb):
     with pytest.raises(InvalidInputError, match="dense only needs the embedding model"):
-        bench_kb.run_bench("rate limiting", BenchOptions(retriever="dense"))
-    assert bench_kb.tool_calls() == []  # refused before anything ran
+        bench_kb.playground.run("rate limiting", BenchOptions(retriever="dense"))
+    assert bench_kb.calls.recent() == []  # refused before anything ran
 
 
 def test_dense_only_runs_the_dense_retriever_alone(open_kb, tmp_path, tiny_model):
     for path, text in DOCS.items():
         write_doc(tmp_path, path, text)
     kb = open_kb(model=str(tiny_model), min_dense_score=-1.0)  # random weights: let every cosine count
-    kb.reconcile()
-    run = kb.run_bench("rate limiting requests", BenchOptions(retriever="dense", top_k=5, languages=["zh"]))
+    kb.documents.reconcile()
+    run = kb.playground.run("rate limiting requests", BenchOptions(retriever="dense", top_k=5, languages=["zh"]))
     assert run.rows and all(r.retrievers == ("dense",) for r in run.rows)
     assert all(r.score == dict(r.retriever_scores)["dense"] for r in run.rows)
     assert _sources(run) == {ZH}  # the language filter reaches Milvus' dense search too
-    hybrid = kb.run_bench("rate limiting requests", BenchOptions(retriever="hybrid", top_k=20))
+    hybrid = kb.playground.run("rate limiting requests", BenchOptions(retriever="hybrid", top_k=20))
     assert any(r.retrievers == ("dense", "bm25") for r in hybrid.rows)
 
 
 def test_a_category_takes_its_sub_folders_and_not_its_siblings(bench_kb):
     wide = BenchOptions(retriever="bm25", top_k=20)
-    assert {GATEWAY, PLUGINS, OLD} <= _sources(bench_kb.run_bench("rate limiting requests", wide))
-    run = bench_kb.run_bench("rate limiting requests", BenchOptions(retriever="bm25", top_k=20,
+    assert {GATEWAY, PLUGINS, OLD} <= _sources(bench_kb.playground.run("rate limiting requests", wide))
+    run = bench_kb.playground.run("rate limiting requests", BenchOptions(retriever="bm25", top_k=20,
                                                                     categories=["gateway"]))
     assert _sources(run) == {GATEWAY, PLUGINS} and run.searched == 2
-    sub = bench_kb.run_bench("rate limiting requests", BenchOptions(retriever="bm25", top_k=20,
+    sub = bench_kb.playground.run("rate limiting requests", BenchOptions(retriever="bm25", top_k=20,
                                                                     categories=["gateway/plugins", "ops"]))
     assert _sources(sub) == {PLUGINS, NOTES}
     with pytest.raises(InvalidInputError, match="there is no category 'gate'"):
-        bench_kb.run_bench("rate limiting", BenchOptions(retriever="bm25", categories=["gate"]))
+        bench_kb.playground.run("rate limiting", BenchOptions(retriever="bm25", categories=["gate"]))
 
 
 def test_a_language_filter_serves_documents_in_that_language_only(bench_kb):
-    assert bench_kb.languages() == ["en", "zh"]
-    zh = bench_kb.run_bench("limit-req 限流", BenchOptions(retriever="bm25", top_k=20, languages=["zh"]))
+    assert sorted(set(bench_kb.documents.languages().values())) == ["en", "zh"]
+    zh = bench_kb.playground.run("limit-req 限流", BenchOptions(retriever="bm25", top_k=20, languages=["zh"]))
     assert _sources(zh) == {ZH} and all(r.lang == "zh" for r in zh.rows)
-    en = bench_kb.run_bench("rate limiting requests", BenchOptions(retriever="bm25", top_k=20, languages=["en"]))
+    en = bench_kb.playground.run("rate limiting requests", BenchOptions(retriever="bm25", top_k=20, languages=["en"]))
     assert ZH not in _sources(en) and NOTES in _sources(en)  # without frontmatter: the language of its text
-    nothing = bench_kb.run_bench("rate limiting", BenchOptions(retriever="bm25", languages=["fr"]))
+    nothing = bench_kb.playground.run("rate limiting", BenchOptions(retriever="bm25", languages=["fr"]))
     assert nothing.rows == () and nothing.searched == 0 and "No document is in the chosen" in nothing.note
 
 
 def test_a_minimum_score_keeps_rows_at_or_above_it_and_fills_top_k_from_the_rest(bench_kb):
-    every = bench_kb.run_bench("rate limiting requests", BenchOptions(retriever="bm25", top_k=20))
+    every = bench_kb.playground.run("rate limiting requests", BenchOptions(retriever="bm25", top_k=20))
     scores = sorted(r.score for r in every.rows)
     middle = scores[len(scores) // 2]
-    kept = bench_kb.run_bench("rate limiting requests",
+    kept = bench_kb.playground.run("rate limiting requests",
                               BenchOptions(retriever="bm25", top_k=20, min_score=middle))
     assert kept.rows and all(r.score >= middle for r in kept.rows)
     assert len(kept.rows) == sum(1 for s in scores if s >= middle)
-    top = bench_kb.run_bench("rate limiting requests",
+    top = bench_kb.playground.run("rate limiting requests",
                              BenchOptions(retriever="bm25", top_k=1, min_score=scores[0]))
     assert len(top.rows) == 1
-    above = bench_kb.run_bench("rate limiting requests",
+    above = bench_kb.playground.run("rate limiting requests",
                                BenchOptions(retriever="bm25", top_k=20, min_score=scores[-1] + 1))
     assert above.rows == ()
 
 
 def test_each_row_says_where_the_querys_terms_are(bench_kb):
-    run = bench_kb.run_bench("burst 限流", BenchOptions(retriever="bm25", top_k=20))
+    run = bench_kb.playground.run("burst 限流", BenchOptions(retriever="bm25", top_k=20))
     assert run.rows
     for row in run.rows:
         marked = {row.content[a:b].lower() for a, b in row.highlights}
@@ -247,18 +247,18 @@ def test_each_row_says_where_the_querys_terms_are(bench_kb):
 def test_each_user_sees_their_own_history_newest_first(bench_kb):
     alice = bench_kb.as_user(Actor("alice@example.com", Role.VIEWER))
     bob = bench_kb.as_user(Actor("bob@example.com", Role.CURATOR))
-    alice.run_bench("rate limiting")
-    bob.run_bench("限流", BenchOptions(retriever="bm25", top_k=7, languages=["zh"]), section_title="Burst")
-    alice.run_bench("LIMIT_REQ_DOC", BenchOptions(retriever="hybrid", min_score=0.01))
-    alice.run_bench("   ")  # a blank query is the tool's error, not a test worth keeping
-    assert [e.query for e in alice.query_history()] == ["LIMIT_REQ_DOC", "rate limiting"]
-    assert alice.query_history()[0].options == BenchOptions(retriever="hybrid", min_score=0.01)
-    assert alice.query_history()[0].answer == "exact_L0" and alice.query_history()[0].found
-    [entry] = bob.query_history()
+    alice.playground.run("rate limiting")
+    bob.playground.run("限流", BenchOptions(retriever="bm25", top_k=7, languages=["zh"]), section_title="Burst")
+    alice.playground.run("LIMIT_REQ_DOC", BenchOptions(retriever="hybrid", min_score=0.01))
+    alice.playground.run("   ")  # a blank query is the tool's error, not a test worth keeping
+    assert [e.query for e in alice.playground.history()] == ["LIMIT_REQ_DOC", "rate limiting"]
+    assert alice.playground.history()[0].options == BenchOptions(retriever="hybrid", min_score=0.01)
+    assert alice.playground.history()[0].answer == "exact_L0" and alice.playground.history()[0].found
+    [entry] = bob.playground.history()
     assert (entry.query, entry.section_title, entry.options) == \
         ("限流", "Burst", BenchOptions(retriever="bm25", top_k=7, languages=["zh"]))
-    assert bench_kb.query_history() == []  # the service identity ran nothing
-    assert [e.query for e in alice.query_history(1)] == ["LIMIT_REQ_DOC"]
+    assert bench_kb.playground.history() == []  # the service identity ran nothing
+    assert [e.query for e in alice.playground.history(1)] == ["LIMIT_REQ_DOC"]
 
 
 def test_the_history_keeps_each_users_newest_runs(bench_kb, monkeypatch):
@@ -267,11 +267,11 @@ def test_the_history_keeps_each_users_newest_runs(bench_kb, monkeypatch):
     monkeypatch.setattr(history, "KEEP", 3)
     carol = bench_kb.as_user(Actor("carol@example.com", Role.VIEWER))
     dave = bench_kb.as_user(Actor("dave@example.com", Role.VIEWER))
-    dave.run_bench("dave's only run")
+    dave.playground.run("dave's only run")
     for i in range(5):
-        carol.run_bench(f"run {i}")
-    assert [e.query for e in carol.query_history(10)] == ["run 4", "run 3", "run 2"]
-    assert [e.query for e in dave.query_history(10)] == ["dave's only run"]
+        carol.playground.run(f"run {i}")
+    assert [e.query for e in carol.playground.history(10)] == ["run 4", "run 3", "run 2"]
+    assert [e.query for e in dave.playground.history(10)] == ["dave's only run"]
 
 
 def test_a_run_the_history_cannot_take_still_answers(bench_kb, monkeypatch):
@@ -282,20 +282,20 @@ def test_a_run_the_history_cannot_take_still_answers(bench_kb, monkeypatch):
         raise MetadataStoreError("cannot record the query in the history: the database is read-only")
 
     monkeypatch.setattr(parts_of(bench_kb).metadata, "record_query", refuse)
-    run = bench_kb.run_bench("rate limiting")
+    run = bench_kb.playground.run("rate limiting")
     assert run.payload["found"] and "read-only" in run.history_error
 
 
 # -- replays and the attention counts ---------------------------------------------------------------------------
 def test_a_console_replay_is_logged_but_never_needs_attention(bench_kb):
     console = bench_kb.as_user(Actor("console", Role.ADMIN))
-    console.run_bench("quantum flux capacitor")  # nothing answers it: needs attention, once
-    console.run_bench("quantum flux capacitor", replay=True)  # opened again from Tool calls
-    console.run_bench("quantum flux capacitor", BenchOptions(retriever="bm25"), replay=True)  # the history
-    bench_kb.flush_call_log()
-    callers = [c.caller for c in bench_kb.tool_calls()]
+    console.playground.run("quantum flux capacitor")  # nothing answers it: needs attention, once
+    console.playground.run("quantum flux capacitor", replay=True)  # opened again from Tool calls
+    console.playground.run("quantum flux capacitor", BenchOptions(retriever="bm25"), replay=True)  # the history
+    bench_kb.calls.flush()
+    callers = [c.caller for c in bench_kb.calls.recent()]
     assert callers == [REPLAY_CALLER, REPLAY_CALLER, "console"]
-    [group] = bench_kb.needs_attention(timedelta(days=1))
+    [group] = bench_kb.calls.needing_attention(timedelta(days=1))
     assert (group.query, group.calls, group.not_found) == ("quantum flux capacitor", 1, 1)
-    console.run_bench("another unknown thing", replay=True)  # only ever replayed: not listed at all
-    assert [g.query for g in bench_kb.needs_attention(timedelta(days=1))] == ["quantum flux capacitor"]
+    console.playground.run("another unknown thing", replay=True)  # only ever replayed: not listed at all
+    assert [g.query for g in bench_kb.calls.needing_attention(timedelta(days=1))] == ["quantum flux capacitor"]

@@ -144,12 +144,12 @@ def test_a_wide_scope_searched_a_few_times_wider_finds_what_the_list_filter_find
     for folder in ("gateway", "gateway-zh", "faq"):  # a smaller tree: its dense vectors are computed here
         shutil.copytree(FIXTURE / folder, tmp_path / "knowledge_base" / folder)
     kb = open_kb(embedding_fallback="use-multilingual-v3")
-    kb.reconcile()
+    kb.documents.reconcile()
     parts = parts_of(kb)
     assert parts.documents.dense_ready()
     vector = parts.embedder.encode_queries([RATE_QUESTION])[0]
     for folder in ("gateway-zh", "gateway"):  # a third of the documents, then most of them
-        ids = frozenset(d.id for d in kb.documents() if d.category == folder)
+        ids = frozenset(d.id for d in kb.documents.list() if d.category == folder)
         listed = parts.vectors.search_dense(vector, limit=5, doc_ids=ids)
         monkeypatch.setattr(vector_store, "FILTER_IDS", 0)
         wider = parts.vectors.search_dense(vector, limit=5, doc_ids=ids)
@@ -163,12 +163,12 @@ def test_a_viewer_limited_to_an_audience_sees_no_call_that_named_a_page_it_may_n
 
     kb.lookup_knowledge("outage-2026-10")  # the service identity reads every page: the call names the postmortem
     kb.lookup_knowledge("jwt-auth")
-    kb.flush_call_log()
+    kb.calls.flush()
     viewer = kb.as_user(Actor("vic@example.com", Role.VIEWER, frozenset({"support"})))
-    shown = {s for c in viewer.tool_calls() for s in c.sources}
+    shown = {s for c in viewer.calls.recent() for s in c.sources}
     assert "knowledge_base/gateway/jwt-auth.md" in shown
     assert "knowledge_base/internal/postmortem-2026-10.md" not in shown
-    assert "knowledge_base/internal/postmortem-2026-10.md" in {s for c in kb.tool_calls() for s in c.sources}
+    assert "knowledge_base/internal/postmortem-2026-10.md" in {s for c in kb.calls.recent() for s in c.sources}
     # and the viewer's own lookups run in its scope
     assert not viewer.lookup_knowledge("outage-2026-10")["found"]
 
@@ -179,10 +179,10 @@ def test_a_page_that_gains_an_audience_leaves_a_callers_passages_at_once(kb):
     support = Scope(audiences=frozenset({"support"}))
     question = "bad rate setting pushed to every data plane"
     opened = POSTMORTEM.replace("audience: [sre]\n", "")
-    kb.upload("postmortem-2026-10.md", opened.encode(), "internal")
+    kb.documents.upload("postmortem-2026-10.md", opened.encode(), "internal")
     page = "knowledge_base/internal/postmortem-2026-10.md"
     assert page in sources(kb.lookup_knowledge(question, scope=support))  # for everyone now: the set holds it
-    kb.upload("postmortem-2026-10.md", POSTMORTEM.encode(), "internal")  # back to [sre]
+    kb.documents.upload("postmortem-2026-10.md", POSTMORTEM.encode(), "internal")  # back to [sre]
     assert page not in sources(kb.lookup_knowledge(question, scope=support))
     assert not kb.lookup_knowledge("outage-2026-10", scope=support)["found"]
 
@@ -205,18 +205,19 @@ def test_the_bench_shows_a_limited_viewer_rows_only_from_pages_it_may_read(kb):
     support, sre = _as(kb, "vic@example.com", "support"), _as(kb, "sam@example.com", "sre")
     for options in (BenchOptions(retriever="bm25", top_k=20), BenchOptions(retriever="hybrid", top_k=20),
                     BenchOptions(retriever="bm25", top_k=20, languages=("en",))):
-        shown = support.run_bench(QUESTION, options)
+        shown = support.playground.run(QUESTION, options)
         assert PAGE not in {r.source for r in shown.rows}, options
         assert "40 minutes" not in " ".join(r.content for r in shown.rows)
         assert PAGE not in sources(shown.payload)
-        assert PAGE in {r.source for r in sre.run_bench(QUESTION, options).rows}, options  # its audience does
+        assert PAGE in {r.source for r in sre.playground.run(QUESTION, options).rows}, options  # its audience does
     # its keyword: no L0 row, no answer
-    keyword = support.run_bench("outage-2026-10")
+    keyword = support.playground.run("outage-2026-10")
     assert not keyword.payload["found"] and not keyword.result.trace.l0_matches
     # a folder whose every page it may not read is no folder for it, as a folder nobody uses
     with pytest.raises(InvalidInputError, match="there is no category 'internal'"):
-        support.run_bench(QUESTION, BenchOptions(retriever="bm25", categories=("internal",)))
-    assert {r.source for r in sre.run_bench(QUESTION, BenchOptions(retriever="bm25", categories=("internal",))).rows} \
+        support.playground.run(QUESTION, BenchOptions(retriever="bm25", categories=("internal",)))
+    assert {r.source for r in sre.playground.run(QUESTION, BenchOptions(retriever="bm25",
+                                                                        categories=("internal",))).rows} \
         == {PAGE}
 
 
@@ -227,25 +228,25 @@ def test_tool_call_summaries_and_suggestions_leave_out_what_a_viewer_may_not_rea
     kb.lookup_knowledge(QUESTION)  # the service identity: an L1-only answer from the postmortem, needing attention
     kb.lookup_knowledge("how do I rotate the tls certificate of the gateway")
     kb.lookup_knowledge("jwt-auth")
-    kb.flush_call_log()
+    kb.calls.flush()
     support, sre = _as(kb, "vic@example.com", "support"), _as(kb, "sam@example.com", "sre")
 
-    assert QUESTION in {g.query for g in kb.needs_attention(day)}
-    assert QUESTION not in {g.query for g in support.needs_attention(day)}
-    assert not any(PAGE in g.sources for g in support.needs_attention(day))
-    assert QUESTION in {g.query for g in sre.needs_attention(day)}
+    assert QUESTION in {g.query for g in kb.calls.needing_attention(day)}
+    assert QUESTION not in {g.query for g in support.calls.needing_attention(day)}
+    assert not any(PAGE in g.sources for g in support.calls.needing_attention(day))
+    assert QUESTION in {g.query for g in sre.calls.needing_attention(day)}
 
-    everything = kb.tool_call_buckets(day)
+    everything = kb.calls.buckets(day)
     assert sum(b.calls for b in everything) == 3
-    assert sum(b.calls for b in support.tool_call_buckets(day)) == 2
+    assert sum(b.calls for b in support.calls.buckets(day)) == 2
     # the calls a limited viewer may see are counted apart, the way the database counts them all
-    assert sre.tool_call_buckets(day) == everything
+    assert sre.calls.buckets(day) == everything
 
-    assert PAGE in {s.file_path for s in kb.suggest_documents(QUESTION)}
-    assert PAGE in {s.file_path for s in sre.suggest_documents(QUESTION)}
-    hidden = support.suggest_documents(QUESTION)
+    assert PAGE in {s.file_path for s in kb.documents.suggest(QUESTION)}
+    assert PAGE in {s.file_path for s in sre.documents.suggest(QUESTION)}
+    hidden = support.documents.suggest(QUESTION)
     assert PAGE not in {s.file_path for s in hidden} and "40 minutes" not in " ".join(s.excerpt for s in hidden)
-    assert support.suggest_documents(RATE_QUESTION), "a limited viewer still gets suggestions from its pages"
+    assert support.documents.suggest(RATE_QUESTION), "a limited viewer still gets suggestions from its pages"
 
 
 def test_the_python_lookup_reads_what_the_acting_identity_may(open_kb):
@@ -285,7 +286,7 @@ def test_kb_lookup_from_the_saved_l0_reads_only_what_the_service_identity_may(tm
     write_doc(tmp_path, "knowledge_base/ops/pager.md", doc("Pager", ["OPS-FOLDER-2"]))
     write_doc(tmp_path, "knowledge_base/api/errors.md", doc("Errors", ["PUBLIC-3"]))
     kb = open_knowledge_base()
-    kb.reconcile()
+    kb.documents.reconcile()
     kb.close()  # writes the L0 snapshot the fast path answers from
 
     def lookup(query: str) -> dict:

@@ -69,8 +69,8 @@ def tree_kb(tmp_path_factory):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(_text(page), encoding="utf-8")
     kb = open_knowledge_base(make_settings(root))
-    kb.reconcile()
-    assert len(kb.documents()) == len(pages)
+    kb.documents.reconcile()
+    assert len(kb.documents.list()) == len(pages)
     yield kb, pages
     kb.close()
     shutil.rmtree(root, ignore_errors=True)

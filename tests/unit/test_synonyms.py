@@ -94,19 +94,19 @@ def test_groups_are_validated():
 def test_curators_save_synonyms_through_the_facade(open_kb, root):
     kb = open_kb(root)
     with pytest.raises(AccessDeniedError):
-        kb.as_user(Actor("vera@example.com", Role.VIEWER)).save_synonyms("CORS, 同源")
-    saved = kb.as_user(Actor("carl@example.com", Role.CURATOR)).save_synonyms("CORS, 同源\nlimit-req, 漏桶")
+        kb.as_user(Actor("vera@example.com", Role.VIEWER)).keywords.save_synonyms("CORS, 同源")
+    saved = kb.as_user(Actor("carl@example.com", Role.CURATOR)).keywords.save_synonyms("CORS, 同源\nlimit-req, 漏桶")
     assert saved == (("CORS", "同源"), ("limit-req", "漏桶"))
     assert "同源" in (root / "knowledge_base" / SYNONYMS_FILE).read_text(encoding="utf-8")
     assert kb.lookup("同源").primary.source == CORS
-    assert kb.synonyms() == saved
+    assert kb.keywords.synonyms() == saved
 
 
 def test_a_generic_keyword_as_a_synonym_is_warned_about(open_kb, tmp_path):
     for i in range(7):
         write_doc(tmp_path, f"knowledge_base/p/p{i}.md", doc(f"P{i}", ["Plugin", f"p-{i}"]))
     kb = open_kb(tmp_path)
-    warnings = kb.synonym_warnings([["Plugin", "扩展"], ["p-1", "one"]])
+    warnings = kb.keywords.synonym_warnings([["Plugin", "扩展"], ["p-1", "one"]])
     assert len(warnings) == 1 and "“Plugin” is a generic keyword (claimed by 7 pages)" in warnings[0]
 
 

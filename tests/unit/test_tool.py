@@ -20,7 +20,7 @@ PAYMENT = "knowledge_base/api/payment-errors.md"
 @pytest.fixture
 def sample_kb(open_kb, sample_root, db_url):
     kb = open_kb(sample_root, db_url=db_url)
-    kb.reconcile()
+    kb.documents.reconcile()
     return kb
 
 
@@ -70,7 +70,7 @@ def test_req_7_2_every_call_is_recorded(sample_kb):
     sample_kb.lookup_knowledge("ERR_TIMEOUT", caller="python")
     sample_kb.lookup_knowledge("超时", caller="console")
     sample_kb.call_tool({"query": ""}, caller="mcp")
-    calls = sample_kb.tool_calls()
+    calls = sample_kb.calls.recent()
     assert [(c.arguments.get("query"), c.caller) for c in calls] == [("", "mcp"), ("超时", "console"),
                                                                       ("ERR_TIMEOUT", "python")]
     bad, several, unique = calls
@@ -86,8 +86,8 @@ def test_the_call_log_records_the_section_served(sample_kb):
     sample_kb.lookup_knowledge("ERR_TIMEOUT")
     assert served["primary"]["section"] == "1. 超时类错误" and "note" not in served
     assert missed["primary"]["section"] is None and missed["note"] == "no section '退款'; available: 超时排查"
-    sample_kb.flush_call_log()
-    plain, miss, hit = sample_kb.tool_calls()[:3]
+    sample_kb.calls.flush()
+    plain, miss, hit = sample_kb.calls.recent()[:3]
     assert hit.arguments == {"query": "ERR_TIMEOUT", "section_title": "超时排查", "_section": "1. 超时类错误"}
     assert miss.arguments == {"query": "ERR_TIMEOUT", "section_title": "退款", "_section": None}
     assert "_section" not in plain.arguments
@@ -111,9 +111,9 @@ def test_a_database_outage_never_breaks_a_lookup(sample_kb, monkeypatch, caplog)
     with caplog.at_level("WARNING", logger="kb_core.agent.tool"):
         answers = [sample_kb.lookup_knowledge("ERR_TIMEOUT") for _ in range(3)]
         assert all(a["found"] for a in answers)
-        assert sample_kb.flush_call_log()
+        assert sample_kb.calls.flush()
     assert len(attempts) >= 3  # recorded in the background, after the answers were returned ...
-    assert [c.arguments["query"] for c in sample_kb.tool_calls()] == ["ERR_TIMEOUT"] * 3  # ... and none lost
+    assert [c.arguments["query"] for c in sample_kb.calls.recent()] == ["ERR_TIMEOUT"] * 3  # ... and none lost
     assert any("could not record" in r.getMessage() for r in caplog.records)
 
 
@@ -140,7 +140,7 @@ def test_module_level_helper_uses_the_default_knowledge_base(monkeypatch, sample
 def test_misses_are_grouped_by_query(sample_kb):
     for query in ["如何优化缓存", "如何优化缓存 ", "完全不存在的内容XYZ", "ERR_TIMEOUT"]:
         sample_kb.lookup_knowledge(query)
-    groups = needs_attention(sample_kb.tool_calls())
+    groups = needs_attention(sample_kb.calls.recent())
     assert [(g.query.strip(), g.calls, g.not_found, g.l1_only) for g in groups] == [
         ("完全不存在的内容XYZ", 1, 1, 0), ("如何优化缓存", 2, 0, 2)]
     assert groups[1].sources == ("knowledge_base/domain/cache-optimization.md",)
