@@ -16,7 +16,8 @@ Each step runs in a fresh child process (`python -c`, kb_core imported from the 
 peak memory is its own: the extra memory is the peak RSS during the step (`VmHWM`, reset just before it where
 Linux allows) minus the RSS just before. A knowledge base without an embedding model (L1 on BM25 only) is used:
 
-- **upload**: `kb.documents.preview_upload` (the console's lint) and `kb.documents.upload` of the document: time and extra memory;
+- **upload**: `kb.documents.preview_upload` (the console's lint) and `kb.documents.upload` of the document: time
+  and extra memory;
 - **open**: `open_knowledge_base()` of a base holding the document, next to the same open of a base holding one
   small document; and what the document adds to an open, measured alone: the L0 scan of each base
   (`KnowledgeIndex.load()`, the median of 3: reading it, its entry, its section list);

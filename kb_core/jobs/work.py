@@ -123,8 +123,8 @@ def file_params(files: Sequence[JobFile]) -> list[dict[str, Any]]:
 
 def upload_work(kb: Writer, files: Sequence[Mapping[str, Any]], staging: StagingArea, token: str,
                 notes: Sequence[UploadRow] = ()) -> Work:
-    """Upload each staged file through `kb.documents.upload` (the normal path: preview's version checks, undo on failure);
-    a cancel takes effect between two files. The result holds a row per file, as the Upload page shows them,
+    """Upload each staged file through `kb.documents.upload` (the normal path: preview's version checks, undo on
+    failure); a cancel takes effect between two files. The result holds a row per file, as the Upload page shows them,
     then `notes` (rows the page decided without uploading: not replaced, refused)."""
     def work(control: JobControl) -> str:
         rows: list[dict[str, Any]] = []

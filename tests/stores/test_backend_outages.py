@@ -427,7 +427,8 @@ def _frozen_milvus_costs_one_timeout(kb, tmp_path: Path, freeze, thaw) -> None:
     try:
         status, seconds = _timed(kb.status, max_age=0)
         assert status.milvus_error and seconds < ONE_TIMEOUT, seconds
-        new, seconds = _timed(kb.documents.upload, "bravo.md", BRAVO.encode(), "api")  # was 2 x: the write, then its undo
+        # was 2 x: the write, then its undo
+        new, seconds = _timed(kb.documents.upload, "bravo.md", BRAVO.encode(), "api")
         assert isinstance(new, KnowledgeBaseError) and seconds < ONE_TIMEOUT, (new, seconds)
         assert "did not answer in time" in str(new)
         replace, seconds = _timed(kb.documents.upload, "alpha.md", ALPHA.replace("alpha", "omega").encode(), "api")
