@@ -10,7 +10,7 @@ Two rules, chosen per index (`KB_L0_MATCHING`):
   hides the `AI` inside it). Several hits are ranked: the document whose rarest counting keyword is claimed
   by the fewest documents first, then the longer keyword, then index order (the lookup breaks remaining
   ties with L1).
-- `substring`: decision I3 exactly as written (plain containment both ways, every keyword counts, hits in
+- `substring`: the spec's literal rule (plain containment both ways, every keyword counts, hits in
   index order). Kept so the difference stays measurable.
 
 Nothing here loops over documents in Python: keywords are de-duplicated into terms with integer posting
@@ -61,7 +61,7 @@ class L0Match:
 
     entry: KnowledgeEntry
     keywords: tuple[str, ...]
-    # the keywords the query contains; the others contain the query (Spec 3.1's two directions)
+    # the keywords the query contains; the others contain the query (the spec's two directions)
     contained_in_query: tuple[str, ...] = ()
     # the rarest of the matched keywords and how many documents claim it (the ranking's first key)
     rarest_keyword: str = ""
