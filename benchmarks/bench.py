@@ -4,8 +4,8 @@ Everything is measured side by side in one run (these machines are shared and no
 over many calls, and ratios between variants run in the same process a moment apart.
 
 - L0: load time, index memory (tracemalloc), `exact_match` p50/p99 over a fixed query mix, and the same
-  queries through the naive reference of decision I3 (a Python loop doing the two-way `in` test over every
-  keyword), with the speed-up as a ratio. Both must return identical results.
+  queries through the naive reference of the spec's literal rule (a Python loop doing the two-way `in` test over
+  every keyword), with the speed-up as a ratio. Both must return identical results.
 - Lookup end to end (`KnowledgeBase.lookup`): L0-unique, L0-multi and L0-miss queries with the configured model,
   and with a BGE-M3-shaped random model (24 layers, hidden 1024, vocabulary 250002: real BGE-M3 cost without
   the weights) through FlagEmbedding's own `encode_queries` (fp32) and through kb_core's encoder (fp32 and the
@@ -30,14 +30,14 @@ over many calls, and ratios between variants run in the same process a moment ap
   (`benchmarks.bench_suggest`).
 - Chinese-heavy knowledge base (`zh`): `kb.lookup()` for long Chinese summary and body-sentence queries that
   call L1 over 1,238 generated Chinese product pages (~20,000 chunks), the full-text index's two-step search
-  against one FTS5 query, with a per-stage breakdown and a profile (`benchmarks.bench_zh`, issue 21).
+  against one FTS5 query, with a per-stage breakdown and a profile (`benchmarks.bench_zh`).
 - cold start (`cold`): fresh processes timed from outside — `import kb_core`, `kb lookup` of a keyword at
   `--cold-docs` pages from the snapshot, `kb lookup` of a question L1 answers — beside `--cold-against REV`'s
-  code in the same run (`benchmarks.bench_cold`, issue 32); with `--cold-against` the Chinese-heavy section asks the
+  code in the same run (`benchmarks.bench_cold`); with `--cold-against` the Chinese-heavy section asks the
   same questions of that version's code too (its own knowledge base), for L1 p50/p99 side by side.
 - open (`open`): real-shaped trees of `--open-docs` pages (default 10,000 and 100,000) opened by a full scan, from
   the snapshot and after 1 % changed, in this process and in fresh processes from `import kb_core` (L0 alone and
-  the whole knowledge base), beside `--cold-against REV`'s code (`benchmarks.bench_open`, issue 32).
+  the whole knowledge base), beside `--cold-against REV`'s code (`benchmarks.bench_open`).
 - ingest of real trees (`--ingest-tree DIR`, repeatable; only when given): `kb reconcile` of copied documentation
   trees in fresh processes, pages/s beside `--cold-against REV`'s code, and the job's ETA at 10 % against the
   time it really took (`benchmarks.bench_ingest`; `python -m benchmarks.devset build` exports the trees).
@@ -131,7 +131,7 @@ def bench_l0(n: int, workdir: Path, *, repeat: int) -> dict[str, Any]:
     open_s = _open_seconds(root) if n <= 1000 else None
 
     naive = NaiveIndex(index.entries(), index.matching)
-    i3_loop = NaiveIndex(index.entries(), "substring")  # decision I3 as written: the loop the spec describes
+    i3_loop = NaiveIndex(index.entries(), "substring")  # the spec's literal rule: the loop it describes
     mix = query_mix(corpus)
     for queries in mix.values():  # the two must agree before their speed is compared
         for q in queries[:30]:
@@ -198,7 +198,7 @@ def _first_match_after_change(index: KnowledgeIndex, queries: Sequence[str]) -> 
 
 
 def _open_seconds(root: Path) -> float:
-    """Spec 6.3: opening the whole knowledge base (migrate, L0 scan, Milvus, warm-up) over the corpus."""
+    """The spec's start-up budget: opening the knowledge base (migrate, L0 scan, Milvus, warm-up) over the corpus."""
     settings = bench_settings(root)
     started = time.perf_counter()
     kb = open_knowledge_base(settings)
@@ -699,8 +699,8 @@ def render(report: dict[str, Any]) -> str:
         lines += [f"L0 keyword index (rule: {report['l0'][0].get('matching', 'words')}; match = the ranked first hit, "
                   "its ties and the total, what a lookup needs)",
                   "| documents | keywords | load (median of 3) | memory | per 1,000 docs | match p50 / p99 | "
-                  "exact_match p50 / p99 | naive, same rule p50 / p99 | speed-up p50 / p99 | I3 loop p50 / p99 | "
-                  "speed-up vs I3 p50 / p99 |",
+                  "exact_match p50 / p99 | naive, same rule p50 / p99 | speed-up p50 / p99 | spec's loop p50 / p99 | "
+                  "speed-up vs the spec's loop p50 / p99 |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in report["l0"]:
             lines.append(
@@ -713,12 +713,12 @@ def render(report: dict[str, Any]) -> str:
                 f"{r['speedup_vs_i3_p50']:.0f}x / {r['speedup_vs_i3_p99']:.0f}x |")
         opened = [r for r in report["l0"] if r.get("open_knowledge_base_s") is not None]
         if opened:
-            lines.append(f"open_knowledge_base() over {opened[-1]['documents']:,} documents (Spec 6.3): "
+            lines.append(f"open_knowledge_base() over {opened[-1]['documents']:,} documents (the spec's scan budget): "
                          f"{opened[-1]['open_knowledge_base_s']:.2f} s")
         last = report["l0"][-1]
         lines += ["", f"L0 query classes at {last['documents']:,} documents",
                   "| class | hits/query | match p50 / p99 | exact_match p50 / p99 | naive, same rule p50 / p99 | "
-                  "I3 loop p50 / p99 |",
+                  "spec's loop p50 / p99 |",
                   "|---|---|---|---|---|---|"]
         for name, c in last["classes"].items():
             lines.append(f"| {name} | {c['hits_per_query']} | "
@@ -790,8 +790,8 @@ def render(report: dict[str, Any]) -> str:
     if report.get("ingest_trees"):
         lines += ["", *render_ingest(report["ingest_trees"])]
     if report.get("open"):
-        lines += ["", "Opening real-shaped trees: in this process, and fresh processes from `import kb_core` "
-                  "(issue 32)", "", *render_open(report["open"]["rows"], report["open"]["against"])]
+        lines += ["", "Opening real-shaped trees: in this process, and fresh processes from `import kb_core`",
+                  "", *render_open(report["open"]["rows"], report["open"]["against"])]
     return "\n".join(lines)
 
 

@@ -50,7 +50,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # the tests'
 VIEWPORT = {"width": 1400, "height": 1000}
 TIMEOUT_MS = 180_000  # a busy 2-core machine
-GOAL_LINK_S, GOAL_BEYOND_S = 3.0, 1.0  # issue 34: a `?doc=` link settled, a round trip beyond the lookup
+GOAL_LINK_S, GOAL_BEYOND_S = 3.0, 1.0  # our goals: a `?doc=` link settled, a round trip beyond the lookup
 STALE_ENV = ("KB_DATABASE_URL", "KB_MILVUS_URI", "KB_BASE_PATH", "KB_CONFIG")  # would name another KB
 # Questions without any keyword of the corpus, in the words of its bodies: L1 (BM25) answers them
 QUESTIONS = ["When should I page the on-call owner?",

@@ -1,4 +1,4 @@
-"""Cold start as a user sees it: fresh processes, imports included (issue 32).
+"""Cold start as a user sees it: fresh processes, imports included.
 
     python -m benchmarks.bench_cold [--docs 10000] [--l1-docs 1000] [--repeat 5] [--against HEAD~1]
 
@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.common import NO_MODEL, bench_settings, generate_corpus, machine, publish
 
 REPO = Path(__file__).resolve().parents[1]
-GOALS = {"import": 0.3, "l0": 1.0, "l1": 3.0, "mcp": 1.0}  # seconds, issue 32 (quiet 2-core machine)
+GOALS = {"import": 0.3, "l0": 1.0, "l1": 3.0, "mcp": 1.0}  # seconds, our goals (quiet 2-core machine)
 
 # Import the code under `root` instead of the installed (editable) checkout: the editable finder comes first on
 # sys.meta_path and would win over sys.path.

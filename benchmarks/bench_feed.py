@@ -1,4 +1,4 @@
-"""Benchmark: several processes on one knowledge base (issue 12).
+"""Benchmark: several processes on one knowledge base.
 
     python -m benchmarks.bench_feed [--docs 1000] [--rounds 20] [--json bench-feed.json]   (about a minute)
 

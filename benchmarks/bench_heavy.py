@@ -1,4 +1,4 @@
-"""Benchmark: heavy but legal input (issue 23, item 3): a 5 MB document made of headings, and a long query.
+"""Benchmark: heavy but legal input: a 5 MB document made of headings, and a long query.
 
     python -m benchmarks.bench_heavy [--variants flat nested cjk] [--baseline /path/to/other/checkout]
                                      [--timeout 600] [--json bench-heavy.json]

@@ -1,4 +1,4 @@
-"""Ingest as a user times it: `kb reconcile` of copied documentation trees in fresh processes (issue 32).
+"""Ingest as a user times it: `kb reconcile` of copied documentation trees in fresh processes.
 
     python -m benchmarks.bench_ingest --tree /tmp/devset/greptime/knowledge_base \
         --tree /tmp/devset/hertzbeat/knowledge_base [--repeat 3] [--against HEAD~1]
@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks.bench_cold import _CLI, REPO, _run, _worktree
 from benchmarks.common import bench_settings, machine, publish
 
-GOAL_PAGES_S = 100  # issue 32: BM25 only, 2 quiet cores
+GOAL_PAGES_S = 100  # our goal: BM25 only, 2 quiet cores
 GOAL_ETA = 0.25  # the estimate at 10 % within 25 % of the real remaining time
 GOAL_DENSE_SHARE = 0.8  # with a dense model, ingest at >= 80 % of the model's raw batch-encode throughput
 
@@ -176,7 +176,7 @@ def render_ingest(r: dict[str, Any]) -> list[str]:
                      f"(goal {r['goals'].get('dense_share', GOAL_DENSE_SHARE):.0%}).")
     elif d:
         lines.append(f"- Dense: not measured ({d.get('problem', 'no passages')}).")
-    lines.append(f"- Goal: {r['goals']['pages_per_s']} pages/s on 2 quiet cores (issue 32).")
+    lines.append(f"- Goal: {r['goals']['pages_per_s']} pages/s on 2 quiet cores.")
     return lines
 
 

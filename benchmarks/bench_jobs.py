@@ -1,7 +1,7 @@
 """Lookups while a job runs: `python -m benchmarks.bench_jobs [--docs 1000] [--queries 100] [--rounds 16]
 [--rate 40]`.
 
-Issue 24 asks that a running job slow lookups by at most 20 % at p99. This generates a corpus
+The goal: a running job slows lookups by at most 20 % at p99. This generates a corpus
 (benchmarks.common.generate_corpus), indexes it, and times `lookup_knowledge` (the agent tool: L0, and L1 when
 L0 has no unique answer) over a fixed query mix in two places: in the knowledge base's own process, where the
 job's worker thread runs (the console's playground; the worst case: they share one interpreter), and in another

@@ -3,7 +3,7 @@
 For each size it generates realistic-frontmatter documents (benchmarks.common.generate_corpus), then times, in
 one run and alternating: a full scan (no snapshot), an open from a fresh snapshot, and an open after 1 % of the
 files changed (in this process); a fresh process from `import kb_core` to an open L0 index, by a full scan and
-from the snapshot (what a user waits for, issue 32); the snapshot's size on disk; L0's memory per 1,000
+from the snapshot (what a user waits for); the snapshot's size on disk; L0's memory per 1,000
 documents (tracemalloc of the open); and the cost of one applied change (`refresh` of one edited file).
 Medians of `--repeat` opens.
 """
@@ -78,7 +78,7 @@ kb.close()
 
 def _fresh_open(root: Path, snapshot: str) -> float:
     """A fresh process from `import kb_core` to an open knowledge base (database, Milvus Lite, L0): what a user
-    who starts a console or an agent waits for (issue 32). `snapshot` "off": a full scan."""
+    who starts a console or an agent waits for. `snapshot` "off": a full scan."""
     done = subprocess.run([sys.executable, "-c", _FRESH_OPEN, str(root), snapshot], check=True,
                           capture_output=True, text=True, timeout=1800)
     return float(done.stdout.split()[-1])
@@ -104,7 +104,7 @@ else:
 
 
 def _fresh_l0(root: Path, snapshot: str, code: Path | None = None, *, save: bool = False) -> float:
-    """A fresh process from `import kb_core` to an open L0 index (issue 32: what the cold open of 100,000 pages
+    """A fresh process from `import kb_core` to an open L0 index (what the cold open of 100,000 pages
     costs, interpreter start-up aside); `snapshot` "off": a full scan (child processes parse, see
     `documents.parallel_scan`). `code`: another version's checkout, imported instead of this one."""
     script = _FRESH_L0 if code is None else _PREAMBLE.format(root=str(code)) + _FRESH_L0

@@ -1,4 +1,4 @@
-"""What scopes cost a lookup (issue 35): the same questions with and without a caller's scope, alternating.
+"""What scopes cost a lookup: the same questions with and without a caller's scope, alternating.
 
     python -m benchmarks.bench_scope [--docs 10000] [--repeat 5] [--json docs/bench-scope-results.json]
 

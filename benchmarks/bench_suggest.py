@@ -1,4 +1,4 @@
-"""Benchmark: "did you mean" at 10,000 documents (issue 21, item 6).
+"""Benchmark: "did you mean" at 10,000 documents.
 
     python -m benchmarks.bench_suggest [--docs 10000] [--queries 200] [--repeat 10] [--json bench-suggest.json]
     kb bench --skip l0 lookups l1 ingest pages trees --no-bge     # the same, as the `suggest` section
@@ -39,7 +39,7 @@ from benchmarks.common import machine, publish, stats
 from kb_core import KnowledgeEntry
 from kb_core.keywords.matching import Snapshot  # the component measured, not the public face
 
-BUDGET_P99_MS = 2.0  # issue 21: at most 2 ms per lookup at 10,000 documents
+BUDGET_P99_MS = 2.0  # our budget: at most 2 ms per lookup at 10,000 documents
 
 _SERVICES = ["payment", "order", "refund", "inventory", "account", "cache", "gateway", "message", "search",
              "billing", "ledger", "shipping", "coupon", "member", "points", "notify", "risk", "report", "session",

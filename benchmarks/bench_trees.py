@@ -1,4 +1,4 @@
-"""Benchmark: documentation trees and translation groups (issue 20).
+"""Benchmark: documentation trees and translation groups.
 
     python -m benchmarks.bench_trees [--files 1000] [--docs 10000] [--json bench-trees.json]   (a few minutes)
     kb bench --skip l0 lookups l1 ingest pages zh --no-bge   # the same, as the `trees` section of `kb bench`
@@ -50,7 +50,7 @@ from kb_core import HybridLookup, KnowledgeIndex, L1Hit, open_knowledge_base
 
 log = logging.getLogger("benchmarks.bench_trees")
 
-BUDGET_L0_P99_MS = 0.5  # issue 20: L0 p99 with translation groups at 10,000 documents
+BUDGET_L0_P99_MS = 0.5  # our budget: L0 p99 with translation groups at 10,000 documents
 
 # -- the generated tree -------------------------------------------------------------------------------------
 _PRODUCTS = (("lumen", "Lumen Gateway"), ("kestrel", "Kestrel Mesh"), ("aster", "Aster Registry"),

@@ -1,4 +1,4 @@
-"""Benchmark: lookups that call L1 on a Chinese-heavy knowledge base (issue 21).
+"""Benchmark: lookups that call L1 on a Chinese-heavy knowledge base.
 
     python -m benchmarks.bench_zh [--docs 1238] [--queries 150] [--json bench-zh.json]   (about 10 minutes)
     python -m benchmarks.bench_zh --cache ~/.cache/kb-console/bench-zh      # keep the built knowledge base
@@ -60,7 +60,7 @@ from kb_core import open_knowledge_base
 
 log = logging.getLogger("benchmarks.bench_zh")
 
-GOAL_P99_MS = 80.0  # issue 21: lookups that call L1 on a Chinese-heavy knowledge base of ~20,000 chunks
+GOAL_P99_MS = 80.0  # our goal: lookups that call L1 on a Chinese-heavy knowledge base of ~20,000 chunks
 KINDS = ("summary", "body sentence", "question")
 TYPICAL_BYTES = 17_000  # the median page (log-normal, clipped to 10-80 KB)
 CORPUS_VERSION = 1  # bump when the generator changes (a cached knowledge base is rebuilt)
@@ -371,7 +371,7 @@ VARIANTS = ("two steps", "one FTS5 query")
 def variant(name: str) -> Iterator[None]:
     """`two steps`: the full-text index as it is (long queries over a large index: candidates on the rarest
     tokens, scored with all of them); `one FTS5 query`: every search one FTS5 query ranked by bm25(), as before
-    issue 21."""
+    the two steps."""
     from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex  # the component whose two ways are compared
 
     saved = SqliteFullTextIndex.two_steps

@@ -1,4 +1,4 @@
-"""The dev set: real public documentation trees and labelled queries derived from every page (issue 31).
+"""The dev set: real public documentation trees and labelled queries derived from every page.
 
     python -m benchmarks.devset build greptime --mirror /work/.mirror/GreptimeTeam+docs/repo --out /tmp/devset
     python -m benchmarks.devset build hertzbeat --mirror /work/.mirror/apache+hertzbeat/repo --out /tmp/devset

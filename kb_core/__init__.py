@@ -3,7 +3,7 @@
 
 It never imports streamlit. Importing it costs almost nothing: each public name below loads its module on
 first use (PEP 562), so a process that answers from L0 never imports SQLAlchemy, pymilvus, torch or the MCP
-stack (issue 32).
+stack.
 
 Layout (each sub-package's docstring says what it owns and what it may import):
 

@@ -43,7 +43,7 @@ class Actor:
 
     name: str
     role: Role
-    # the audiences whose pages it reads (`retrieval.scope`); None: every page (curators, admins, services)
+    # the audiences whose pages it reads (`documents.scope`); None: every page (curators, admins, services)
     audiences: frozenset[str] | None = None
 
     def require(self, role: Role, action: str) -> None:
@@ -57,7 +57,7 @@ class Actor:
 
 def audiences_of(role: Role, groups: Iterable[str], group_audiences: Mapping[str, Iterable[str]]) -> \
         frozenset[str] | None:
-    """What a signed-in user reads (issue 35): curators and admins manage the files, so every page; a viewer
+    """What a signed-in user reads: curators and admins manage the files, so every page; a viewer
     the audiences its sign-in groups map to (`auth.group-audiences`), and pages for everyone. Without a
     mapping nothing is limited (None)."""
     if role >= Role.CURATOR or not group_audiences:
@@ -77,7 +77,7 @@ def _true(value: object) -> bool:
 
 @dataclass(frozen=True)
 class SignedIn:
-    """Who a sign-in says the visitor is, as far as it can be trusted (issue 30): `email` only when the
+    """Who a sign-in says the visitor is, as far as it can be trusted: `email` only when the
     provider vouches for it (`email_verified` true), the issuer and subject (stable, never reassigned), the
     groups of the token; `claimed_email`, what the token says either way (shown, never matched)."""
 

@@ -298,7 +298,7 @@ def default_knowledge_base() -> KnowledgeBase:
 
 def lookup_knowledge(query: str, section_title: str | None = None, *, category: str | None = None,
                      language: str | None = None) -> dict:
-    """The agent tool on the default knowledge base: `{found, primary, supplement}` (Spec 5), narrowed by
+    """The agent tool on the default knowledge base: `{found, primary, supplement}` (the spec's shape), narrowed by
     `category` and `language` when given, logged with the service identity (`KB_SERVICE_IDENTITY`) as caller.
     Never raises: bad arguments, or a knowledge base that cannot be opened, return the same
     shape plus an `error` string."""

@@ -1,4 +1,4 @@
-"""One settings object (Spec 9): constructor arguments > env `KB_*` > YAML config > defaults.
+"""One settings object: constructor arguments > env `KB_*` > YAML config > defaults.
 
 The YAML file is `kb.yaml` at the application root, or the file env `KB_CONFIG` names. It uses the spec's
 keys, e.g. `knowledge: {base-path: /data/knowledge_base/}`. Relative paths resolve against the application
@@ -120,7 +120,7 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=5 * 1024 * 1024, description="KB_MAX_UPLOAD_BYTES")
     l0_matching: Literal["words", "substring"] = Field(
         default="words",
-        description="KB_L0_MATCHING: words (word-aligned, ranked) or substring (decision I3 as written)")
+        description="KB_L0_MATCHING: words (word-aligned, ranked) or substring (the spec's literal rule)")
     roles: dict[str, str] | str | None = Field(
         default=None,
         description="KB_ROLES: who may use the console once sign-in is configured: e-mail addresses, domains "

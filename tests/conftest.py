@@ -21,7 +21,7 @@ if not os.environ.get("KB_L0_SNAPSHOT_KEY_FILE", "").strip():
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-# Tests that name a missing model mean "BM25 only"; the built-in stand-in (issue 31) is tested on purpose
+# Tests that name a missing model mean "BM25 only"; the built-in stand-in is tested on purpose
 # where it is the subject (tests/unit/test_builtin_model.py), and subprocesses inherit this.
 os.environ.setdefault("KB_EMBEDDING_FALLBACK", "none")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,4 +1,4 @@
-"""Fair MCP sessions (issue 30): one token holder cannot take every session of the HTTP server.
+"""Fair MCP sessions: one token holder cannot take every session of the HTTP server.
 
 mcp's session manager answers 503 to every new client while `max_sessions` are open, for as long as the
 holder keeps them (up to the idle timeout). Here each caller (the bearer token that opened a session; without

@@ -1,4 +1,4 @@
-"""An L0 answer from the files alone, for a process that asks one question and exits (`kb lookup`, issue 32).
+"""An L0 answer from the files alone, for a process that asks one question and exits (`kb lookup`).
 
 Opening the whole knowledge base costs seconds (the database and its migrations, Milvus Lite, jieba, the
 model); a question whose answer is one keyword's page needs none of it. `answer_from_l0` builds only the L0

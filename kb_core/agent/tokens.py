@@ -1,4 +1,4 @@
-"""The MCP server's bearer tokens, each a named caller with what it may read (issue 35).
+"""The MCP server's bearer tokens, each a named caller with what it may read.
 
 `KB_MCP_TOKENS_FILE` is either YAML, a list of tokens:
 

@@ -1,4 +1,4 @@
-"""The agents' tools (Spec 7): `lookup_knowledge` and `read_document`, their schemas, argument checks and the
+"""The agents' tools: the spec's `lookup_knowledge` and `read_document`, their schemas, argument checks and the
 call log.
 
 `lookup_knowledge` answers a query (L0, then L1); `read_document` serves a document an answer named (a

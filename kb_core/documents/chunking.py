@@ -29,7 +29,7 @@ FRONTMATTER_HEADING = "(frontmatter)"
 # What cleaning and chunking make of a file, as a number stored with each indexed document: bump it when either
 # changes what is indexed, and the next opening re-indexes the documents of an older version as a reconcile job
 # (their files did not change, so nothing else would). None (a row from before the number): 1. 2: MDX/JSX
-# component lines cleaned away (issue 34). 3: components whose tags run over several lines (`<Tabs` then its
+# component lines cleaned away. 3: components whose tags run over several lines (`<Tabs` then its
 # attributes, `values={[…]}>`), or hold a `>` in an attribute, and imports over several lines.
 CONTENT_VERSION = 3
 DEFAULT_MAX_CHARS = 800

@@ -1,8 +1,8 @@
-"""Markdown + YAML frontmatter -> `Frontmatter` (Spec 1).
+"""Markdown + YAML frontmatter -> `Frontmatter` (as the spec defines it).
 
 Pure and tolerant: `parse_frontmatter` never raises for any `str`. Anything that is not a well-formed
 frontmatter block returns `None` and logs one WARN naming the source, so the document can still be
-uploaded and reached through L1 (Spec 1.3).
+uploaded and reached through L1 (as the spec asks).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Frontmatter:
     sections: tuple[tuple[str, str], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form; this is what the metadata column stores (Spec 2.2)."""
+        """JSON-ready form; this is what the metadata column stores (JSON text, as the spec decides)."""
         return {
             "title": self.title,
             "keywords": list(self.keywords),

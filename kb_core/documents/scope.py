@@ -1,4 +1,4 @@
-"""What one caller may read, and what one question is narrowed to (issue 35). Pure values.
+"""What one caller may read, and what one question is narrowed to. Pure values.
 
 A page's **audience** is its frontmatter `audience: [group, …]`, or, without one, the default `kb.yaml` gives
 its folder (`audiences: {internal/runbooks: [ops]}`: the deepest folder listed wins); a page with neither is

@@ -1,8 +1,8 @@
-"""Upload, delete and re-index, so that disk, database, Milvus and L0 never disagree (Specs 2, 8).
+"""Upload, delete and re-index, so that disk, database, Milvus and L0 never disagree (the spec's upload and delete).
 
 Everything that can fail without side effects (validation, parsing, chunking, embedding) runs before the
 first write. The writes then go file -> database row (uncommitted) -> Milvus -> commit -> L0, and a failure
-undoes the earlier steps in reverse (decision D5): the previous file bytes and vectors are kept in memory
+undoes the earlier steps in reverse (beyond the spec's cleanup): the previous file bytes and vectors are kept in memory
 for that. Deletion moves the file into the trash (`trash.py`): trash item prepared -> intent record -> vectors ->
 file moved into the trash -> L0 -> row, so a failure part-way leaves a row that `reconcile` (or deleting again)
 finishes, and the file is in the knowledge base or in the trash at every moment. Restoring a trashed document

@@ -1,4 +1,4 @@
-"""The trash: deleted documents kept as files outside the scanned folder for `KB_TRASH_DAYS` days (issue 24).
+"""The trash: deleted documents kept as files outside the scanned folder for `KB_TRASH_DAYS` days.
 
 One item per deletion, a folder named by when it was deleted plus a random tag, so the same path deleted twice
 is two items:

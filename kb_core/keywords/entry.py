@@ -54,7 +54,7 @@ class KnowledgeEntry:
         """`ignored_keywords`: frontmatter keywords L0 ignores, with the reason (weak ones such as `e`, `的`,
         `1`, and any beyond the 64th); `sections`: `availableSections`, computed when the entry is built (never
         at lookup time), None without headings; `section_names`: frontmatter `sections` found in the body
-        (curator's name, heading path); `audience`: who may read it (`retrieval.scope`); `updated`, `version`:
+        (curator's name, heading path); `audience`: who may read it (`documents.scope`); `updated`, `version`:
         the frontmatter's, as text ("" without)."""
         cold = (_text(title), _text(summary), None if sections is None else tuple(map(_text, sections)),
                 tuple((_text(n), _text(h)) for n, h in section_names), _text(updated), _text(version))

@@ -1,14 +1,14 @@
-"""L0: the in-memory keyword index over every document's frontmatter (Specs 3, 6, 9).
+"""L0: the in-memory keyword index over every document's frontmatter (the spec's matching, scan and path).
 
 This module owns the index's life: loading the entries of the folder's documents (the folder itself, its
 paths and reads belong to `kb_core.documents.folder`, the synonyms file to `kb_core.documents.synonyms`),
-adding and removing entries. Matching and ranking live in `keyword_matching` (the `words` rule by default, the
+adding and removing entries. Matching and ranking live in `matching` (the `words` rule by default, the
 spec's literal `substring` rule as a mode).
 
 Readers never lock. Writers build a new immutable view under a lock and then swap one reference, so a lookup
-sees the index either before or after an upload, never half-way (the spirit of decision I2's
-CopyOnWriteArrayList). A change does not rebuild everything: the new view is the last full `Snapshot` plus a
-delta of the changed entries (`keyword_delta.DeltaSnapshot`, answering exactly as a full rebuild would), built
+sees the index either before or after an upload, never half-way (the spirit of the spec's copy-on-write list,
+docs/decisions.md). A change does not rebuild everything: the new view is the last full `Snapshot` plus a
+delta of the changed entries (`delta.DeltaSnapshot`, answering exactly as a full rebuild would), built
 in time of the change, not of the index. Once the delta holds `DELTA_LIMIT` changes, or changes settled (`SETTLE`
 seconds after the last one, and at least ten times as long as the last full build took, so that a trickle of
 changes does not keep a core rebuilding), a background thread builds the full snapshot and swaps it in (writers
@@ -695,14 +695,14 @@ class KnowledgeIndex:
 
     # -- queries -------------------------------------------------------------------------------------
     def exact_match(self, query: str) -> list[KnowledgeEntry]:
-        """Every document whose keywords match the query, in index order, each once (Spec 3.2)."""
+        """Every document whose keywords match the query, in index order, each once (as the spec lists them)."""
         view = self._snapshot
         return [view.entries[p] for p in view.match(query).positions_in_index_order()]
 
     def match(self, query: str, scope: Scope | None = None) -> RankedMatches:
         """The matched documents, ranked (the lookup's primary is the first), with the keywords that matched
         each. A lazy sequence: `len()` is the total; only the items read are built. `scope`: only the documents
-        it admits count (`retrieval.scope`), before anything is ranked or counted."""
+        it admits count (`documents.scope`), before anything is ranked or counted."""
         view = self._snapshot
         return view.match(query if isinstance(query, str) else "", self.scope_mask(scope, view))
 
@@ -786,7 +786,7 @@ class KnowledgeIndex:
         return file_path in self._snapshot.position
 
     def excerpt(self, file_path: str, max_chars: int = 2000, *, clean: bool = False) -> str | None:
-        """The text, cut to `max_chars` characters plus "..." when longer (Spec 3.3; -1: all of it); `clean=True`
+        """The text, cut to `max_chars` characters plus "..." when longer (the spec's cut; -1: all of it); `clean=True`
         (answers) drops boilerplate first. `None` when the file is missing or outside the base (see
         `KnowledgeFolder.read_text`)."""
         return self._folder.read_text(file_path, max_chars, clean=clean)

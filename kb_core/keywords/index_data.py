@@ -1,5 +1,5 @@
-"""A built L0 snapshot (`keyword_matching.Snapshot`) as plain data and back, for the saved snapshot file
-(`snapshot_file`, issue 30): small values as JSON, the search structures as flat integer arrays, the terms
+"""A built L0 snapshot (`matching.Snapshot`) as plain data and back, for the saved snapshot file
+(`snapshot_file`): small values as JSON, the search structures as flat integer arrays, the terms
 as one NUL-joined text. Nothing here can build anything but strings, numbers, tuples, dicts and arrays; every
 array is checked (length, order, range) before it is used, so a file that passed the tag but is wrong anyway
 makes the open build the index from the entries instead.

@@ -10,7 +10,7 @@ Two rules, chosen per index (`KB_L0_MATCHING`):
   hides the `AI` inside it). Several hits are ranked: the document whose rarest counting keyword is claimed
   by the fewest documents first, then the longer keyword, then index order (the lookup breaks remaining
   ties with L1).
-- `substring`: decision I3 exactly as written (plain containment both ways, every keyword counts, hits in
+- `substring`: the spec's literal rule (plain containment both ways, every keyword counts, hits in
   index order). Kept so the difference stays measurable.
 
 Nothing here loops over documents in Python: keywords are de-duplicated into terms with integer posting
@@ -61,7 +61,7 @@ class L0Match:
 
     entry: KnowledgeEntry
     keywords: tuple[str, ...]
-    # the keywords the query contains; the others contain the query (Spec 3.1's two directions)
+    # the keywords the query contains; the others contain the query (the spec's two directions)
     contained_in_query: tuple[str, ...] = ()
     # the rarest of the matched keywords and how many documents claim it (the ranking's first key)
     rarest_keyword: str = ""
@@ -82,7 +82,7 @@ class L0Match:
 
 
 class L0View:
-    """What every view of the index answers the same way: a `Snapshot`, or a `keyword_delta.DeltaSnapshot`
+    """What every view of the index answers the same way: a `Snapshot`, or a `delta.DeltaSnapshot`
     over one. Both offer `entries` and `normalized_keywords` by position, `position` by path, `terms`,
     `term_id`, `postings` and `df` by term, `group_of`, `group_members`, `size`, `count`, `pages` and
     `generic_limit`, the synonym tables, and the hooks below."""
@@ -201,7 +201,7 @@ class Snapshot(L0View):
         self._suggester: Suggester | None = None
         self._titles: dict[str, list[str]] | None = None
 
-    # -- what a delta over this snapshot shares with it (`keyword_delta.DeltaSnapshot`) ---------------------
+    # -- what a delta over this snapshot shares with it (`delta.DeltaSnapshot`) ---------------------
     @property
     def delta_size(self) -> int:
         """Changes applied since the last full build: none, for a snapshot built in full."""
@@ -525,7 +525,7 @@ def synonym_tables(groups: tuple[tuple[str, ...], ...], term_id: Mapping[str, in
 
 
 def match_query(view: L0View, query: str, allowed: np.ndarray | None = None) -> RankedMatches:
-    """The ranked hits of `query` on a view: a `Snapshot`, or a `keyword_delta.DeltaSnapshot` over one (both
+    """The ranked hits of `query` on a view: a `Snapshot`, or a `delta.DeltaSnapshot` over one (both
     give the same spans, synonyms and terms for the same entries; only their term ids may differ). `allowed`:
     only these positions count (a scope's mask, `scope_mask`), before anything is ranked or counted."""
     term = normalize_term(query) if isinstance(query, str) else ""

@@ -1,9 +1,9 @@
 """L0 opens from a saved snapshot: the entries of the last run, keyed by each file's size and modification
-time, so an open parses only the files that changed since (issue 25).
+time, so an open parses only the files that changed since.
 
 The file (`KB_L0_SNAPSHOT`, default `kb_l0_snapshot.bin` in the application root) lies where others may write
 (a shared /tmp, a cloned repository, inside the document tree with `KB_BASE_PATH=.`), so it is data only and
-keyed (issue 30): reading it can build strings, numbers, lists and flat arrays, nothing that runs.
+keyed: reading it can build strings, numbers, lists and flat arrays, nothing that runs.
 
     magic line  "KB-L0-SNAPSHOT 5\\n"
     tag         HMAC-SHA-256 of the rest, keyed by this user's snapshot key (`snapshot_key.py`)

@@ -1,4 +1,4 @@
-"""The key that signs this user's L0 snapshots (issue 30).
+"""The key that signs this user's L0 snapshots.
 
 The snapshot file lies in the application root, where others may be able to write (a shared /tmp, a cloned
 repository, a document tree a `git pull` updates). Its tag is an HMAC under a key kept where only this user

@@ -75,7 +75,7 @@ _NON_DIGITS = re.compile(r"[^0-9]+")
 
 
 class Vocabulary(Protocol):
-    """What a suggester reads of `keyword_matching.Snapshot` (which imports this module, not the reverse)."""
+    """What a suggester reads of `matching.Snapshot` (which imports this module, not the reverse)."""
 
     entries: Sequence[KnowledgeEntry]
     terms: Sequence[str]

@@ -1,4 +1,4 @@
-"""The one way this package serves HTTP (the MCP server and the metrics port, issue 30): uvicorn with a guarded
+"""The one way this package serves HTTP (the MCP server and the metrics port): uvicorn with a guarded
 h11 protocol, so slow and idle clients cannot hold the process.
 
 - **Deadlines.** A connection must deliver a request's headers within `header_seconds` of connecting (or of its

@@ -11,7 +11,7 @@ so every hit knows which retrievers found it — the console's "why" panel shows
   best cosine over the scope is below the model's `min_topic_score` is about nothing here: word overlap
   alone does not answer it. An identifier in the query (`key_claim_name`, `E73011`, `proxy-rewrite`) counts
   only where it occurs whole, and a hit must contain at least one of the query's identifiers: a code that
-  occurs nowhere finds nothing (Spec 5.4's "完全不存在的内容XYZ" → found: false).
+  occurs nowhere finds nothing (the spec's "完全不存在的内容XYZ", content that exists nowhere → found: false).
 - Titles: a query equal to a document's title, or containing all of its content words, ranks that
   document first.
 - Body, not metadata: when the best chunk of a document is its frontmatter chunk (title, summary, keywords

@@ -1,7 +1,7 @@
-"""The L0 -> L1 decision and the result shape (Specs 4 and 5).
+"""The L0 -> L1 decision and the result shape (the spec's `{found, primary, supplement}`).
 
 Exactly one L0 hit on a specific keyword answers at once with confidence "high" and L1 is not called
-(decision D1). Zero or several L0 hits call L1 once (`top_k=3, category=None`) and add its best chunk from
+(the spec's rule). Zero or several L0 hits call L1 once (`top_k=3, category=None`) and add its best chunk from
 another page as the supplement. Among several L0 hits the primary is the best ranked (rarest keyword, then
 longer keyword); a tie at the top is broken by L1's order, then by index order. Hits that rest only on
 *generic* keywords (claimed by more pages than `KB_L0_GENERIC_DOCS`: "Plugin", the product's name) do not
@@ -119,7 +119,7 @@ DECIDED_GENERIC_MISS = ("only generic keywords matched and L1 ranks none of thos
                         "answered as an L0 miss (L1 leads)")
 DECIDED_MISS = "no keyword matched: L1 answers"
 DECIDED_NOTHING = "no keyword matched and L1 found nothing relevant: not found"
-DECIDED_SUBSTRING = "KB_L0_MATCHING=substring: the first hit in index order (decision I3 as written)"
+DECIDED_SUBSTRING = "KB_L0_MATCHING=substring: the first hit in index order (the spec's literal rule)"
 DECIDED_MENTION_AGREE = ("the query only mentions keywords; the one page they name is also L1's best: both tiers "
                          "agree (confidence high)")
 DECIDED_MENTION_L0 = "the query only mentions keywords: weighed with L1's ranks, a keyword page ranks first (low)"
@@ -132,7 +132,7 @@ DECIDED_TITLE_L1 = ("the query is a page's title, but weighed with the keywords 
 
 # A query whose matched keywords cover less than this share of its content (letters and digits, less filler
 # words) only *mentions* them: a sentence or a question. Its L0 hits are evidence weighed with L1's ranks, not
-# the answer (docs/matching.md). Keyword queries ("ERR_TIMEOUT", "超时", "支付网关超时问题") keep Spec 4.
+# the answer (docs/matching.md). Keyword queries ("ERR_TIMEOUT", "超时", "支付网关超时问题") keep the spec's rule.
 KEYWORD_QUERY_SHARE = 0.5
 # Evidence weights: L1's rank r (0-based) of a page gives 1 / (r + 1); an L0 hit gives this much times the
 # share of the query its keywords cover beyond the floor, divided by how many pages claim its rarest keyword.
@@ -204,7 +204,7 @@ class LookupResult:
     suggestions: tuple[Suggestion, ...] = ()  # "did you mean" keywords when L0 had no hit
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec's JSON (Spec 5): `found`, `primary`, `supplement`; `note`, `alternatives` and `suggestions`
+        """The spec's JSON: `found`, `primary`, `supplement`; `note`, `alternatives` and `suggestions`
         only when there are some."""
         payload: dict[str, Any] = {
             "found": self.found,
@@ -261,7 +261,7 @@ class HybridLookup:
 
     def lookup(self, query: str, section_title: str | None = None, scope: Scope | None = None) -> LookupResult:
         """The answer to `query`; its request id is the call's (`log_context`) or a new one, and every record
-        logged meanwhile carries it. `scope` (`retrieval.scope`): only the pages it admits exist for this call -
+        logged meanwhile carries it. `scope` (`documents.scope`): only the pages it admits exist for this call -
         in L0 before its unique/several decision, inside L1's search, and in every source the answer names."""
         request_id = current_request_id() or new_request_id()
         with log_context(request_id=request_id):

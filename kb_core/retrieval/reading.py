@@ -50,7 +50,7 @@ class Primary:
         }
         if self.translations:  # only for a page with translations: the spec's shape is unchanged otherwise
             payload["translations"] = [{"source": source, "lang": lang} for source, lang in self.translations]
-        if self.updated is not None:  # how fresh the page is: an agent can tell a stale answer (issue 35)
+        if self.updated is not None:  # how fresh the page is: an agent can tell a stale answer
             payload["updated"] = self.updated
         if self.version:
             payload["version"] = self.version

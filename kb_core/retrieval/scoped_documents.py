@@ -1,4 +1,4 @@
-"""The documents a scope admits, as the ids L1 searches within (issue 35).
+"""The documents a scope admits, as the ids L1 searches within.
 
 L1 searches chunks, which know their document's id; whether a document is in a scope is decided from what L0
 knows of its page (category, language, audience). Documents without frontmatter have chunks but no L0 entry:

@@ -1,5 +1,5 @@
 """The call log's spool: calls answered by a process that never opened the database (`kb lookup` answering
-from L0 alone, issue 32) wait here, one JSON line each, until a process with the database moves them into the
+from L0 alone) wait here, one JSON line each, until a process with the database moves them into the
 `tool_call` table (at its opening, then every few seconds while it runs).
 
 Appends and the move take an exclusive `flock` on the spool, so a line is never half-read or taken twice. The

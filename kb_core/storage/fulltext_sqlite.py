@@ -9,7 +9,7 @@ Layout: a plain table `chunks` (one row per chunk, unique `(doc_id, chunk_no)`) 
 the FTS5 table `chunks_fts`; triggers keep the two in step. Threads: one connection per thread (WAL), so
 one writer and many readers run concurrently; writes are serialised by a lock.
 
-Long queries over a large index (issue 21). FTS5 scores every row that matches any of the query's tokens,
+Long queries over a large index. FTS5 scores every row that matches any of the query's tokens,
 and a long Chinese query holds tokens that occur in most chunks ("需要", "配置", the product's name in every
 chunk's title line): a 90-character summary matched ~17,000 of 20,000 chunks and took 150-250 ms, almost
 all of it in `bm25()`. When the query's postings (the sum of its tokens' document frequencies) exceed
@@ -46,7 +46,7 @@ __all__ = ["SqliteFullTextIndex", "fts5_available", "tokenize"]
 
 _HAN = re.compile(r"[\u4E00-\u9FD5]")  # Python jieba's Han range (its `re_han_default`)
 # How `tokens` were made; an index of an older version is re-tokenised when opened (PRAGMA user_version).
-# 0: Python jieba's tokens; 1: jieba-rs, in unicode61's pieces (issue 32).
+# 0: Python jieba's tokens; 1: jieba-rs, in unicode61's pieces.
 TOKENS_VERSION = 1
 
 _SCHEMA = """
@@ -114,7 +114,7 @@ def fts5_available() -> bool:
 
 def tokenize(text: str, *, mode: str = "search") -> list[str]:
     """jieba's segmentation (`cut_for_search` by default) as jieba-rs computes it (rjieba: ~70 times faster
-    than Python jieba, which was half of a reconcile's time - issue 32), split into the pieces FTS5's
+    than Python jieba, which was half of a reconcile's time), split into the pieces FTS5's
     `unicode61` keeps (runs of letters and digits), lower-cased, without stop words.
 
     The sub-words of `cut_for_search` are taken only of Chinese words longer than two characters, as Python
@@ -220,7 +220,7 @@ class _Bm25:
 class SqliteFullTextIndex:
     """Chunks + FTS5 BM25 in one SQLite file. Scores: `-bm25()`, higher is better."""
 
-    # False: every search is one FTS5 query, as before issue 21 (benchmarks/bench_zh.py compares the two)
+    # False: every search is one FTS5 query, as before the two steps (benchmarks/bench_zh.py compares the two)
     two_steps = True
 
     def __init__(self, path: str | Path, *, mode: str = "search"):

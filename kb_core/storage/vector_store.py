@@ -135,7 +135,7 @@ class MilvusVectorStore:
         self._category_chars = CATEGORY_CHARS  # of the open collection (read when it is opened)
         # Whether the open collection computes BM25 itself (a Function on `text`). Beside a full-text index it
         # does not: Milvus Lite's BM25 runs jieba in Python inside this process on every insert - a third of
-        # a reconcile's time for a sparse field nothing searches (issue 32). Read when the collection opens.
+        # a reconcile's time for a sparse field nothing searches. Read when the collection opens.
         self._milvus_bm25 = fulltext is None
         self._warming: threading.Thread | None = None
 
@@ -279,8 +279,8 @@ class MilvusVectorStore:
         client.load_collection(name)
         description = client.describe_collection(name)
         self._category_chars = _varchar_length(description, "category") or CATEGORY_CHARS
-        # a collection made before issue 32 computes BM25 whatever the full-text index: its inserts must not
-        # carry `sparse` (a function's output)
+        # a collection made before BM25 was kept in one place computes BM25 whatever the full-text index: its
+        # inserts must not carry `sparse` (a function's output)
         self._milvus_bm25 = any(f.get("type") == FunctionType.BM25 for f in description.get("functions") or [])
         if self._category_chars < CATEGORY_CHARS:
             log.info("the Milvus collection %s keeps categories up to %d characters (made before nested categories)",

@@ -350,15 +350,15 @@ def test_an_ambiguous_query_shows_both_panels_and_why(sample_server, page):
     expect(page.get_by_text("confidence: low", exact=True)).to_be_visible()
     expect(page.get_by_text("semantic_L1", exact=True).first).to_be_visible()
     expect(page.get_by_text("several L0 hits: L1 called to supplement")).to_be_visible()
-    # the query *is* the keyword `超时`, exactly, on both documents: L1's order breaks the tie (issue 31: an
-    # exact keyword outranks the longer `接口超时` that merely contains it)
+    # the query *is* the keyword `超时`, exactly, on both documents: L1's order breaks the tie (an exact
+    # keyword outranks the longer `接口超时` that merely contains it)
     expect(page.get_by_text("tied with 1 other document(s) on “超时” (claimed by 2); L1 ranks it highest")
            ).to_be_visible()
     raw = page.get_by_test_id("stCode")
     expect(raw).to_contain_text('"source": "knowledge_base/troubleshooting/timeout.md"')
     _screenshot(page, "playground-why.png")
 
-    # The primary's sections as chips (issue 13): a click asks again with that section_title, as an agent would.
+    # The primary's sections as chips: a click asks again with that section_title, as an agent would.
     chips = page.locator(".st-key-section-chips")
     expect(chips.get_by_role("button")).to_have_count(5)  # the whole document + its four `##` sections
     chips.get_by_role("button", name="2. 线程池与连接池", exact=True).click()
@@ -441,7 +441,7 @@ def test_an_ambiguous_query_shows_both_panels_and_why(sample_server, page):
 
 @pytest.mark.timeout(300)
 def test_a_test_bench_link_shows_its_settings_and_highlighted_rows(sample_server, page):
-    """A link holds a test (issue 24, item 2): it opens with the bench's controls set, the agent's exact answer as
+    """A link holds a test: it opens with the bench's controls set, the agent's exact answer as
     the default view, and the bench's rows beside it with the query's terms highlighted (rendered, not shown as
     directive text). A control changed and run again puts the new test in the URL."""
     from playwright.sync_api import expect
@@ -492,7 +492,7 @@ def _until(condition, what: str, timeout: float = 120):
 
 @pytest.mark.timeout(420)
 def test_re_index_all_goes_on_after_the_tab_closes_and_a_new_tab_sees_it_end(large_server, page):
-    """Issue 24: *Re-index all* is a job on the server. Started in one tab, which is then closed mid-way, it goes
+    """*Re-index all* is a job on the server. Started in one tab, which is then closed mid-way, it goes
     on and re-indexes every document; a new tab (a new session) shows it running and then how it ended."""
     from playwright.sync_api import expect
 

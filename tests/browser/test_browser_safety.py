@@ -1,4 +1,4 @@
-"""Nobody in where they don't belong, in a real browser (issue 22, items 1 and 5): `streamlit run app.py` driven by
+"""Nobody in where they don't belong, in a real browser: `streamlit run app.py` driven by
 Debian's chromium through playwright.
 
 - Nothing remote from content: a document with images (Markdown, reference-style, HTML, in a badge link, a

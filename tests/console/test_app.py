@@ -23,7 +23,7 @@ def test_every_page_renders_without_exception_and_with_the_sidebar(app_root, pag
 
 def test_a_page_that_fails_unexpectedly_still_has_the_sidebar_status(app_root, monkeypatch):
     """A bug in a page (an error kb_core does not raise): Streamlit shows it, and the sidebar is drawn all the
-    same (issue 34: the status on every page, whatever the page does)."""
+    same (the status on every page, whatever the page does)."""
     from kb_core import KnowledgeBase
 
     def broken(*args, **kwargs):
@@ -337,7 +337,7 @@ def test_the_settings_page_shows_settings_model_and_versions(app_root):
 
 
 def test_settings_offers_to_pull_the_configured_model_as_a_job(app_root, monkeypatch):
-    """Issue 31: the configured model is not here, the built-in one stands in; the page says so and pulls the
+    """The configured model is not here, the built-in one stands in; the page says so and pulls the
     configured one as a job. Offline (HF_HUB_OFFLINE, as in these tests) the job fails saying what to do."""
     from support.stores import NO_MODEL
 
@@ -360,7 +360,7 @@ def test_settings_without_a_fallback_model_says_l1_is_full_text_only(app_root):
 
 
 def test_did_you_mean_suggestions_are_buttons_that_ask_again(synced_sample):
-    """Issue 31: a typo of an identifier keyword shows "did you mean" as buttons, not only in the raw JSON; one
+    """A typo of an identifier keyword shows "did you mean" as buttons, not only in the raw JSON; one
     click asks the keyword it names."""
     at = run_page("playground")
     look_up(at, "ERR_TIMOUT 是什么意思")
@@ -374,7 +374,7 @@ def test_did_you_mean_suggestions_are_buttons_that_ask_again(synced_sample):
 
 def test_while_a_job_writes_the_sidebar_says_so_instead_of_a_disagreement(synced_sample):
     """Mid-job, the stores differ by the document the job is writing: the sidebar names the job, not a problem
-    to reconcile - and names the problem again once no job writes (issue 34)."""
+    to reconcile - and names the problem again once no job writes."""
     import threading
 
     from kb_core import load_settings, open_knowledge_base
@@ -404,7 +404,7 @@ def test_while_a_job_writes_the_sidebar_says_so_instead_of_a_disagreement(synced
 
 def test_a_reconcile_started_elsewhere_shows_in_the_playground_banner_instead_of_index_now(app_root, sample_root):
     """The sidebar's Reconcile now (or another tab, or the CLI) started the job: the playground's banner shows
-    that job running instead of offering to index again, and says what it indexed once it ends (issue 34)."""
+    that job running instead of offering to index again, and says what it indexed once it ends."""
     import threading
 
     from kb_core import load_settings, open_knowledge_base

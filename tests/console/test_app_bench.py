@@ -1,4 +1,4 @@
-"""The playground's retrieval test bench (issue 24, item 2; issue 20's playground filters), with AppTest against
+"""The playground's retrieval test bench, with its category and language filters, with AppTest against
 real stores (SQLite, Milvus Lite, no model: BM25): each control, the highlighted rows, the URL round trip, the
 history's re-run, and replays from Tool calls that no longer count as needing attention."""
 

@@ -1,4 +1,4 @@
-"""The tool-call page as a to-do list and the playground's first run (issue 14, items 4 and 5), with AppTest
+"""The tool-call page as a to-do list and the playground's first run, with AppTest
 against real stores (SQLite, Milvus Lite)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The console's terminal under a flood of one warning (issue 34): `streamlit run` configures only Streamlit's
+"""The console's terminal under a flood of one warning: `streamlit run` configures only Streamlit's
 own loggers, so without kb_core's counted handler Python printed every watcher warning on stderr."""
 
 from __future__ import annotations

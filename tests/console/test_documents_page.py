@@ -315,7 +315,7 @@ def test_every_document_shows_its_language_and_the_list_filters_by_it(root):
     assert files == {f for f, language in lang.items() if language == "zh"}
 
 
-# -- a click anywhere on a row, `?doc=` links, select-all into the trash, the Trash tab (issue 24) --------------
+# -- a click anywhere on a row, `?doc=` links, select-all into the trash, the Trash tab -------------------------
 def click_cell(at: AppTest, column: str, value: str, *, cell: str | None = None) -> AppTest:
     """Click one cell (in column `cell`, default `column`) of the row whose `column` equals `value`, as a click
     on it in the browser does: no checkbox."""
@@ -517,7 +517,7 @@ def test_the_trash_tab_purges_old_documents_as_a_job(root):
     assert any("The trash is empty" in i.value for i in at.info)
 
 
-# -- editing in place: the inspector's Edit tab and the keyword map's bulk operations (issue 24, item 4) ---------
+# -- editing in place: the inspector's Edit tab and the keyword map's bulk operations ----------------------------
 def _form_input(at: AppTest, label: str):
     return next(w for w in [*at.text_input, *at.text_area] if w.label == label)
 

@@ -1,4 +1,4 @@
-"""Nothing remote from content (issue 22, item 5), under AppTest: a document whose title, keywords, summary,
+"""Nothing remote from content, under AppTest: a document whose title, keywords, summary,
 section names, headings and body carry images (and backticks and `]` that would break out of code spans and
 badges), looked up through hostile `?q=` links, inspected, previewed for upload and listed with the tool calls.
 

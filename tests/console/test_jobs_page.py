@@ -1,4 +1,4 @@
-"""The jobs panel (issue 24, item 1) under AppTest on real stores: Re-index all and Reconcile start jobs and return
+"""The jobs panel under AppTest on real stores: Re-index all and Reconcile start jobs and return
 at once; the panel shows running and queued jobs of any session or process with progress, an ETA and a cancel
 button, how the latest one ended and the recent ones; the upload page hands its batch to a job. A job that ends
 while the panel refreshes itself leaves the rest of the page alone (someone may be typing there): the panel offers
@@ -230,7 +230,7 @@ def test_a_job_ending_leaves_a_page_with_fields_alone_until_show_the_changes_is_
 
 def test_the_maintenance_tab_shows_the_changes_of_another_sessions_job_at_once(jobs):
     """Maintenance has nothing to type into: a job of another session ending there redraws the page at once
-    (the counts and lists it changed), with no button to press (issue 34)."""
+    (the counts and lists it changed), with no button to press."""
     job = jobs.create("reconcile", ELSEWHERE, ProcessIdentity.current(), {"delete_missing": False}, total=10)
     jobs.claim(job.id)
     at = maintenance()
@@ -281,7 +281,7 @@ def test_the_upload_page_waits_for_show_the_changes_even_for_its_own_job(heavy_l
 
 def test_the_playground_redraws_itself_when_its_index_now_job_ends(app_root, sample_root):
     """*Index now*: the user waits for exactly that job, so its end redraws the page (the banner says what was
-    indexed, the button is gone) without "Show the changes" (issue 34)."""
+    indexed, the button is gone) without "Show the changes"."""
     at = run_page("playground")  # the sample is on disk, nothing indexed yet
     store = MetadataStore(f"sqlite:///{app_root / 'kb.sqlite3'}")
     lock = store.lock("kbjob", "heavy")

@@ -1,4 +1,4 @@
-"""A signed-in viewer limited to some audiences (issue 35) under AppTest: its sign-in groups map to audiences
+"""A signed-in viewer limited to some audiences under AppTest: its sign-in groups map to audiences
 (`KB_GROUP_AUDIENCES`); the playground answers within them, and the pages that show every document say they
 are not for it instead of listing pages it may not read."""
 

@@ -1,4 +1,4 @@
-"""Sign-in and roles in the console (issue 22): with `[auth]` configured an anonymous visitor sees only the
+"""Sign-in and roles in the console: with `[auth]` configured an anonymous visitor sees only the
 sign-in page, a viewer reads but cannot upload or delete, a curator can; without it the console is what it
 always was. AppTest for each role's pages; a real `streamlit run app.py` in chromium signing in through a
 local OpenID provider (oidc-provider-mock) for the whole flow."""
@@ -49,7 +49,7 @@ def test_a_signed_in_user_without_a_role_has_no_access(roles):
 
 @pytest.mark.parametrize("verified", [False, "false", None])
 def test_an_unverified_email_of_an_admin_gets_no_role(roles, verified):
-    """Issue 30: a token with `email_verified: false` (or none: Microsoft Entra ID sends none) for an admin's
+    """A token with `email_verified: false` (or none: Microsoft Entra ID sends none) for an admin's
     address must not reach Settings."""
     claims = {"is_logged_in": True, "email": "ada@example.com", "iss": "https://idp.example", "sub": "x-1"}
     if verified is not None:

@@ -1,4 +1,4 @@
-"""The upload page with whole batches (issue 14, item 1): nothing is lost, nothing replaced without a tick."""
+"""The upload page with whole batches: nothing is lost, nothing replaced without a tick."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Two processes writing the same path at the same moment (issue 12, part 2): they take turns through a lock
+"""Two processes writing the same path at the same moment: they take turns through a lock
 held in the database, the last writer wins, and no file is ever lost."""
 
 from __future__ import annotations

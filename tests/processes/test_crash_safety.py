@@ -1,4 +1,4 @@
-"""Crash safety (issue 11): a writer killed with SIGKILL at any step of an upload, a replace or a delete leaves
+"""Crash safety: a writer killed with SIGKILL at any step of an upload, a replace or a delete leaves
 stores that the next opening (`recover`) brings back into agreement, with the document either wholly old or
 wholly new (or wholly present / wholly absent), and nothing served from a file that is gone.
 

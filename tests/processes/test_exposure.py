@@ -1,4 +1,4 @@
-"""Loopback by default (issue 22, item 1): the console serves the machine it runs on; served beyond loopback
+"""Loopback by default: the console serves the machine it runs on; served beyond loopback
 without sign-in, every page says so instead of showing the console (pages/shell/exposure.py).
 
 The rules on their own, every page under AppTest with `server.address` set, and `streamlit run app.py` exactly

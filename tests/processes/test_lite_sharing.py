@@ -1,4 +1,4 @@
-"""A second process on the embedded default (issue 12, part 4): the process that owns the Milvus Lite directory
+"""A second process on the embedded default: the process that owns the Milvus Lite directory
 serves it to the others on the machine; when it exits or closes, the next one takes over; a stuck owner
 gives followers a clear, timely error. Real processes, real Milvus Lite, no model (BM25 only)."""
 
@@ -269,7 +269,7 @@ def test_a_directory_held_by_a_process_that_does_not_share_it_fails_fast_with_th
 
 
 def test_the_shared_server_listens_on_loopback_only_and_its_port_file_is_private(tmp_path):
-    """Issue 22: other machines cannot reach the owner's Milvus Lite server, and other users cannot read which
+    """Other machines cannot reach the owner's Milvus Lite server, and other users cannot read which
     port it is on (the port itself asks for no password: docs/security.md)."""
     (tmp_path / "knowledge_base").mkdir()
     umask = os.umask(0)  # the most permissive umask: the file's mode must not depend on it

@@ -1,6 +1,6 @@
 """The MCP server over streamable HTTP, as a real process (`python -m kb_core.mcp --http`): a bearer token
 when one is configured, a refusal to listen beyond loopback without one, and idle sessions closed and
-capped (issue 22)."""
+capped."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_beyond_loopback_without_a_token_refuses_to_start(sample_root):
 
 
 def test_idle_sessions_close_and_their_number_is_capped(sample_root):
-    """At the cap the oldest idle session makes room for a new client (issue 30: a hoarder no longer locks others
+    """At the cap the oldest idle session makes room for a new client (a hoarder no longer locks others
     out with 503 for the idle timeout); idle sessions still close by themselves."""
     proc, port = _start(sample_root, "--max-sessions", "2", "--session-idle", "2")
     ping = {"jsonrpc": "2.0", "id": 9, "method": "ping"}

@@ -1,4 +1,4 @@
-"""Named MCP tokens (issue 35), on the real server process: a YAML tokens file gives each token a name, the
+"""Named MCP tokens, on the real server process: a YAML tokens file gives each token a name, the
 audiences whose pages it may read and optionally folders; the call log names the token; a token removed from
 the file is refused from the next request on, without a restart."""
 

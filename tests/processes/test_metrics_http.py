@@ -1,6 +1,6 @@
 """`/metrics` of the MCP HTTP server as a real process (`python -m kb_core.mcp --http`): behind the bearer token
 like `/mcp`, counting exactly the calls made, and its `KB_LOG_FILE` written as JSON lines with each call's
-request id and caller (issue 25)."""
+request id and caller."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_metrics_of_the_mcp_server_behind_its_token(sample_root):
         lookups = sum(value("kb_lookup_duration_seconds_count", path=p) for p in ("l0_unique", "l0_l1", "l1_only"))
         assert lookups == 2 and value("kb_l1_errors_total") == 0
         assert value("kb_write_failures_total", operation="upload") == 0
-        assert value("kb_tool_calls_by_caller_total", caller="default") == 4  # KB_MCP_TOKEN's name (issue 35)
+        assert value("kb_tool_calls_by_caller_total", caller="default") == 4  # KB_MCP_TOKEN's name
     finally:
         _stop(proc)
 

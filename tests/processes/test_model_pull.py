@@ -1,4 +1,4 @@
-"""`kb model pull` (issue 31): the configured model downloads into the Hugging Face cache as a job, from a hub
+"""`kb model pull`: the configured model downloads into the Hugging Face cache as a job, from a hub
 that answers the way huggingface.co does (a local stand-in serving real all-MiniLM-L6-v2 weights); the next
 opening embeds with it and re-embeds what the built-in model had embedded. No hub: a clear error, a failed job."""
 

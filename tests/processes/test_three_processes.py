@@ -1,4 +1,4 @@
-"""One knowledge base, three processes (issue 12): a headless console (`streamlit run`, driven in chromium), an
+"""One knowledge base, three processes: a headless console (`streamlit run`, driven in chromium), an
 MCP server over stdio (raw JSON-RPC, as an agent host speaks it) and a plain Python agent process, on MariaDB +
 `milvus-lite server` and on the embedded default (SQLite file + Milvus Lite directory, no settings).
 

@@ -1,4 +1,4 @@
-"""Roles and the acting identity (issue 22): the facade refuses what a role may not do, whatever the page
+"""Roles and the acting identity: the facade refuses what a role may not do, whatever the page
 shows, and records who made every write. Real stores (SQLite, Milvus Lite)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Backends that are down, frozen or die mid-write (issue 23, item 4): a fresh database down at the first start is
+"""Backends that are down, frozen or die mid-write: a fresh database down at the first start is
 migrated once it is back, without a restart; every call waits at most one KB_BACKEND_TIMEOUT for a backend that
 does not answer (no second wait for an undo or a reconnect); and the rows this process left PENDING during an
 outage are settled by this process once the backend is back, never while it is still writing them.

@@ -1,4 +1,4 @@
-"""Reconcile indexes new files in batches (issue 32): one intent transaction, one chunk write and one settling
+"""Reconcile indexes new files in batches: one intent transaction, one chunk write and one settling
 transaction per batch; a file the batch cannot take, a failed batch and a writer killed mid-batch."""
 
 from __future__ import annotations

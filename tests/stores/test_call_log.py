@@ -1,4 +1,4 @@
-"""Nothing dropped from the call log (issue 23, item 5): the background writer stores calls in batches, a burst
+"""Nothing dropped from the call log: the background writer stores calls in batches, a burst
 is logged in full, a database that is down keeps the records waiting, and a bound that is hit (or a record the
 database refuses) leaves a stored count the Tool calls page shows - never a silent gap."""
 

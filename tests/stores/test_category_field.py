@@ -1,4 +1,4 @@
-"""Nested categories in Milvus (issue 20): a new collection keeps a category path of up to 255 characters; a
+"""Nested categories in Milvus: a new collection keeps a category path of up to 255 characters; a
 collection made before nested categories keeps 64, and a category filter still finds exactly that folder's
 chunks there. Real Milvus Lite, Milvus' own BM25 (the filter path the server setups use)."""
 
@@ -48,7 +48,7 @@ def test_a_new_collection_keeps_the_whole_category_path(tmp_path):
 
 
 def test_a_collection_from_before_nested_categories_still_filters_exactly(tmp_path, monkeypatch):
-    with monkeypatch.context() as old_code:  # the collection is made as the code before issue 20 made it
+    with monkeypatch.context() as old_code:  # the collection is made as the code before nested categories made it
         old_code.setattr(vector_store, "CATEGORY_CHARS", vector_store.LEGACY_CATEGORY_CHARS)
         made = _store(tmp_path)
         made.client()

@@ -1,4 +1,4 @@
-"""The change feed (issue 12, part 1): a write in one knowledge base reaches the L0 index of another one on
+"""The change feed: a write in one knowledge base reaches the L0 index of another one on
 the same database and folder within seconds, without touching the lookup path."""
 
 from __future__ import annotations

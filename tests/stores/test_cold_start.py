@@ -1,4 +1,4 @@
-"""Cold start (issue 32): an L0 answer from the files alone, the call spool, an opening without alembic, a
+"""Cold start: an L0 answer from the files alone, the call spool, an opening without alembic, a
 snapshot's names not checked again."""
 
 from __future__ import annotations

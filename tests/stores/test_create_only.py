@@ -1,4 +1,4 @@
-"""`upload(..., create_only=True)`: an upload that may only create (issue 23, item 6). A file of that name that
+"""`upload(..., create_only=True)`: an upload that may only create. A file of that name that
 appeared meanwhile - written by another process, or dropped on disk - makes it a conflict instead of being
 replaced, checked under the document's lock: of two processes creating one new name, exactly one wins."""
 

@@ -1,4 +1,4 @@
-"""Specs 2 and 8 end to end on real stores (SQLite and MariaDB, Milvus Lite, the tiny BGE-M3 model):
+"""The spec's upload and delete end to end on real stores (SQLite and MariaDB, Milvus Lite, the tiny BGE-M3 model):
 upload, replace, delete, re-index and sync, with failures injected at every step."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def kb(open_kb, db_url, tiny_model):
     return open_kb(db_url=db_url, model=str(tiny_model))
 
 
-# -- Spec 2 -----------------------------------------------------------------------------------------------
+# -- upload: the file, its frontmatter, L0 ----------------------------------------------------------------
 def test_req_2_1_upload_saves_the_original_file(kb, tmp_path):
     outcome = kb.documents.upload("test-doc.md", PAYMENT.encode(), "api")
     assert outcome.action == "indexed"
@@ -62,7 +62,7 @@ def test_req_2_3_upload_adds_to_l0_immediately(kb):
     assert kb.lookup("ERR_TIMEOUT").primary.confidence == "high"
 
 
-# -- Spec 8 acceptance: upload -> L0 -> L1 -> delete ------------------------------------------------------------
+# -- the spec's acceptance run: upload -> L0 -> L1 -> delete ----------------------------------------------------
 def test_req_8_1_upload_lookup_delete_end_to_end(kb, tmp_path):
     record = kb.documents.upload("payment-errors.md", PAYMENT.encode(), "api").document
     kb.documents.upload("cache.md", CACHE.encode(), "domain")

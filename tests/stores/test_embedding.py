@@ -129,7 +129,7 @@ def test_req_5_4_nonsense_finds_nothing_on_the_sample(open_kb, sample_root):
 
 
 def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
-    """Spec 6.3's time budget is measured by the benchmark (tests check behaviour, not timers)."""
+    """The spec's time budget for the scan at start is measured by the benchmark (tests check behaviour, not timers)."""
     from support.documents import doc, write_doc
     from support.stores import make_settings
 

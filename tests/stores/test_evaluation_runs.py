@@ -125,7 +125,7 @@ def test_a_run_stores_what_kb_evaluate_reports_on_the_same_set(realistic):
     report = evaluate(realistic, load_queries(QUERIES))
     cli = report.to_dict()
     assert _without_latency(run.metrics) == _without_latency(cli)
-    # what L1 ran on: BM25 alone, the configured model (not on this machine) kept apart (issue 34)
+    # what L1 ran on: BM25 alone, the configured model (not on this machine) kept apart
     assert run.settings == {"l0_matching": "words", "l1_mode": "BM25 only", "retrievers": ["bm25"],
                             "model": "none (BM25 only)", "configured_model": "no-such-org/no-such-model",
                             "base_path": "knowledge_base/"}

@@ -1,4 +1,4 @@
-"""Watching the folder (issue 12, part 3): with KB_WATCH=1 files written, edited, renamed and deleted by hand
+"""Watching the folder: with KB_WATCH=1 files written, edited, renamed and deleted by hand
 (or by git) are synced within seconds by the one process that holds the watcher lease."""
 
 from __future__ import annotations

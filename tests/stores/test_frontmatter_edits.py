@@ -248,7 +248,7 @@ def test_the_edit_is_recorded_in_the_rows_metadata_as_json(kb):
 
 def test_the_document_l1_finds_is_in_the_query_s_language(open_kb, tmp_path):
     """Both language versions hold the same identifiers, and BM25 may rank the Chinese one first: for an English
-    query the fix offers the English page (issue 34)."""
+    query the fix offers the English page."""
     body_zh = "# 重试\n\nRETRY_BUDGET_EXCEEDED 表示重试预算 RETRY_BUDGET_EXCEEDED 已用完；RETRY_BUDGET_EXCEEDED。\n"
     body_en = "# Retries\n\nRETRY_BUDGET_EXCEEDED means the retry budget is spent.\n"
     write_doc(tmp_path, "knowledge_base/gateway/zh/retries.md", doc("重试", ["重试预算"], body=body_zh))

@@ -1,4 +1,4 @@
-"""BM25 lives in one place: beside a full-text index a Milvus collection computes none of its own (issue 32).
+"""BM25 lives in one place: beside a full-text index a Milvus collection computes none of its own.
 
 Milvus Lite's BM25 function tokenised every inserted chunk with Python jieba inside this process: a third of a
 reconcile's time, for a sparse field nothing searched. And the full-text index's own tokens come from jieba-rs
@@ -28,7 +28,7 @@ SENTENCES = [
 
 
 def _python_jieba(text: str) -> list[str]:
-    """The tokens as they were made with Python jieba before issue 32, in unicode61's pieces."""
+    """The tokens as they were made with Python jieba before jieba-rs, in unicode61's pieces."""
     out = []
     for token in jieba.cut_for_search(text):
         out += [p for p in _PIECE.findall(token.strip().lower()) if p not in STOP_WORDS]
@@ -100,7 +100,7 @@ def test_a_collection_made_with_milvus_bm25_keeps_working_beside_a_full_text_ind
     old = MilvusVectorStore(str(tmp_path / "m.db"), collection="chunks", dense_dim=None)
     try:
         old.upsert([_row(1, 0, SENTENCES[0])])
-        assert _functions(old)  # Milvus' own BM25, as every collection before issue 32
+        assert _functions(old)  # Milvus' own BM25, as every collection made before BM25 was kept in one place
     finally:
         old.close()
     fulltext = SqliteFullTextIndex(tmp_path / "m.fulltext.sqlite3")

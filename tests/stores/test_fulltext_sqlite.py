@@ -1,5 +1,5 @@
 """The SQLite FTS5 full-text index: BM25 as FTS5 computes it, the two-step search of long queries over large
-indexes (issue 21), and the document frequencies it exposes."""
+indexes, and the document frequencies it exposes."""
 
 from __future__ import annotations
 

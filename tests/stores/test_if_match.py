@@ -1,4 +1,4 @@
-"""`upload(..., if_match=hash)`: a replace based on a stale version is refused, writing nothing (issue 12, item 2)."""
+"""`upload(..., if_match=hash)`: a replace based on a stale version is refused, writing nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Jobs (issue 24, item 1): reconcile, re-index all, batch uploads and folder imports as jobs of the knowledge
+"""Jobs: reconcile, re-index all, batch uploads and folder imports as jobs of the knowledge
 base's process, on real stores (SQLite and MariaDB through `db_url`, Milvus Lite): how a job's row moves from
 queued to how it ended, one heavy job at a time (across knowledge bases and processes), cancel between two
 documents, roles, another process reading the jobs, and a worker process killed with SIGKILL.
@@ -378,7 +378,7 @@ def test_jobs_of_processes_that_are_gone_are_marked_failed(kb, monkeypatch):
 
 
 def test_a_purge_whose_process_died_says_what_was_and_was_not_purged(kb):
-    """Not the upload's advice (Reconcile does nothing for a purge): how many went, that the rest stay (issue 30)."""
+    """Not the upload's advice (Reconcile does nothing for a purge): how many went, that the rest stay."""
     runner = parts_of(kb).jobs
     me = ProcessIdentity.current()
     dead = ProcessIdentity(me.host, me.pid, "earlier-boot:1")
@@ -583,7 +583,7 @@ def test_while_agents_look_things_up_a_job_rests_after_each_document(kb):
 
 
 def test_which_job_kinds_write_documents():
-    """The sidebar holds back the stores' disagreement while a job that writes documents runs (issue 34)."""
+    """The sidebar holds back the stores' disagreement while a job that writes documents runs."""
     from kb_core.jobs.model import JobKind
 
     assert {k for k in JobKind if not k.writes_documents} == {JobKind.EVALUATE, JobKind.MODEL_PULL}

@@ -1,4 +1,4 @@
-"""A keyword plan (the keyword map's bulk rename or removal) and the trash purge as jobs (issue 24, items 4 and 5):
+"""A keyword plan (the keyword map's bulk rename or removal) and the trash purge as jobs:
 on real stores (SQLite and MariaDB through `db_url`, Milvus Lite): the plan's items as the job's parameters,
 progress and an outcome per document, a cancel between two documents that leaves every store in agreement, roles;
 the purge as a job, started at opening when the trash holds something to purge."""

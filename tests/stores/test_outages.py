@@ -1,4 +1,4 @@
-"""Degraded, never dead (issue 11): backends that are down, frozen or restarted never take L0 down, never hang
+"""Degraded, never dead: backends that are down, frozen or restarted never take L0 down, never hang
 a call past its timeout, and L1 comes back without reopening."""
 
 from __future__ import annotations

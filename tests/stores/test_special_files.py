@@ -1,4 +1,4 @@
-"""Special files, aliases and portable names (issue 23, items 1, 2 and 7): a FIFO, socket or folder where a document
+"""Special files, aliases and portable names: a FIFO, socket or folder where a document
 should be is a clear error within milliseconds and never holds a lock; every MCP call has a deadline; one file
 has one path (links and hard links are skipped, never indexed twice, never the reason a file is lost); names that
 break a checkout on other systems are refused. Each test has a deadline, so a regression fails instead of hanging.

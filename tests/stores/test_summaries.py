@@ -1,4 +1,4 @@
-"""Cached summaries (issue 14, item 6): a second page render recounts nothing; a write of this process and a
+"""Cached summaries: a second page render recounts nothing; a write of this process and a
 change from another KnowledgeBase on the same database drop the cache."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The trash (issue 24, item 5) on real stores (SQLite and MariaDB, Milvus Lite): a delete moves the file into
+"""The trash on real stores (SQLite and MariaDB, Milvus Lite): a delete moves the file into
 `kb_trash/` outside the scanned folder and removes its row, vectors and L0 entry; a restore brings it back byte
 for byte through the upload; the purge removes items by age; roles, two knowledge bases on one database (and a
 real second process), hostile trash items and a trash that cannot be written."""
@@ -106,7 +106,7 @@ def test_restoring_onto_a_path_that_exists_again_asks_for_replace(kb, tmp_path):
     outcome = kb.trash.restore(item.item_id, replace=True)
     assert outcome.action == "replaced"
     assert (tmp_path / PATH).read_bytes() == ORIGINAL
-    # the version it replaced is not thrown away: it is in the trash now, the restored item is not (issue 30)
+    # the version it replaced is not thrown away: it is in the trash now, the restored item is not
     [kept] = kb.trash.items()
     assert kept.item_id != item.item_id and kept.file_path == PATH and kept.sha256 == _sha(newer)
     assert _file_of(kb, kept).read_bytes() == newer

@@ -1,4 +1,4 @@
-"""The trash under hostile or careless ids (issue 30): an id is looked up among the trash's items, never resolved
+"""The trash under hostile or careless ids: an id is looked up among the trash's items, never resolved
 as a path, so `"."`, `".."`, `""`, separators, 10,000-character ids and ids of purged items are refused with one
 of kb_core's errors and every item stays. `restore(replace=True)` keeps the version it replaces in the trash,
 and a kill -9 at each step around that swap loses no version."""

@@ -1,4 +1,4 @@
-"""A document that tries to make the browser load something (nothing remote from content: issue 22), and the
+"""A document that tries to make the browser load something (nothing remote may come from content), and the
 Markdown outside its code spans."""
 
 from __future__ import annotations

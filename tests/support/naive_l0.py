@@ -20,7 +20,7 @@ def _occurrences(text: str, part: str) -> list[int]:
 class NaiveIndex:
     """`exact_match` by brute force, in the same mode as the index under test.
 
-    - `substring`: decision I3 as written: for every document, for every keyword, `q in k or k in q`;
+    - `substring`: the spec's literal rule: for every document, for every keyword, `q in k or k in q`;
     - `words`: the same two directions, each occurrence word-aligned at Latin/digit/underscore edges, and a
       keyword occurrence inside a longer matched keyword's occurrence in the query does not count.
     Keywords are normalised once up front, which is kinder to the reference than doing it per query.

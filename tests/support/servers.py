@@ -112,7 +112,7 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=15)
 
 
-# -- who can reach a listening socket (loopback by default: issue 22) ----------------------------------------------
+# -- who can reach a listening socket (loopback by default) --------------------------------------------------------
 def machine_addresses() -> list[str]:
     """This machine's non-loopback IP addresses (`hostname -I`): what other machines would connect to."""
     import ipaddress

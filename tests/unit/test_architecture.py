@@ -244,7 +244,7 @@ def test_the_facade_keeps_its_stores_private(tmp_path):
 
 
 def test_the_faces_stay_small():
-    """Agent code's face is small (issue 33: at most 40 names); the console's helpers are a face of their own,
+    """Agent code's face is small (at most 40 names); the console's helpers are a face of their own,
     and kb_core's top level holds at most 12 modules."""
     import kb_core.console
 

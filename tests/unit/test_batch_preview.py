@@ -243,7 +243,7 @@ def test_category_folders_in_tree_order_and_the_categories_below_a_folder():
 
 def test_an_ambiguity_names_a_few_documents_and_counts_the_rest():
     """A generic keyword of a real tree is claimed by hundreds of pages: the warning names five and counts the
-    others instead of a wall of ~250 paths (issue 34)."""
+    others instead of a wall of ~250 paths."""
     from kb_core.documents.lint import ambiguity_warning
 
     others = [f"knowledge_base/apisix/docs/en/plugins/p{i:03d}.md" for i in range(250)]

@@ -1,4 +1,4 @@
-"""Issue 31: "did you mean" reaches identifiers that only the pages' text names (no keyword declares them),
+"""The "did you mean" suggestions reach identifiers that only the pages' text names (no keyword declares them),
 also around a typo inside a sentence; real stores (SQLite FTS5 beside Milvus Lite), real suggester."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bounded cost for heavy but legal input (issue 23, item 3): a 5 MB document made of headings, hostile heading
+"""Bounded cost for heavy but legal input: a 5 MB document made of headings, hostile heading
 text and section titles, a 100,000-character query. Bounds are checked by counting work and sizes (headings
 read, lines looked at, chunks, what L0 keeps, file reads); the deadlines are generous, so that a regression
 fails instead of hanging. The timings themselves are measured by `benchmarks/bench_heavy.py`."""

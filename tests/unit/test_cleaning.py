@@ -212,7 +212,7 @@ def _component_lines(text: str) -> list[str]:
 
 def test_no_component_tags_or_imports_reach_answers_or_chunks_from_real_shaped_pages():
     """Documentation sites write a component's tag over several lines (`<Tabs` then `values={[ … ]}>`) and
-    imports over several lines: none of it reaches the served content or an L1 chunk (issue 34)."""
+    imports over several lines: none of it reaches the served content or an L1 chunk."""
     pages = sorted((FIXTURES / "realistic_kb").rglob("*.md"))
     multi_line = [p for p in pages if re.search(r"^<Tabs\s*$", p.read_text(encoding="utf-8"), re.M)]
     assert len(multi_line) >= 10  # the fixture has them: this test checks something

@@ -114,7 +114,7 @@ def test_lookup_serves_a_section_and_logs_the_call_as_cli(kb_env, capsys):
 
 
 def test_lookup_narrows_by_category_and_language(kb_env, capsys):
-    """`--category` and `--language` are lookup_knowledge's filters (issue 35): the keyword of a page outside
+    """`--category` and `--language` are lookup_knowledge's filters: the keyword of a page outside
     them answers nothing, on the L0 fast path and on the opened knowledge base alike."""
     write_doc(kb_env, "knowledge_base/api/payment-errors.md", PAYMENT)
     write_doc(kb_env, "knowledge_base/ops/cache.md", CACHE)

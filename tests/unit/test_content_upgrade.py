@@ -1,4 +1,4 @@
-"""A document chunked by an older cleaning is re-indexed at the next opening (issue 34): its file did not change,
+"""A document chunked by an older cleaning is re-indexed at the next opening: its file did not change,
 so only the content version stored with its row tells that its chunks still hold what the cleaning now removes
 (MDX component lines here). The opening starts a reconcile job; afterwards the chunks, the row's version and
 what an agent is served are clean."""

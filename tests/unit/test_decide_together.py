@@ -1,5 +1,5 @@
-"""L0 and L1 decide together (issue 31): a query that only mentions keywords, or that is a page's title, is
-weighed by both tiers; keyword queries keep Specs 4 and 5. The lookup logic with a recording L1; the dev set
+"""L0 and L1 decide together: a query that only mentions keywords, or that is a page's title, is
+weighed by both tiers; keyword queries keep the spec's rule. The lookup logic with a recording L1; the dev set
 of real documentation trees (benchmarks/devset.py) measures it."""
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def test_answer_quality_floors(reports):
 
 @pytest.mark.slow
 def test_the_spec_literal_rule_stays_measurable_and_is_worse(reports):
-    """KB_L0_MATCHING=substring is decision I3 as written: reachable, and measurably worse on real docs."""
+    """KB_L0_MATCHING=substring is the spec's literal rule: reachable, and measurably worse on real docs."""
     words, literal = reports["words"], reports["substring"]
     assert literal.kind("keyword_in_sentence").right_primary_pct < words.kind("keyword_in_sentence").right_primary_pct
     assert literal.overall.high_but_wrong_pct > words.overall.high_but_wrong_pct

@@ -1,4 +1,4 @@
-"""Spec 1: frontmatter parsing, golden files and a property test."""
+"""Frontmatter parsing as the spec asks, golden files and a property test."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Generic keywords do not decide (issue 21): a keyword claimed by more pages than `KB_L0_GENERIC_DOCS`
+"""Generic keywords do not decide: a keyword claimed by more pages than `KB_L0_GENERIC_DOCS`
 (default the larger of 5 and 1 % of the pages; a page's translations count once) says what kind of page it
 is, not which one. The lookup logic is tested here with a recording L1; `test_evaluate.py` measures it on the
 fixture documentation with the real stores."""

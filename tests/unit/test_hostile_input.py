@@ -1,4 +1,4 @@
-"""Hostile input is refused early and cheaply, and nothing is ever written outside the base (issue 11)."""
+"""Hostile input is refused early and cheaply, and nothing is ever written outside the base."""
 
 from __future__ import annotations
 

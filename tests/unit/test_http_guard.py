@@ -1,4 +1,4 @@
-"""Both HTTP servers under slow and idle clients (issue 30): the guarded uvicorn server closes connections that
+"""Both HTTP servers under slow and idle clients: the guarded uvicorn server closes connections that
 do not deliver their headers or body in time, keeps at most its cap open (a new connection takes an idle one's
 place; when all are busy it is closed at once), logs one summary instead of a line per connection, and the
 metrics port cannot take its host process's file descriptors."""

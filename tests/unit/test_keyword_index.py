@@ -1,4 +1,4 @@
-"""Specs 3, 6 and 9 (the L0 side): matching, order, scanning, reading, concurrency."""
+"""L0 as the spec asks: matching, order, scanning, reading, the base path, concurrency."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def payment_index(tmp_path: Path) -> KnowledgeIndex:
     return index
 
 
-# -- Spec 3.1 ---------------------------------------------------------------------------------------
+# -- matching: both directions, any case ------------------------------------------------------------
 def test_req_3_1_1_exact_keyword_matches(payment_index):
     assert payment_index.exact_match("ERR_TIMEOUT") == [PAYMENT]
 
@@ -69,7 +69,7 @@ def test_query_is_trimmed(payment_index):
     assert payment_index.exact_match("  ERR_TIMEOUT \n") == [PAYMENT]
 
 
-# -- Spec 3.2 ---------------------------------------------------------------------------------------
+# -- every match, in index order --------------------------------------------------------------------
 def _entry(name: str, *keywords: str) -> KnowledgeEntry:
     return KnowledgeEntry(f"knowledge_base/x/{name}.md", name, tuple(keywords), "", "x")
 
@@ -106,7 +106,7 @@ def test_add_replaces_in_place_and_remove_drops(tmp_path):
     assert len(index) == 2
 
 
-# -- Spec 3.3 ---------------------------------------------------------------------------------------
+# -- reading a document: the first 2,000 characters -------------------------------------------------
 def test_req_3_3_short_document_is_returned_whole(sample_root):
     index = KnowledgeIndex("knowledge_base/", app_root=sample_root)
     write_doc(sample_root, "knowledge_base/api/test-doc.md", "short")
@@ -147,7 +147,7 @@ def test_read_document_refuses_symlinks_leaving_the_base(sample_root):
     assert index.excerpt("knowledge_base/api/link.md") is None
 
 
-# -- Spec 6 -----------------------------------------------------------------------------------------
+# -- the scan at start ------------------------------------------------------------------------------
 def test_req_6_1_recursive_scan_indexes_md_files_with_frontmatter(tmp_path, caplog):
     write_doc(tmp_path, "knowledge_base/api/payment.md", doc("Payment", ["ERR_TIMEOUT"]))
     write_doc(tmp_path, "knowledge_base/api/order.md", "# Order\n\nno frontmatter\n")
@@ -201,7 +201,7 @@ def test_req_6_3_scan_of_1000_documents_reports_its_time(tmp_path):
     assert report.seconds > 0
 
 
-# -- Spec 9 (paths) ----------------------------------------------------------------------------------
+# -- the knowledge base path -------------------------------------------------------------------------
 def test_req_9_1_file_path_uses_the_base_as_configured(tmp_path):
     write_doc(tmp_path, "knowledge_base/api/test-doc.md", doc("T", ["t"]))
     index = KnowledgeIndex("knowledge_base/", app_root=tmp_path)
@@ -268,7 +268,7 @@ keyword = st.text(min_size=1, max_size=6, alphabet="abcAB超时支付_ ")
 @given(st.lists(st.lists(keyword, min_size=1, max_size=4), min_size=1, max_size=8), st.text(max_size=12,
        alphabet="abcAB超时支付_ x."))
 def test_property_exact_match_never_returns_duplicates_and_agrees_with_naive(matching, keyword_lists, query):
-    """The index equals the brute-force reference in each mode; `substring` is decision I3's loop verbatim."""
+    """The index equals the brute-force reference in each mode; `substring` is the spec's literal loop verbatim."""
     from support.naive_l0 import NaiveIndex
 
     from kb_core.terms import normalize_term
@@ -296,7 +296,7 @@ def test_matches_explain_their_direction(payment_index):
     assert partial.contained_in_query == () and partial.explain() == ["“支付网关” contains the query"]
 
 
-# -- the word rule (issue 10), with the spec's literal rule as a mode -------------------------------------
+# -- the word rule, with the spec's literal rule as a mode ------------------------------------------------
 def _index_of(*entries: KnowledgeEntry, matching: str = "words") -> KnowledgeIndex:
     index = KnowledgeIndex("knowledge_base", app_root=Path.cwd(), matching=matching)
     with index.bulk():
@@ -362,7 +362,7 @@ def test_several_hits_are_ranked_by_the_rarest_then_the_longer_keyword():
     # occurrence lies inside "proxy-rewrite"
     assert [m.entry.title for m in matches[2:6]] == ["plugin-0", "plugin-1", "plugin-2", "rewrite"]
     assert matches[5].keywords == ("Plugin",) and matches[5].claimed_by == 77
-    # exact_match keeps Spec 3.2's index order
+    # exact_match keeps the spec's index order
     assert [e.file_path for e in index.exact_match("proxy-rewrite plugin")][3] == entries[3].file_path
 
 

@@ -96,7 +96,7 @@ def test_keyword_hits_say_whether_a_document_claims_the_keyword(tmp_path, keywor
 
 def test_a_row_counts_documents_and_pages_the_same_way_as_its_columns():
     """The table's "documents" column counts files; the explanation counted pages (translations once) and said
-    "documents" - "documents 3" beside "claimed by 2" (issue 34)."""
+    "documents" - "documents 3" beside "claimed by 2"."""
     from kb_core.keywords.map import KeywordRow
 
     row = KeywordRow("限流", ("kb/en/limit.md", "kb/zh/limit.md", "kb/en/quota.md"), hits=2, pages=2)

@@ -1,4 +1,4 @@
-"""An applied change costs time in the change, not in the index (issue 25): each add, replace or remove makes
+"""An applied change costs time in the change, not in the index: each add, replace or remove makes
 a delta over the last full snapshot (`keyword_delta.DeltaSnapshot`), and a background rebuild folds it in.
 Whatever the changes, the index answers every query exactly as an index built in full over the same entries:
 the ranked hits and their order, ties, the pages counted, the generic decision, synonyms, claimants,

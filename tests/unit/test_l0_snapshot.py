@@ -1,4 +1,4 @@
-"""L0 opens from a saved snapshot (issue 25): only files whose size or modification time changed are parsed
+"""L0 opens from a saved snapshot: only files whose size or modification time changed are parsed
 again; a missing, stale, corrupt or foreign snapshot falls back to a full scan and is rewritten — the index
 opened from it always equals a fresh scan."""
 
@@ -204,8 +204,8 @@ def test_an_open_after_edits_applies_them_as_a_delta_over_the_saved_index_and_sa
 
 
 def test_the_exact_title_table_comes_with_the_saved_index(tmp_path, monkeypatch):
-    """An answer looks the query up among the exact titles (issue 31); building that table decoded every entry's
-    title, a quarter of a fresh `kb lookup` at 10,000 pages. The saved index holds it (issue 32)."""
+    """An answer looks the query up among the exact titles; building that table decoded every entry's
+    title, a quarter of a fresh `kb lookup` at 10,000 pages. The saved index holds it."""
     from kb_core.keywords.entry import KnowledgeEntry
 
     for i, name in enumerate(NAMES):

@@ -1,4 +1,4 @@
-"""The L0 snapshot file under hostile use (issue 30): it can hold nothing that runs (data only, keyed), a
+"""The L0 snapshot file under hostile use: it can hold nothing that runs (data only, keyed), a
 forged, foreign-keyed or damaged-but-signed file only makes the open scan in full, a FIFO or device at its path
 is skipped and replaced by a regular file, and the temp file of a save killed by SIGKILL is removed at the next
 open."""
@@ -69,7 +69,7 @@ def test_a_forged_snapshot_runs_nothing_and_the_open_equals_a_fresh_scan(tmp_pat
     snap, marker = tmp_path / "l0.snap", tmp_path / "ran"
     payload = pickle.dumps({"base": str((tmp_path / "knowledge_base").resolve()), "x": _Payload(marker)})
     forged = [
-        # the format before issue 30, with its unkeyed SHA-256 header right
+        # the format before the file was data only and keyed, with its unkeyed SHA-256 header right
         b"KB-L0-SNAPSHOT 3\n" + hashlib.sha256(payload).digest() + payload,
         # today's magic, the pickle as the rest, an unkeyed digest and a tag under a key guessed as empty
         snapshot_file.MAGIC + hashlib.sha256(payload).digest() + payload,

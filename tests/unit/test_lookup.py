@@ -1,4 +1,4 @@
-"""Specs 4 and 5: when L1 is called, and the exact JSON an agent receives. L1 is a recording fake here;
+"""The spec's lookup: when L1 is called, and the exact JSON an agent receives. L1 is a recording fake here;
 the real Milvus searcher is exercised by the storage tests."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def hit(source: str, content: str = "chunk", score: float = 0.9) -> L1Hit:
     return L1Hit(content=content, source=source, score=score, retrievers=("bm25",))
 
 
-# -- Spec 4 ---------------------------------------------------------------------------------------------
+# -- when L1 is called ----------------------------------------------------------------------------------
 def test_req_4_1_1_unique_match_is_high_confidence_and_l1_is_not_called(index):
     l1 = RecordingL1([hit(CACHE)])
     result = HybridLookup(index, l1).lookup("ERR_TIMEOUT")
@@ -59,12 +59,12 @@ def test_req_4_1_3_no_match_calls_l1_with_top_k_3_and_no_category(index):
     assert result.primary is None
 
 
-# -- Spec 5 ---------------------------------------------------------------------------------------------
+# -- the answer an agent receives -----------------------------------------------------------------------
 def test_req_5_1_unique_match_returns_l0_only(index, sample_root):
     result = HybridLookup(index, RecordingL1([hit(CACHE)])).lookup("ERR_TIMEOUT")
     text = (sample_root / PAYMENT).read_text(encoding="utf-8")
     expected_content = text if len(text) <= 2000 else text[:2000] + "..."
-    # when the page last changed (issue 35): the sample's frontmatter has no `updated`, so the file's time
+    # when the page last changed: the sample's frontmatter has no `updated`, so the file's time
     modified = datetime.fromtimestamp((sample_root / PAYMENT).stat().st_mtime, UTC)
     assert result.to_dict() == {
         "found": True,
@@ -90,7 +90,8 @@ def test_req_5_1_content_is_cut_at_2000_characters(index, sample_root):
 
 
 def test_req_5_2_several_matches_return_first_l0_and_l1_supplement(sample_root):
-    """Spec 5.2 as written (KB_L0_MATCHING=substring): the first L0 match in index order is the primary."""
+    """The spec's several-hits answer as written (KB_L0_MATCHING=substring): the first L0 match in index
+    order is the primary."""
     index = KnowledgeIndex("knowledge_base/", app_root=sample_root, matching="substring")
     index.load()
     l1 = RecordingL1([hit(TIMEOUT, "timeout chunk", 0.95), hit(PAYMENT, "same doc chunk", 0.9)])
@@ -161,7 +162,7 @@ def test_l1_failure_returns_what_l0_found_and_logs_error_with_request_id(index, 
     with caplog.at_level(logging.ERROR):
         result = HybridLookup(index, l1).lookup("超时")
     assert result.found is True
-    # without L1 the tie on `超时` goes to index order: the spec's own example (Requirement 5.2)
+    # without L1 the tie on `超时` goes to index order: the spec's own example of several hits
     assert result.primary.source == PAYMENT and result.supplement is None
     assert "milvus down" in result.trace.l1_error
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
@@ -224,7 +225,7 @@ def test_a_tie_among_thousands_is_broken_by_l1_without_building_every_tied_match
     folder.mkdir(parents=True)
     for i in range(3000):
         (folder / f"d{i}.md").write_text(f"---\ntitle: d{i}\nkeywords: [Apache Lumen]\n---\nbody {i}\n")
-    # the keyword counts as specific here (a tie among specific keywords keeps an L0 primary, Spec 5.2)
+    # the keyword counts as specific here (a tie among specific keywords keeps an L0 primary, as the spec answers)
     index = KnowledgeIndex("knowledge_base", app_root=tmp_path, generic_docs=5000)
     index.load()
     chosen = "knowledge_base/x/d2500.md"

@@ -1,4 +1,4 @@
-"""The MCP server, tested in-process with the mcp SDK's own client (Spec 7 through MCP)."""
+"""The MCP server, tested in-process with the mcp SDK's own client (the spec's agent tool, through MCP)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def test_lists_the_tool_as_spec_7_1_describes(server):
     tool = tools[0]
     assert tool.description == TOOL_DESCRIPTION
     assert tool.input_schema["required"] == ["query"]
-    assert set(tool.input_schema["properties"]) == {"query", "section_title", "category", "language"}  # issue 35
+    assert set(tool.input_schema["properties"]) == {"query", "section_title", "category", "language"}  # + filters
     # one sentence each tells an agent how to read past the first 2,000 characters
     assert "availableSections" in tool.description and "section_title" in tool.description
     assert "availableSections" in str(tool.input_schema["properties"]["section_title"])
@@ -103,7 +103,7 @@ def test_a_lookup_then_read_document_of_its_supplement(server):
     assert document["primary"]["confidence"] == "high" and document["supplement"] is None
     assert _payload(section)["primary"]["section"] == "1. 超时类错误"
     kb.calls.flush()
-    # newest first: the in-process read last, logged with the service identity (issue 35: named callers)
+    # newest first: the in-process read last, logged with the service identity (callers are named)
     assert [(c.tool_name, c.caller) for c in kb.calls.recent()[:4]] == [
         ("read_document", "agent"), ("read_document", "mcp"), ("read_document", "mcp"), ("lookup_knowledge", "mcp")]
 

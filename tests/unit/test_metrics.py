@@ -1,4 +1,4 @@
-"""Prometheus metrics and the JSON-lines log file (issue 25, items 3 and 4), on real stores (SQLite + Milvus
+"""Prometheus metrics and the JSON-lines log file, on real stores (SQLite + Milvus
 Lite): a scrape after a known sequence of lookups and writes shows exactly those counts, and every log line is
 JSON carrying the request id of the call that produced it."""
 

@@ -1,4 +1,4 @@
-"""What a newcomer hit first (issue 34): a process started in the wrong folder answered "not found" in silence,
+"""What a newcomer hit first: a process started in the wrong folder answered "not found" in silence,
 documents were private whatever the umask, secrets were not git-ignored, Streamlit's watcher flooded the log."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The package declares what kb_core imports (issue 19).
+"""The package declares what kb_core imports.
 
 A static scan of every `import` in kb_core/**/*.py, mapped to distributions through the installed metadata
 (`importlib.metadata.packages_distributions()`), checked against pyproject.toml:

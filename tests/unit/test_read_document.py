@@ -1,4 +1,4 @@
-"""`read_document`, the agents' second tool (issue 21): any indexed document served exactly as a lookup serves
+"""`read_document`, the agents' second tool: any indexed document served exactly as a lookup serves
 its primary, a section of it, error results for anything else, the call log, and the response model."""
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def test_both_tools_as_function_calling_schemas():
     assert read["function"]["name"] == READ_TOOL_NAME == "read_document"
     params = read["function"]["parameters"]
     assert params["required"] == ["source"] and params["additionalProperties"] is False
-    assert set(params["properties"]) == {"source", "section_title", "language"}  # issue 35
+    assert set(params["properties"]) == {"source", "section_title", "language"}  # with the language filter
     assert "availableSections" in params["properties"]["section_title"]["description"]
     description = read["function"]["description"]
     assert "supplement" in description and "alternatives" in description and "'read'" in description

@@ -1,4 +1,4 @@
-"""The playground's retrieval test bench in kb_core (issue 24, item 2; issue 20's playground filters): the options
+"""The playground's retrieval test bench in kb_core, with the playground's category and language filters: the options
 and their errors, each retriever, the category (with sub-folders) and language filters, the minimum score, the
 query's terms in each row, the link parameters, the history per user, and console replays left out of the
 "needs attention" counts. The agents' answer never changes."""
@@ -137,7 +137,7 @@ def test_term_spans_are_what_the_relevance_check_counts():
 # -- runs -----------------------------------------------------------------------------------------------------
 def test_the_agents_answer_is_the_tool_output_whatever_the_options(bench_kb):
     """Byte for byte the tool's answer to the call the bench shows: one category and one language go into that
-    call, as an agent would send them (issue 35); the other options narrow only the bench's rows."""
+    call, as an agent would send them; the other options narrow only the bench's rows."""
     for query in ("rate limiting", "LIMIT_REQ_DOC", "限流", "nothing like this exists XYZ42"):
         for options, filters in ((BenchOptions(), {}),
                                  (BenchOptions(retriever="bm25", top_k=20, categories=["gateway"], languages=["en"],

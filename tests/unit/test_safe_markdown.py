@@ -1,4 +1,4 @@
-"""pages/shell/safe.py on hostile input (issue 22, item 5): what the console hands Streamlit's Markdown for text
+"""pages/shell/safe.py on hostile input: what the console hands Streamlit's Markdown for text
 that comes from a document or a query. Golden strings first, then invariants over any text (hypothesis).
 
 That Streamlit's own parser shows these results as the literal text, and that nothing is fetched, is checked

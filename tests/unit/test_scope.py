@@ -1,4 +1,4 @@
-"""Scoped questions (issue 35): an agent narrows a question by `category` (a folder with its sub-folders) and
+"""Scoped questions: an agent narrows a question by `category` (a folder with its sub-folders) and
 `language`; a page's `audience` limits who may read it. On the realistic fixture tree (a gateway product in en
 and zh, a registry product, ops runbooks, error catalogues) opened on real stores, BM25 only.
 

@@ -1,4 +1,4 @@
-"""Counts a caller limited to some pages is shown (issue 35): how many pages claim a keyword ("claimed by N" in
+"""Counts a caller limited to some pages is shown: how many pages claim a keyword ("claimed by N" in
 the trace, the why text and an alternative's `why`), which keyword of a hit is its rarest, and the generic
 limit, count only the pages it may read - so the L0 decision is the one a knowledge base without the other
 pages would make. Callers that read every page (narrowed by category or not) keep the whole tree's counts.

@@ -1,10 +1,10 @@
-"""No caller ever receives what it may not read (issue 35), as a property: a tree of pages with random
+"""No caller ever receives what it may not read, as a property: a tree of pages with random
 audiences, folders and languages (translations whose versions have different audiences among them), opened on
 real stores; random callers (audiences, allowed folders) asking random questions through both tools, with and
 without category and language filters. Every source, title and page text an answer carries must belong to a
 page the caller may read and, for lookup_knowledge, one inside the question's filters.
 
-The oracle below is written apart from `retrieval.scope`: it decides from the generated pages alone."""
+The oracle below is written apart from `documents.scope`: it decides from the generated pages alone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec 9: configuration of the knowledge base path (and the rest of the settings object)."""
+"""Configuration of the knowledge base path, as the spec asks (and the rest of the settings object)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Did you mean (issue 21, item 6): near-miss identifiers name the keyword and document the asker meant."""
+"""Did you mean: near-miss identifiers name the keyword and document the asker meant."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Curator synonyms (issue 25): any word of a group stands for the group's keywords in L0, under both
+"""Curator synonyms: any word of a group stands for the group's keywords in L0, under both
 matching rules, explained as "via synonym"; the groups live in the knowledge base's `_synonyms.yaml` (and
 settings), are edited through the facade by curators, and are picked up again when the file changes."""
 

@@ -1,4 +1,4 @@
-"""Spec 7: the lookup_knowledge tool for agents — schema, argument errors, the call log, the example."""
+"""The spec's lookup_knowledge tool for agents — schema, argument errors, the call log, the example."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_req_7_1_tool_metadata():
     assert "error code" in function["description"] and "supplement" in function["description"]
     params = function["parameters"]
     assert params["required"] == ["query"]
-    assert set(params["properties"]) == {"query", "section_title", "category", "language"}  # issue 35
+    assert set(params["properties"]) == {"query", "section_title", "category", "language"}  # with the filters
     assert "availableSections" in function["description"] and "section_title" in function["description"]
     assert "availableSections" in params["properties"]["section_title"]["description"]
     json.dumps(schema)  # hand it to any framework as plain JSON
