@@ -24,28 +24,32 @@ def test_every_page_renders_without_exception_and_with_the_sidebar(app_root, pag
 def test_a_page_that_fails_unexpectedly_still_has_the_sidebar_status(app_root, monkeypatch):
     """A bug in a page (an error kb_core does not raise): Streamlit shows it, and the sidebar is drawn all the
     same (the status on every page, whatever the page does)."""
-    from kb_core import KnowledgeBase
+    from kb_core.services.documents import Documents
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug in the page")
 
-    monkeypatch.setattr(KnowledgeBase, "documents", broken)
+    monkeypatch.setattr(Documents, "list", broken)
     at = run_page("documents")
     assert at.exception and "a bug in the page" in at.exception[0].message
     assert [m.label for m in at.sidebar.metric] == ["L0", "Database", "Milvus"]
 
 
-@pytest.mark.parametrize(("page", "method"), [("documents", "documents"), ("settings", "about"),
-                                            ("evaluation", "query_sets")])
-def test_a_page_that_ends_early_still_has_the_sidebar_status(app_root, monkeypatch, page, method):
+@pytest.mark.parametrize(("page", "owner", "method"), [("documents", "documents", "list"),
+                                                     ("settings", "knowledge_base", "about"),
+                                                     ("evaluation", "evaluation", "sets")])
+def test_a_page_that_ends_early_still_has_the_sidebar_status(app_root, monkeypatch, page, owner, method):
     """A page that stops on an error (or, like Evaluation, with fewer than two runs) ends with `end_page()`,
     not `st.stop()`: app.py still draws the status after it."""
     from kb_core import KnowledgeBase, KnowledgeBaseError
+    from kb_core.evaluation.service import Evaluation
+    from kb_core.services.documents import Documents
 
     def broken(*args, **kwargs):
         raise KnowledgeBaseError("the database is away")
 
-    monkeypatch.setattr(KnowledgeBase, method, broken, raising=False)
+    owners = {"documents": Documents, "knowledge_base": KnowledgeBase, "evaluation": Evaluation}
+    monkeypatch.setattr(owners[owner], method, broken)
     at = run_page(page)
     assert not at.exception, at.exception
     assert any("database is away" in e.value for e in at.error), "the page did not take its early end"

@@ -30,17 +30,17 @@ def two(tmp_path, db_url):
 def test_writes_in_one_reach_the_other_within_seconds(two):
     a, b = two
     assert b.lookup_knowledge("NEW_KEYWORD_1")["found"] is False
-    a.upload("new.md", doc("New", ["NEW_KEYWORD_1", "shared"]).encode(), "api")
+    a.documents.upload("new.md", doc("New", ["NEW_KEYWORD_1", "shared"]).encode(), "api")
     seen = _wait_for(lambda: b.lookup_knowledge("NEW_KEYWORD_1")["found"])
     assert seen < 2
     assert b.lookup_knowledge("NEW_KEYWORD_1")["primary"]["confidence"] == "high"
 
     # a replaced keyword stops matching over there too
-    a.upload("new.md", doc("New v2", ["RENAMED_KEYWORD", "shared"]).encode(), "api")
+    a.documents.upload("new.md", doc("New v2", ["RENAMED_KEYWORD", "shared"]).encode(), "api")
     l0_of_b = parts_of(b).index
     _wait_for(lambda: not l0_of_b.exact_match("NEW_KEYWORD_1") and l0_of_b.exact_match("RENAMED_KEYWORD"))
 
-    a.delete(a.documents()[0].id)
+    a.documents.delete(a.documents.list()[0].id)
     _wait_for(lambda: not parts_of(b).index.exact_match("RENAMED_KEYWORD"))
 
 
@@ -49,11 +49,11 @@ def test_a_trimmed_feed_makes_the_follower_rescan(two, tmp_path):
 
     a, b = two
     parts_of(b).follower.stop()  # B is "down" for a while
-    a.upload("one.md", doc("One", ["KEY_ONE"]).encode(), "api")
-    a.upload("two.md", doc("Two", ["KEY_TWO"]).encode(), "api")
+    a.documents.upload("one.md", doc("One", ["KEY_ONE"]).encode(), "api")
+    a.documents.upload("two.md", doc("Two", ["KEY_TWO"]).encode(), "api")
     with parts_of(a).metadata._engine.begin() as connection:  # the feed is trimmed past B's position
         connection.execute(text("DELETE FROM kb_change"))
-    a.upload("three.md", doc("Three", ["KEY_THREE"]).encode(), "api")
+    a.documents.upload("three.md", doc("Three", ["KEY_THREE"]).encode(), "api")
     from kb_core.retrieval.change_follower import FEED_RETENTION
 
     parts_of(b).follower._polled_at -= FEED_RETENTION.total_seconds()  # ...for longer than trimming keeps rows
@@ -65,7 +65,7 @@ def test_a_trimmed_feed_makes_the_follower_rescan(two, tmp_path):
 def test_own_writes_coming_back_through_the_feed_rebuild_nothing(two):
     a, _b = two
     parts_of(a).follower.stop()
-    a.upload("own.md", doc("Own", ["OWN_KEY"]).encode(), "api")
+    a.documents.upload("own.md", doc("Own", ["OWN_KEY"]).encode(), "api")
     snapshot = parts_of(a).index._snapshot
     assert parts_of(a).follower.poll() >= 1  # the change is read...
     assert parts_of(a).index._snapshot is snapshot  # ...and, unchanged, swaps in no new snapshot
@@ -83,7 +83,7 @@ def test_the_feed_is_trimmed_keeping_the_newest_row_and_a_late_follower_rescans(
     parts_of(b).follower.stop()  # B is down while A writes and, a week later, trims
     parts_of(a).follower.stop()
     for i in range(3):
-        a.upload(f"old-{i}.md", doc(f"Old {i}", [f"OLD_KEY_{i}"]).encode(), "api")
+        a.documents.upload(f"old-{i}.md", doc(f"Old {i}", [f"OLD_KEY_{i}"]).encode(), "api")
     newest = parts_of(a).metadata.latest_change_id()
     with parts_of(a).metadata._engine.begin() as connection:  # these writes happened long ago
         connection.execute(text("UPDATE kb_change SET created_at = :t"),
@@ -94,7 +94,7 @@ def test_the_feed_is_trimmed_keeping_the_newest_row_and_a_late_follower_rescans(
     assert parts_of(a).metadata.latest_change_id() == newest
     changes, complete = parts_of(a).metadata.changes_since(0)
     assert [c.id for c in changes] == [newest] and not complete
-    a.upload("new.md", doc("New", ["NEW_AFTER_TRIM"]).encode(), "api")
+    a.documents.upload("new.md", doc("New", ["NEW_AFTER_TRIM"]).encode(), "api")
     assert parts_of(a).metadata.latest_change_id() == newest + 1
     parts_of(b).follower._polled_at -= FEED_RETENTION.total_seconds()  # B was down all that week
     parts_of(b).follower.poll()  # B's position is before the trimmed rows: it rescans and misses nothing
@@ -175,7 +175,8 @@ def test_a_write_that_commits_after_a_later_one_is_still_applied(tmp_path, mysql
         slow.execute(text("INSERT INTO kb_change (file_path, operation, content_sha256, created_at) "
                           "VALUES ('knowledge_base/api/late.md', 'upsert', :h, NOW())"),
                      {"h": hashlib.sha256(data).hexdigest()})
-        a.upload("early.md", doc("Early", ["EARLY_COMMIT_KEY"]).encode(), "api")  # a later id, committed first
+        # a later id, committed first
+        a.documents.upload("early.md", doc("Early", ["EARLY_COMMIT_KEY"]).encode(), "api")
         parts_of(b).follower.poll()
         assert parts_of(b).index.exact_match("EARLY_COMMIT_KEY")
         assert not parts_of(b).index.exact_match("LATE_COMMIT_KEY")

@@ -210,21 +210,21 @@ def test_the_upload_page_sends_new_files_as_create_only(synced_sample, monkeypat
     from support.console import upload_button as _upload_button
     from support.console import upload_files as _files
 
-    from kb_core.knowledge_base import KnowledgeBase
+    from kb_core.services.documents import Documents
 
     target = synced_sample / "knowledge_base/troubleshooting/retries.md"
     dropped = synced_sample / "knowledge_base/troubleshooting/backoff.md"
     mine = doc("Retries (mine)", ["RETRY_BUDGET"], "My retries.")
     theirs = doc("Retries (colleague)", ["RETRY_BUDGET", "Backoff"], "Their retries.")
     by_hand = "---\ntitle: Backoff (by hand)\n---\n# by hand\n"
-    upload = KnowledgeBase.upload
+    upload = Documents.upload
     sent: list[tuple[str, object, bool]] = []
 
     def upload_while_others_create(self, file_name, data, category, **kwargs):
         if not sent:  # the batch's first upload starts: meanwhile, another process and someone with a shell
             sent.append(("(colleague)", None, None))
             with stores() as colleague:
-                upload(colleague, "retries.md", theirs.encode(), "troubleshooting")
+                upload(colleague.documents, "retries.md", theirs.encode(), "troubleshooting")
             dropped.write_text(by_hand, encoding="utf-8")
         sent.append((file_name, kwargs.get("if_match"), kwargs.get("create_only")))
         return upload(self, file_name, data, category, **kwargs)
@@ -234,7 +234,7 @@ def test_the_upload_page_sends_new_files_as_create_only(synced_sample, monkeypat
     at.file_uploader(key="files").set_value(_files(("retries.md", mine), ("backoff.md", doc("Backoff", ["BACKOFF"])),
                                                    ("jitter.md", doc("Jitter", ["JITTER"])))).run()
     assert _upload_button(at).label == "Upload 3 file(s)"  # all three shown as new
-    monkeypatch.setattr(KnowledgeBase, "upload", upload_while_others_create)
+    monkeypatch.setattr(Documents, "upload", upload_while_others_create)
     _upload_button(at).click().run()
     assert not at.exception, at.exception
     finish_jobs(at)

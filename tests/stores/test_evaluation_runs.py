@@ -187,7 +187,7 @@ def test_a_cancelled_run_stores_nothing_and_runs_leave_the_lookup_metrics_alone(
     kb = realistic.as_user(CURATOR)
     kb.evaluation.import_set("realistic", QUERIES.read_bytes())
     def lookups_counted() -> float:  # the served-lookup metrics of this knowledge base (kb_lookup_duration_seconds)
-        registry = realistic._metrics.registry
+        registry = realistic.metrics_registry
         return sum(registry.get_sample_value("kb_lookup_duration_seconds_count", {"path": path}) or 0.0
                    for path in ("l0_unique", "l0_l1", "l1_only"))
 

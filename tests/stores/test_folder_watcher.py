@@ -128,7 +128,7 @@ def test_one_watcher_per_knowledge_base_and_a_takeover(tmp_path, db_url):
         write_doc(tmp_path / "knowledge_base", "faq/second.md", _guide("Second", ["SECOND_KEY"]))
         _wait_for(lambda: _found(other, "SECOND_KEY"), "a sync by the new watcher")
         # (each has its own Milvus Lite folder here, so only the rows are compared)
-        assert sorted(r.file_name for r in other.documents()) == ["first.md", "second.md"]
+        assert sorted(r.file_name for r in other.documents.list()) == ["first.md", "second.md"]
     finally:
         a.close()
         b.close()

@@ -138,19 +138,19 @@ def test_one_heavy_job_at_a_time_across_knowledge_bases_on_one_database(tmp_path
     the named lock in the database (MariaDB GET_LOCK, or the flock beside the SQLite file)."""
     many_documents(tmp_path, 6)
     with two_knowledge_bases(tmp_path, db_url, refresh_interval=0) as (a, b):
-        a.reconcile()
+        a.documents.reconcile()
         gate = Gate(a, at=2)
-        first = a.start_job("reindex_all")
+        first = a.jobs.start("reindex_all")
         gate.wait_reached()
-        waiting = b.start_job("reindex_all")
+        waiting = b.jobs.start("reindex_all")
         # b's worker looks at its turn every quarter second and touches nothing until the lock is free
-        assert b.job(waiting.id).state == JobState.QUEUED
-        assert a.job(waiting.id).state == JobState.QUEUED  # each sees the other's jobs: they are rows
-        assert b.job(first.id).state == JobState.RUNNING
+        assert b.jobs.get(waiting.id).state == JobState.QUEUED
+        assert a.jobs.get(waiting.id).state == JobState.QUEUED  # each sees the other's jobs: they are rows
+        assert b.jobs.get(first.id).state == JobState.RUNNING
         gate.release()
-        assert a.wait_for_job(first.id, WAIT).state == JobState.SUCCEEDED
-        ended = b.wait_for_job(waiting.id, WAIT)
-        assert ended.state == JobState.SUCCEEDED and ended.started_at >= a.job(first.id).ended_at
+        assert a.jobs.wait(first.id, WAIT).state == JobState.SUCCEEDED
+        ended = b.jobs.wait(waiting.id, WAIT)
+        assert ended.state == JobState.SUCCEEDED and ended.started_at >= a.jobs.get(first.id).ended_at
 
 
 # -- cancel ------------------------------------------------------------------------------------------------

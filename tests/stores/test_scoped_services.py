@@ -45,17 +45,17 @@ def test_a_limited_viewer_lists_reads_gets_and_chunks_nothing_of_another_audienc
     docs = kb.as_user(SUPPORT).documents
     assert HIDDEN not in {d.file_path for d in docs.list()}
     assert len(docs.list()) == len(kb.documents.list()) - 1  # the other pages are all there
-    assert docs.documents.get(doc_id) is None
-    assert docs.documents.chunks(doc_id) == []
+    assert docs.get(doc_id) is None
+    assert docs.chunks(doc_id) == []
     assert docs.text(HIDDEN) is None and docs.text("internal/postmortem-2026-10.md") is None
     assert docs.entry(HIDDEN) is None and docs.versions(HIDDEN) == ()
-    assert HIDDEN not in docs.LANGUAGES()
-    assert "internal" not in docs.documents.categories() and "internal" in kb.documents.categories()
+    assert HIDDEN not in docs.languages()
+    assert "internal" not in docs.categories() and "internal" in kb.documents.categories()
     with pytest.raises(Exception, match="no document"):
         docs.fields(HIDDEN)
     # the page's own audience reads it all
     own = kb.as_user(SRE).documents
-    assert own.documents.get(doc_id) is not None and own.documents.chunks(doc_id) and "postmortem" in own.text(HIDDEN)
+    assert own.get(doc_id) is not None and own.chunks(doc_id) and "postmortem" in own.text(HIDDEN)
 
 
 def test_the_keyword_map_of_a_limited_viewer_holds_its_pages_alone(kb):
@@ -66,7 +66,7 @@ def test_the_keyword_map_of_a_limited_viewer_holds_its_pages_alone(kb):
     assert "postmortem-edge" not in rows and "outage-2026-10" not in rows
     assert all(HIDDEN not in row.file_paths for row in rows.values())
     assert len(limited.map().rows) == len(kb.keywords.map().rows) - 2
-    assert limited.documents.list("postmortem-edge") == []
+    assert limited.documents("postmortem-edge") == []
     assert [h.file_path for h in kb.keywords.documents("postmortem-edge")] == [HIDDEN]
 
 

@@ -48,7 +48,8 @@ def pair(tmp_path, db_url):
 
 def test_a_second_render_recounts_nothing_and_a_write_invalidates(pair, monkeypatch):
     a, _ = pair
-    a.upload("gateway-timeouts.md", doc("Gateway timeouts", ["ERR_GATEWAY_TIMEOUT", "API", "超时"]).encode(), "api")
+    a.documents.upload("gateway-timeouts.md", doc("Gateway timeouts", ["ERR_GATEWAY_TIMEOUT", "API", "超时"]).encode(),
+                       "api")
     parts_of(a).follower.poll()  # its own write comes back through the feed (and drops the cache once more)
     spy = Spy(monkeypatch, a)
     first = _render(a)
@@ -57,7 +58,7 @@ def test_a_second_render_recounts_nothing_and_a_write_invalidates(pair, monkeypa
     assert _render(a) == first
     assert spy.calls == before, "a second render read the stores again"
 
-    a.upload("cli-login.md", doc("CLI login", ["CLI", "login"]).encode(), "troubleshooting")
+    a.documents.upload("cli-login.md", doc("CLI login", ["CLI", "login"]).encode(), "troubleshooting")
     counts, documents, categories, claims = _render(a)
     assert spy.calls["MetadataStore.count_documents"] == before["MetadataStore.count_documents"] + 1
     assert counts.database == 2 and len(documents) == 2 and categories == ["api", "troubleshooting"]
@@ -67,11 +68,11 @@ def test_a_second_render_recounts_nothing_and_a_write_invalidates(pair, monkeypa
 def test_a_change_from_another_knowledge_base_invalidates(pair, monkeypatch):
     a, b = pair
     spy = Spy(monkeypatch, b)
-    assert _render(b)[0].database == 0 and b.documents() == []
+    assert _render(b)[0].database == 0 and b.documents.list() == []
     listed = spy.calls["MetadataStore.list_documents"]
 
-    a.upload("kafka-lag.md", doc("Kafka consumer lag", ["consumer lag", "Kafka"]).encode(), "runbooks")
-    assert b.documents() == []  # B has not seen the change yet: still the cached list
+    a.documents.upload("kafka-lag.md", doc("Kafka consumer lag", ["consumer lag", "Kafka"]).encode(), "runbooks")
+    assert b.documents.list() == []  # B has not seen the change yet: still the cached list
     assert parts_of(b).follower.poll() >= 1
     counts, documents, categories, claims = _render(b)
     assert spy.calls["MetadataStore.list_documents"] == listed + 1
@@ -81,11 +82,11 @@ def test_a_change_from_another_knowledge_base_invalidates(pair, monkeypatch):
 
 def test_unindexed_files_are_the_files_a_sync_would_add(pair, tmp_path):
     a, _ = pair
-    a.upload("gateway-timeouts.md", doc("Gateway timeouts", ["ERR_GATEWAY_TIMEOUT"]).encode(), "api")
+    a.documents.upload("gateway-timeouts.md", doc("Gateway timeouts", ["ERR_GATEWAY_TIMEOUT"]).encode(), "api")
     by_hand = tmp_path / "knowledge_base" / "runbooks" / "重启网关.md"  # copied in by hand, as git does
     by_hand.parent.mkdir(parents=True)
     by_hand.write_text(doc("重启网关", ["重启", "gateway restart"]), encoding="utf-8")
     summaries_of(a).max_age = 0  # nobody announces a hand copy: the backstop age makes it visible
-    assert a.unindexed_files() == ["knowledge_base/runbooks/重启网关.md"]
-    a.reconcile()
-    assert a.unindexed_files() == []
+    assert a.documents.unindexed_files() == ["knowledge_base/runbooks/重启网关.md"]
+    a.documents.reconcile()
+    assert a.documents.unindexed_files() == []

@@ -368,13 +368,13 @@ def test_another_knowledge_base_drops_and_regains_the_document(tmp_path, db_url)
     with two_knowledge_bases(tmp_path, db_url, refresh_interval=0.2) as (a, b):
         record = _upload(a)
         _wait_for(lambda: parts_of(b).index.exact_match("LIMIT_REQ_TRASH"))
-        item = a.delete(record.id).trashed
+        item = a.documents.delete(record.id).trashed
         _wait_for(lambda: not parts_of(b).index.exact_match("LIMIT_REQ_TRASH"))
-        assert b.trash() == [item]  # one trash folder at the app root
-        b.restore(item)
+        assert b.trash.items() == [item]  # one trash folder at the app root
+        b.trash.restore(item)
         _wait_for(lambda: parts_of(a).index.exact_match("LIMIT_REQ_TRASH"))
         assert a.lookup_knowledge("LIMIT_REQ_TRASH")["primary"]["source"] == PATH
-        assert a.trash() == []
+        assert a.trash.items() == []
 
 
 @pytest.mark.processes
