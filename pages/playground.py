@@ -12,13 +12,13 @@ from kb_core import JobState, KnowledgeBase, KnowledgeBaseError, Role
 from kb_core.console import (
     MORE_SECTIONS,
     HistoryEntry,
-    bench_link_params,
     category_folders,
-    parse_bench_link,
+    parse_trial_link,
     section_chips,
     split_body,
+    trial_link_params,
 )
-from pages.shell import bench_view
+from pages.shell import trial_view
 from pages.shell.jobs_panel import render_jobs_panel, started_here
 from pages.shell.label_view import render_label_control, served_parts
 from pages.shell.safe import escape_markdown, inline_code, neutralize_images
@@ -34,15 +34,15 @@ st.caption("Runs the very same `lookup_knowledge` an agent calls (logged with yo
 state = st.session_state
 state.setdefault("run_query", False)
 
-# A link (from the Tool calls page, or a test a curator shares) holds the query and the bench's settings
+# A link (from the Tool calls page, or a test a curator shares) holds the query and the test bench's settings
 # (`?q=…&retriever=bm25&k=10&category=api&lang=zh&min_score=1.5`): it fills them in and runs that test once per
 # distinct link. The page's own runs keep the URL in step, so a rerun does not repeat an old one.
 link_error = None
 params = {key: st.query_params.get_all(key) for key in st.query_params}
 if any(q.strip() for q in params.get("q", [])):
     try:
-        link_query, link_section, link_options = parse_bench_link(params)
-        canonical = bench_link_params(link_query, link_options, link_section)
+        link_query, link_section, link_options = parse_trial_link(params)
+        canonical = trial_link_params(link_query, link_options, link_section)
     except KnowledgeBaseError as exc:
         link_error = f"This link's test cannot run: {exc}"
     else:
@@ -50,7 +50,7 @@ if any(q.strip() for q in params.get("q", [])):
             state.linked = canonical
             state.query = link_query
             state.section_title = link_section or ""
-            bench_view.show_options(link_options)
+            trial_view.show_options(link_options)
             state.run_query = state.replay = True
 
 try:
@@ -108,7 +108,7 @@ def _rerun(query: str, section: str | None) -> None:
 def _run_again(entry: HistoryEntry) -> None:
     """A history entry: its query, section and bench settings, run again (a replay)."""
     _rerun(entry.query, entry.section_title)
-    bench_view.show_options(entry.options)
+    trial_view.show_options(entry.options)
     state.replay = True
 
 
@@ -179,9 +179,9 @@ with st.form("lookup", border=False):
 
 try:
     folders, languages = category_folders(kb.documents.categories()), sorted(set(kb.documents.languages().values()))
-except KnowledgeBaseError:  # the database just went away: the sidebar says so; the bench offers what it can
+except KnowledgeBaseError:  # the database just went away: the sidebar says so; the test bench offers what it can
     folders, languages = [], []
-bench_view.render_controls(dense_available=status.dense_search, folders=folders, languages=languages)
+trial_view.render_controls(dense_available=status.dense_search, folders=folders, languages=languages)
 
 # One container for this run's messages, filled or not: every element after it keeps its place, so while the
 # browser reruns it never shows the previous answer beside the new one (see "alternatives" below).
@@ -192,7 +192,7 @@ if submitted or state.run_query:
     state.run_query = False
     replay = state.pop("replay", False)
     try:
-        options = bench_view.chosen_options()
+        options = trial_view.chosen_options()
         run = kb.playground.run(query, options, section_title=section or None, replay=replay)
     except KnowledgeBaseError as exc:  # options kb_core refuses: nothing ran
         messages.error(escape_markdown(exc))
@@ -200,7 +200,7 @@ if submitted or state.run_query:
         state.last = run
         state.answered = (query, section or None)
         if query.strip():  # the URL now links to this test
-            state.linked = bench_link_params(query, options, section or None)
+            state.linked = trial_link_params(query, options, section or None)
             st.query_params.from_dict(state.linked)
         if run.history_error:
             messages.warning(escape_markdown(f"This run is not in your history: {run.history_error}"))
@@ -208,15 +208,15 @@ if submitted or state.run_query:
 
 def _agent_view(run) -> None:
     """What the agent receives: the primary and the supplement, why, and the raw JSON, exactly as the tool
-    returned it (the bench's settings never change it). The same elements at the top level every time (what
+    returned it (the test bench's settings never change it). The same elements at the top level every time (what
     varies sits in containers), so a rerun replaces each in place and never shows two "Raw JSON" panels."""
     payload = run.payload
     filters = {k: v for k, v in run.arguments.items() if k in ("category", "language")}
     asked = ", ".join(f"{k}={v!r}" for k, v in filters.items())
     st.caption("The exact tool output: the `lookup_knowledge` answer an agent gets for this query"
-               + (escape_markdown(f" with {asked} (the bench's one category and one language, which an agent can "
+               + (escape_markdown(f" with {asked} (the test bench's one category and one language, which an agent can "
                                   "ask for too)") if asked else
-                  " (the bench's other settings do not change it; one category or one language would)") + ".")
+                  " (the test bench's other settings do not change it; one category or one language would)") + ".")
     with st.container(key="answer-notes"):
         if run.error:
             st.error(escape_markdown(run.error))
@@ -326,13 +326,13 @@ if run is None:
     st.info("Type a query: an error code such as `ERR_TIMEOUT` (one exact L0 hit), an ambiguous term such as "
             "`超时` (several L0 hits, L1 supplements), or a question such as `如何优化缓存` (L1 only).")
 else:
-    agent_tab, bench_tab = st.tabs(["What the agent receives", bench_view.bench_tab_label(run)])
+    agent_tab, trial_tab = st.tabs(["What the agent receives", trial_view.trial_tab_label(run)])
     with agent_tab:
         _agent_view(run)
         if not run.error:
             render_label_control(kb, run.query, served_parts(run.payload), key="playground", kind="playground")
-    with bench_tab:
-        bench_view.render_rows(run)
+    with trial_tab:
+        trial_view.render_rows(run)
 
 try:
     history = kb.playground.history(20)
@@ -340,4 +340,4 @@ except KnowledgeBaseError as exc:
     st.caption(escape_markdown(f"Your history cannot be read now: {exc}"))
 else:
     if history:
-        bench_view.render_history(history, _run_again)
+        trial_view.render_history(history, _run_again)

@@ -1,5 +1,5 @@
 """The playground's test run: the exact call an agent makes, and beside it L1's rows under options an agent
-cannot set (`kb_core.retrieval.playground`), recorded in the user's history."""
+cannot set (`kb_core.retrieval.trial`), recorded in the user's history."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ from kb_core.documents.path_rule import categories_below, category_folders
 from kb_core.documents.scope import ALL, Scope
 from kb_core.errors import InvalidInputError, KnowledgeBaseError
 from kb_core.retrieval.lookup import LookupResult
-from kb_core.retrieval.playground import (
-    BenchOptions,
-    BenchRun,
+from kb_core.retrieval.scoped_documents import source_admitted
+from kb_core.retrieval.trial import (
     HistoryEntry,
     Retriever,
+    TrialOptions,
+    TrialRun,
     agent_filters,
-    bench_rows,
     history_entry,
+    trial_rows,
 )
-from kb_core.retrieval.scoped_documents import source_admitted
 
 if TYPE_CHECKING:
     from kb_core.agent.tool import ToolResponse
@@ -47,17 +47,17 @@ class Playground:
         self._acting = acting
         self._call_tool = call_tool
 
-    def run(self, query: str, options: BenchOptions | None = None, *, section_title: str | None = None,
-            replay: bool = False) -> BenchRun:
+    def run(self, query: str, options: TrialOptions | None = None, *, section_title: str | None = None,
+            replay: bool = False) -> TrialRun:
         """A test run: the exact `lookup_knowledge` call an agent makes (its payload untouched, logged with the
         acting user's name as caller; `replay=True`, a run from a link or the history, is logged as
         `console-replay` and never counted as needing attention), and beside it L1's rows under `options` (see
-        `BenchOptions`), from the documents the actor may read only. Recorded in the acting user's history
+        `TrialOptions`), from the documents the actor may read only. Recorded in the acting user's history
         (`history`). Options that cannot run here (dense only without a model, a category nobody uses) raise
         `InvalidInputError` before anything runs."""
-        options = BenchOptions() if options is None else options
-        if not isinstance(options, BenchOptions):
-            raise InvalidInputError(f"options must be BenchOptions, got {type(options).__name__}")
+        options = TrialOptions() if options is None else options
+        if not isinstance(options, TrialOptions):
+            raise InvalidInputError(f"options must be TrialOptions, got {type(options).__name__}")
         if options.retriever is Retriever.DENSE and not self._searcher.dense_active():
             state = self._embedder.state
             raise InvalidInputError(f"dense only needs the embedding model, which is {state.state} "
@@ -69,17 +69,17 @@ class Playground:
         response = self._call_tool(arguments, REPLAY_CALLER if replay else self._acting.caller)
         result = response.result if isinstance(response.result, LookupResult) else None
         languages = self._catalogue.languages()
-        run = BenchRun(query=query, section_title=section_title, options=options, payload=response.payload,
+        run = TrialRun(query=query, section_title=section_title, options=options, payload=response.payload,
                        arguments=arguments,
                        result=result, error=response.error, latency_ms=response.latency_ms,
                        searched=None if doc_ids is None else len(doc_ids), replay=replay,
-                       **bench_rows(self._searcher, query, options, result, doc_ids,
+                       **trial_rows(self._searcher, query, options, result, doc_ids,
                                     lambda source: languages.get(source, "und")))
         if isinstance(query, str) and query.strip():
             run = self._record(run, response, result)
         return run
 
-    def _record(self, run: BenchRun, response: ToolResponse, result: LookupResult | None) -> BenchRun:
+    def _record(self, run: TrialRun, response: ToolResponse, result: LookupResult | None) -> TrialRun:
         try:
             self._metadata.record_query(
                 actor=self._acting.actor.name, query=run.query, section_title=run.section_title,
@@ -95,7 +95,7 @@ class Playground:
         """The acting user's test runs, newest first; each user sees only their own."""
         return [history_entry(r) for r in self._metadata.query_history(self._acting.actor.name, limit)]
 
-    def _filtered_ids(self, options: BenchOptions, scope: Scope = ALL) -> frozenset[int] | None:
+    def _filtered_ids(self, options: TrialOptions, scope: Scope = ALL) -> frozenset[int] | None:
         """The ids of the documents the options' category and language filters leave, of those `scope` may
         read (None: no filter, every document)."""
         if not options.filtered and scope.everything:

@@ -200,11 +200,11 @@ def _as(kb, name: str, *audiences: str):
 
 def test_the_bench_shows_a_limited_viewer_rows_only_from_pages_it_may_read(kb):
     from kb_core.errors import InvalidInputError
-    from kb_core.retrieval.playground import BenchOptions
+    from kb_core.retrieval.trial import TrialOptions
 
     support, sre = _as(kb, "vic@example.com", "support"), _as(kb, "sam@example.com", "sre")
-    for options in (BenchOptions(retriever="bm25", top_k=20), BenchOptions(retriever="hybrid", top_k=20),
-                    BenchOptions(retriever="bm25", top_k=20, languages=("en",))):
+    for options in (TrialOptions(retriever="bm25", top_k=20), TrialOptions(retriever="hybrid", top_k=20),
+                    TrialOptions(retriever="bm25", top_k=20, languages=("en",))):
         shown = support.playground.run(QUESTION, options)
         assert PAGE not in {r.source for r in shown.rows}, options
         assert "40 minutes" not in " ".join(r.content for r in shown.rows)
@@ -215,8 +215,8 @@ def test_the_bench_shows_a_limited_viewer_rows_only_from_pages_it_may_read(kb):
     assert not keyword.payload["found"] and not keyword.result.trace.l0_matches
     # a folder whose every page it may not read is no folder for it, as a folder nobody uses
     with pytest.raises(InvalidInputError, match="there is no category 'internal'"):
-        support.playground.run(QUESTION, BenchOptions(retriever="bm25", categories=("internal",)))
-    assert {r.source for r in sre.playground.run(QUESTION, BenchOptions(retriever="bm25",
+        support.playground.run(QUESTION, TrialOptions(retriever="bm25", categories=("internal",)))
+    assert {r.source for r in sre.playground.run(QUESTION, TrialOptions(retriever="bm25",
                                                                         categories=("internal",))).rows} \
         == {PAGE}
 

@@ -2,13 +2,13 @@
 
 `lookup_knowledge` runs L1 with three rows, both retrievers and no filter, and only when L0 has no unique
 answer. A curator testing retrieval wants more: up to 20 rows, one retriever at a time, a category (a folder,
-with its sub-folders) or a language, and a minimum score. `BenchOptions` holds those choices (validated on
-construction: a bad one raises `InvalidInputError`); `bench_rows` runs them through the very L1 search and
+with its sub-folders) or a language, and a minimum score. `TrialOptions` holds those choices (validated on
+construction: a bad one raises `InvalidInputError`); `trial_rows` runs them through the very L1 search and
 relevance check agents get (`VectorSearcher.search_with`) and says where each row's query terms are
 (`terms.term_spans`), so the console can highlight what matched. The agents' lookup itself is never changed:
 with `Retriever.AGENT` the rows are the ones the lookup used.
 
-`bench_link_params` / `parse_bench_link` turn a query and its options into URL parameters and back, so a test
+`trial_link_params` / `parse_trial_link` turn a query and its options into URL parameters and back, so a test
 is a link.
 """
 
@@ -27,14 +27,14 @@ from kb_core.retrieval.l1_search import VectorSearcher
 from kb_core.retrieval.lookup import L1_TOP_K, L1Hit, LookupResult
 from kb_core.terms import term_spans
 
-__all__ = ["MAX_TOP_K", "MIN_TOP_K", "BenchOptions", "BenchRow", "BenchRun", "HistoryEntry", "Retriever",
-           "bench_link_params", "bench_rows", "history_entry", "parse_bench_link"]
+__all__ = ["MAX_TOP_K", "MIN_TOP_K", "TrialOptions", "TrialRow", "TrialRun", "HistoryEntry", "Retriever",
+           "trial_link_params", "trial_rows", "history_entry", "parse_trial_link"]
 
 MIN_TOP_K, MAX_TOP_K = 1, 20
 
 
 class Retriever(enum.StrEnum):
-    """Which retrieval the bench runs."""
+    """Which retrieval the test bench runs."""
 
     AGENT = "agent"  # as agents get it: the lookup's own L1 rows (L0 first; L1 top 3, no filter, maybe not run)
     HYBRID = "hybrid"  # L1: BM25 and dense, fused (dense only once the model is ready)
@@ -58,7 +58,7 @@ _SCORE_NAMES = {Retriever.AGENT: "fused score", Retriever.HYBRID: "fused score",
 
 
 @dataclass(frozen=True)
-class BenchOptions:
+class TrialOptions:
     """A test run's options. Validated and normalised on construction (`InvalidInputError` says what is wrong):
     `retriever` a `Retriever` or its value; `top_k` L1 rows, 1-20; `categories` folder paths, each taking its
     sub-folders; `languages` language tags (`zh-CN` becomes `zh`; `und` for undetermined); `min_score` the
@@ -119,7 +119,7 @@ class BenchOptions:
                 "languages": list(self.languages), "min_score": self.min_score}
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> BenchOptions:
+    def from_dict(cls, values: Mapping[str, Any]) -> TrialOptions:
         return cls(retriever=values.get("retriever", Retriever.AGENT), top_k=values.get("top_k", L1_TOP_K),
                    categories=tuple(values.get("categories") or ()), languages=tuple(values.get("languages") or ()),
                    min_score=values.get("min_score"))
@@ -148,11 +148,11 @@ _SINGLE = {"q": "query", "section": "section title", "retriever": "retriever", "
            "min_score": "minimum score"}
 
 
-def bench_link_params(query: str, options: BenchOptions | None = None,
+def trial_link_params(query: str, options: TrialOptions | None = None,
                       section_title: str | None = None) -> dict[str, str | list[str]]:
     """URL parameters for a test: `q`, then only what differs from the defaults (`section`, `retriever`, `k`,
     `category` and `lang` repeated, `min_score`), so a plain lookup stays `?q=…`."""
-    options = options or BenchOptions()
+    options = options or TrialOptions()
     params: dict[str, str | list[str]] = {"q": query}
     if section_title:
         params["section"] = section_title
@@ -169,8 +169,8 @@ def bench_link_params(query: str, options: BenchOptions | None = None,
     return params
 
 
-def parse_bench_link(params: Mapping[str, str | Sequence[str]]) -> tuple[str, str | None, BenchOptions]:
-    """(query, section title, options) from URL parameters (`bench_link_params`; a repeated key may come as a
+def parse_trial_link(params: Mapping[str, str | Sequence[str]]) -> tuple[str, str | None, TrialOptions]:
+    """(query, section title, options) from URL parameters (`trial_link_params`; a repeated key may come as a
     list); unknown keys are ignored. `InvalidInputError` names a value that is not valid."""
     def single(key: str) -> str | None:
         value = params.get(key)
@@ -197,14 +197,14 @@ def parse_bench_link(params: Mapping[str, str | Sequence[str]]) -> tuple[str, st
             minimum = float(raw_min.strip())
         except ValueError:
             raise InvalidInputError(f"the minimum score (min_score) must be a number, got {raw_min!r}") from None
-    options = BenchOptions(retriever=single("retriever") or Retriever.AGENT, top_k=top_k,
+    options = TrialOptions(retriever=single("retriever") or Retriever.AGENT, top_k=top_k,
                            categories=several("category"), languages=several("lang"), min_score=minimum)
     return single("q") or "", single("section") or None, options
 
 
 # -- runs --------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class BenchRow:
+class TrialRow:
     """One L1 row of a test run."""
 
     rank: int  # 1-based
@@ -220,20 +220,20 @@ class BenchRow:
 
 
 @dataclass(frozen=True)
-class BenchRun:
-    """A test run: exactly what the agent receives for the query, and the bench's L1 rows beside it."""
+class TrialRun:
+    """A test run: exactly what the agent receives for the query, and the test bench's L1 rows beside it."""
 
     query: str
     section_title: str | None
-    options: BenchOptions
+    options: TrialOptions
     payload: dict[str, Any]  # the agent's JSON, byte for byte what `lookup_knowledge` returns
     result: LookupResult | None  # the lookup with its trace (None: the tool refused the arguments)
     error: str | None  # the tool's error result, if any
     latency_ms: float  # the tool call's
-    rows: tuple[BenchRow, ...]
+    rows: tuple[TrialRow, ...]
     note: str  # which rows these are, or why there are none
     searched: int | None = None  # documents in the filters' scope (None: no filter)
-    l1_error: str | None = None  # the bench's L1 search failed
+    l1_error: str | None = None  # the test bench's L1 search failed
     timings_ms: dict[str, float] = field(default_factory=dict)
     replay: bool = False  # logged with caller `console-replay` (a link or the history ran it again)
     history_error: str | None = None  # the run could not be added to the history
@@ -244,9 +244,9 @@ class BenchRun:
         return self.options.retriever.score_name
 
 
-def agent_filters(options: BenchOptions) -> dict[str, str]:
-    """The bench's filters an agent's call can carry too: one category, one language (lookup_knowledge takes
-    one of each); with several, the agent's call is unfiltered and only the bench rows are narrowed."""
+def agent_filters(options: TrialOptions) -> dict[str, str]:
+    """The test bench's filters an agent's call can carry too: one category, one language (lookup_knowledge takes
+    one of each); with several, the agent's call is unfiltered and only the test bench rows are narrowed."""
     filters = {}
     if len(options.categories) == 1:
         filters["category"] = options.categories[0]
@@ -255,9 +255,9 @@ def agent_filters(options: BenchOptions) -> dict[str, str]:
     return filters
 
 
-def bench_rows(searcher: VectorSearcher, query: str, options: BenchOptions, result: LookupResult | None,
+def trial_rows(searcher: VectorSearcher, query: str, options: TrialOptions, result: LookupResult | None,
                doc_ids: Collection[int] | None, language_of: Callable[[str], str]) -> dict[str, Any]:
-    """The rows of a run and what to say about them: `rows`, `note`, `l1_error`, `timings_ms` (BenchRun's
+    """The rows of a run and what to say about them: `rows`, `note`, `l1_error`, `timings_ms` (TrialRun's
     fields). `doc_ids`: the documents the filters leave, of those the caller may read (None: no filter, and a
     caller reading every page)."""
     text = query.strip() if isinstance(query, str) else ""
@@ -291,8 +291,8 @@ def bench_rows(searcher: VectorSearcher, query: str, options: BenchOptions, resu
     started = time.perf_counter()
     try:
         hits = searcher.search_with(text, top_k=options.top_k, retrievers=names, doc_ids=doc_ids, keep=keep)
-    except Exception as exc:  # noqa: BLE001 - the agent's answer is shown whatever the bench's search does
-        return {"rows": (), "note": "The bench's L1 search failed.", "l1_error": f"{type(exc).__name__}: {exc}",
+    except Exception as exc:  # noqa: BLE001 - the agent's answer is shown whatever the test bench's search does
+        return {"rows": (), "note": "The test bench's L1 search failed.", "l1_error": f"{type(exc).__name__}: {exc}",
                 "timings_ms": {"bench": _ms(started)}}
     rows = tuple(_row(i, hit, own_score(hit), text, language_of) for i, hit in enumerate(hits))
     scope = "" if doc_ids is None else f" in {len(doc_ids):,} document{'s' if len(doc_ids) != 1 else ''}"
@@ -302,8 +302,8 @@ def bench_rows(searcher: VectorSearcher, query: str, options: BenchOptions, resu
     return {"rows": rows, "note": note, "timings_ms": {"bench": _ms(started)}}
 
 
-def _row(index: int, hit: L1Hit, score: float, query: str, language_of: Callable[[str], str]) -> BenchRow:
-    return BenchRow(rank=index + 1, source=hit.source, heading=hit.heading, content=hit.content, score=score,
+def _row(index: int, hit: L1Hit, score: float, query: str, language_of: Callable[[str], str]) -> TrialRow:
+    return TrialRow(rank=index + 1, source=hit.source, heading=hit.heading, content=hit.content, score=score,
                     fused_score=hit.score, retrievers=hit.retrievers, retriever_scores=hit.retriever_scores,
                     lang=language_of(hit.source), highlights=tuple(term_spans(query, hit.content)))
 
@@ -320,7 +320,7 @@ class HistoryEntry:
     id: int
     query: str
     section_title: str | None
-    options: BenchOptions  # the defaults when what was stored is no longer valid
+    options: TrialOptions  # the defaults when what was stored is no longer valid
     found: bool
     answer: str  # "exact_L0 + semantic_L1", "semantic_L1", "" (nothing found) or "error"
     latency_ms: float
@@ -330,9 +330,9 @@ class HistoryEntry:
 def history_entry(record: Any) -> HistoryEntry:
     """A stored history row (`QueryHistoryRecord`) as an entry."""
     try:
-        options = BenchOptions.from_dict(record.options)
+        options = TrialOptions.from_dict(record.options)
     except InvalidInputError:
-        options = BenchOptions()
+        options = TrialOptions()
     return HistoryEntry(id=record.id, query=record.query, section_title=record.section_title, options=options,
                         found=record.found, answer=record.answer, latency_ms=record.latency_ms,
                         created_at=record.created_at)

@@ -54,25 +54,25 @@ def _scores(at, name: str) -> list[float]:
 def _choose(at, *, retriever: str | None = None, top_k: int | None = None, categories=None, languages=None,
             min_score=None):
     if retriever is not None:
-        at.selectbox(key="bench_retriever").set_value(retriever).run()
+        at.selectbox(key="trial_retriever").set_value(retriever).run()
     if top_k is not None:
-        at.slider(key="bench_top_k").set_value(top_k)
+        at.slider(key="trial_top_k").set_value(top_k)
     if categories is not None:
-        at.multiselect(key="bench_categories").set_value(categories)
+        at.multiselect(key="trial_categories").set_value(categories)
     if languages is not None:
-        at.multiselect(key="bench_languages").set_value(languages)
+        at.multiselect(key="trial_languages").set_value(languages)
     if min_score is not None:
-        at.number_input(key="bench_min_score").set_value(min_score)
+        at.number_input(key="trial_min_score").set_value(min_score)
     return at
 
 
 def test_the_agents_view_is_the_default_and_the_bench_sits_beside_it(synced_sample):
     at = run_page("playground")
-    retriever = at.selectbox(key="bench_retriever")
+    retriever = at.selectbox(key="trial_retriever")
     assert retriever.value == "agent" and retriever.options == [
         "As agents get it", "L1 hybrid (BM25 + dense)", "BM25 only"]  # no model: no dense only
-    for control in (at.slider(key="bench_top_k"), at.multiselect(key="bench_categories"),
-                    at.multiselect(key="bench_languages"), at.number_input(key="bench_min_score")):
+    for control in (at.slider(key="trial_top_k"), at.multiselect(key="trial_categories"),
+                    at.multiselect(key="trial_languages"), at.number_input(key="trial_min_score")):
         assert control.disabled  # they need an L1 retriever
     look_up(at, "超时")
     assert [t.label for t in at.tabs] == ["What the agent receives", "Test bench · As agents get it · 3 rows"]
@@ -86,7 +86,7 @@ def test_retriever_and_top_k(synced_sample):
     at = look_up(run_page("playground"), "超时")
     agents_json = at.code[0].value
     _choose(at, retriever="bm25", top_k=10)
-    assert not at.slider(key="bench_top_k").disabled
+    assert not at.slider(key="trial_top_k").disabled
     look_up(at, "超时")
     assert at.code[0].value == agents_json  # the agent's answer does not move
     assert _bench(at).label.startswith("Test bench · BM25 only · top 10 · ")
@@ -103,7 +103,7 @@ def test_retriever_and_top_k(synced_sample):
 def test_a_category_filter_takes_the_folder_and_its_sub_folders(nested_sample):
     at = run_page("playground")
     _choose(at, retriever="bm25")
-    assert at.multiselect(key="bench_categories").options == [
+    assert at.multiselect(key="trial_categories").options == [
         "api", "domain", "troubleshooting", "troubleshooting/network"]
     _choose(at, top_k=20, categories=["troubleshooting"])
     look_up(at, "超时")
@@ -117,7 +117,7 @@ def test_a_category_filter_takes_the_folder_and_its_sub_folders(nested_sample):
 
 def test_a_language_filter(synced_sample):
     at = _choose(run_page("playground"), retriever="hybrid", top_k=20)
-    assert at.multiselect(key="bench_languages").options == ["en", "zh"]
+    assert at.multiselect(key="trial_languages").options == ["en", "zh"]
     look_up(at, "timeout")
     assert {re.search(r":gray-badge\[(\w+)\]", row).group(1) for row in _rows(at)} == {"zh"}
     _choose(at, languages=["en"])
@@ -153,11 +153,11 @@ def test_a_test_is_a_link_and_the_link_runs_that_test(synced_sample):
     at.run()
     assert not at.exception, at.exception
     assert at.text_input(key="query").value == "超时"
-    assert at.selectbox(key="bench_retriever").value == "bm25"
-    assert at.slider(key="bench_top_k").value == 5
-    assert at.multiselect(key="bench_categories").value == ["api", "troubleshooting"]
-    assert at.multiselect(key="bench_languages").value == ["zh"]
-    assert at.number_input(key="bench_min_score").value == 1.5
+    assert at.selectbox(key="trial_retriever").value == "bm25"
+    assert at.slider(key="trial_top_k").value == 5
+    assert at.multiselect(key="trial_categories").value == ["api", "troubleshooting"]
+    assert at.multiselect(key="trial_languages").value == ["zh"]
+    assert at.number_input(key="trial_min_score").value == 1.5
     label = "Test bench · BM25 only · top 5 · in api, troubleshooting · lang zh · BM25 score ≥ 1.5 · "
     assert _bench(at).label.startswith(label) and _rows(at)
     assert history_shown(at) == ["`超时`"]
@@ -192,7 +192,7 @@ def test_a_dense_link_without_a_model_is_refused_by_kb_core(synced_sample):
     at.query_params.update({"q": "超时", "retriever": "dense"})
     at.run()
     assert not at.exception, at.exception
-    assert at.selectbox(key="bench_retriever").value == "dense"  # kept visible: the link asked for it
+    assert at.selectbox(key="trial_retriever").value == "dense"  # kept visible: the link asked for it
     assert any("dense only needs the embedding model" in e.value for e in at.error)
     _choose(at, retriever="bm25")
     look_up(at, "超时")
@@ -208,7 +208,7 @@ def test_the_history_runs_a_test_again_with_its_settings(synced_sample):
     assert "BM25 only · top 10" in " ".join(c.value for c in history.caption)
     at.button(key="again-1").click().run()
     assert not at.exception, at.exception
-    assert at.selectbox(key="bench_retriever").value == "bm25" and at.slider(key="bench_top_k").value == 10
+    assert at.selectbox(key="trial_retriever").value == "bm25" and at.slider(key="trial_top_k").value == 10
     assert _bench(at).label.startswith("Test bench · BM25 only · top 10 · ")
     assert history_shown(at)[:2] == ["`超时`", "`ERR_TIMEOUT`"]
     at.switch_page("../../pages/tool_calls.py").run()

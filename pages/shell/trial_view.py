@@ -6,17 +6,17 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from kb_core.console import MAX_TOP_K, MIN_TOP_K, BenchOptions, BenchRun, HistoryEntry, Retriever
+from kb_core.console import MAX_TOP_K, MIN_TOP_K, HistoryEntry, Retriever, TrialOptions, TrialRun
 from pages.shell.safe import escape_markdown, highlight_text, inline_code
 
 # the controls' session-state keys
-RETRIEVER, TOP_K, CATEGORIES, LANGUAGES, MIN_SCORE = ("bench_retriever", "bench_top_k", "bench_categories",
-                                                      "bench_languages", "bench_min_score")
-_DEFAULTS = BenchOptions()
+RETRIEVER, TOP_K, CATEGORIES, LANGUAGES, MIN_SCORE = ("trial_retriever", "trial_top_k", "trial_categories",
+                                                      "trial_languages", "trial_min_score")
+_DEFAULTS = TrialOptions()
 TALL_CHUNK = 700  # characters: a longer chunk scrolls inside its row
 
 
-def show_options(options: BenchOptions) -> None:
+def show_options(options: TrialOptions) -> None:
     """Set the controls to `options` (before they are drawn: from a link, or a history entry run again)."""
     state = st.session_state
     state[RETRIEVER] = options.retriever.value
@@ -57,25 +57,25 @@ def render_controls(*, dense_available: bool, folders: list[str], languages: lis
             st.caption("Top-k, filters and a minimum score apply to an L1 retriever: choose one to set them.")
 
 
-def chosen_options() -> BenchOptions:
+def chosen_options() -> TrialOptions:
     """The options the controls show (`InvalidInputError` for a combination kb_core refuses)."""
     state = st.session_state
     retriever = Retriever(state.get(RETRIEVER, _DEFAULTS.retriever.value))
     if retriever is Retriever.AGENT:
-        return BenchOptions()
-    return BenchOptions(retriever=retriever, top_k=int(state.get(TOP_K, _DEFAULTS.top_k)),
+        return TrialOptions()
+    return TrialOptions(retriever=retriever, top_k=int(state.get(TOP_K, _DEFAULTS.top_k)),
                         categories=tuple(state.get(CATEGORIES) or ()), languages=tuple(state.get(LANGUAGES) or ()),
                         min_score=state.get(MIN_SCORE))
 
 
-def bench_tab_label(run: BenchRun) -> str:
+def trial_tab_label(run: TrialRun) -> str:
     """A tab label is Markdown: the settings (category names) are escaped."""
     return escape_markdown(f"Test bench · {run.options.describe()} · {len(run.rows)} "
                            f"row{'s' if len(run.rows) != 1 else ''}")
 
 
-def render_rows(run: BenchRun) -> None:
-    """The bench's L1 rows: each with its source, heading, language, its score in the retriever's terms, the
+def render_rows(run: TrialRun) -> None:
+    """The test bench's L1 rows: each with its source, heading, language, its score in the retriever's terms, the
     fused score and each retriever's own score, and the chunk with the query's terms highlighted."""
     st.caption(escape_markdown(run.note))
     if run.l1_error:
