@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from kb_core.access import Actor, Role, acting
 from kb_core.documents.scope import ALL, AudienceRule, Scope
-from kb_core.errors import KnowledgeBaseError
+from kb_core.errors import InvalidInputError, KnowledgeBaseError
 from kb_core.ops.logs import log_context, new_request_id
 from kb_core.retrieval.scoped_documents import source_admitted
 
@@ -74,7 +74,15 @@ class Acting:
             return False
         return not self.limited or source_admitted(self.index, self.scope, file_path)
 
-    def readable(self, items: Iterable[T], path_of: callable) -> list[T]:
+    def check_readable(self, file_path: object) -> None:
+        """`InvalidInputError` for a page the actor may not read, worded as for a page that does not exist."""
+        if not self.limited:
+            return
+        path = self.index.folder.document_path(file_path) if isinstance(file_path, str) else None
+        if not self.may_read(path):
+            raise InvalidInputError(f"there is no document {file_path!r}")
+
+    def readable(self, items: Iterable[T], path_of: Callable[[T], str | None]) -> list[T]:
         """The items whose document the actor may read (all of them for an unlimited actor)."""
         items = list(items)
         if not self.limited:

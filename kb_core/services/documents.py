@@ -14,7 +14,7 @@ from kb_core.access import Role
 from kb_core.documents.batch import BatchFile, BatchPreview, preview_batch
 from kb_core.documents.lint import UploadPreview, preview_upload
 from kb_core.documents.service import DeleteOutcome
-from kb_core.errors import DocumentError, InvalidInputError
+from kb_core.errors import DocumentError
 from kb_core.progress import Progress
 
 if TYPE_CHECKING:
@@ -184,11 +184,7 @@ class Documents:
             raise DocumentError("reindex", f"document {doc_id} does not exist")
 
     def _check_readable(self, file_path: Any) -> None:
-        if not self._acting.limited:
-            return
-        path = self._parts.folder.document_path(file_path) if isinstance(file_path, str) else None
-        if not self._acting.may_read(path):
-            raise InvalidInputError(f"there is no document {file_path!r}")
+        self._acting.check_readable(file_path)
 
 
 def _p(progress: Progress | None) -> dict:

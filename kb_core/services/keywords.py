@@ -47,14 +47,14 @@ class Keywords:
 
     def of(self, file_path: str) -> tuple[str, ...]:
         """The keywords a document's frontmatter lists on disk, as written."""
-        self._documents.fields(file_path)  # a page the actor may not read is no page: the same refusal
+        self._acting.check_readable(file_path)  # a page the actor may not read is no page: the same refusal
         return self._editing.keywords(file_path)
 
     # -- edits across documents ----------------------------------------------------------------------------
     def prepare_addition(self, file_path: str, keyword: str) -> FrontmatterEdit:
         """The document with `keyword` added after its keywords, as a prepared edit. Curators only."""
         self._acting.require(Role.CURATOR, "edit documents")
-        self._documents.fields(file_path)
+        self._acting.check_readable(file_path)
         return self._editing.keyword_addition(file_path, keyword)
 
     def prepare_rename(self, keyword: str, new_keyword: str) -> KeywordPlan:
