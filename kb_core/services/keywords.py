@@ -99,8 +99,7 @@ class Keywords:
     def save_synonyms(self, text_or_groups: str | Sequence[Sequence[str]]) -> tuple[tuple[str, ...], ...]:
         """Replace `_synonyms.yaml` (one group per line, words separated by commas; or a list of groups) and
         apply it; the groups from settings stay. Curators only. Returns the groups saved."""
-        self._acting.require(Role.CURATOR, "edit synonyms")  # before the text is parsed: a viewer learns nothing
-        groups = self._editing.synonym_groups(text_or_groups)
-        with self._acting.writing(Role.CURATOR, "edit synonyms", "synonyms"):
+        with self._acting.writing(Role.CURATOR, "edit synonyms", "synonyms"):  # the role before the text is read
+            groups = self._editing.synonym_groups(text_or_groups)
             self._editing.save_synonyms(self._parts.synonyms_file, groups)
         return groups
