@@ -844,8 +844,7 @@ def main(argv: list[str] | None = None) -> int:
     configured = load_settings().embedding_model
     bge: Path | None = None
     if not args.no_bge and ("lookups" not in args.skip or "ingest" not in args.skip):
-        use_test_tooling()
-        from support.model_factory import build_bge_m3_shaped  # tests/support/model_factory.py
+        from kb_core.testing import build_bge_m3_shaped
 
         print(f"BGE-M3-shaped model: {args.bge_m3_shaped} (building it if missing) ...", file=sys.stderr)
         bge = build_bge_m3_shaped(args.bge_m3_shaped)
