@@ -92,10 +92,10 @@ from benchmarks.common import (
     query_mix,
     stats,
     time_calls,
-    use_test_tooling,
     write_json,
 )
 from kb_core import KnowledgeEntry, KnowledgeIndex, load_settings, open_knowledge_base
+from kb_core.testing import NaiveIndex  # the brute-force reference the tests check L0 against
 
 log = logging.getLogger("benchmarks.bench")
 
@@ -107,9 +107,6 @@ _MISS_TOPICS = ["磁盘写满", "证书链不完整", "日志轮转失败", "夜
 # -- L0 -----------------------------------------------------------------------------------------------------
 def bench_l0(n: int, workdir: Path, *, repeat: int) -> dict[str, Any]:
     """L0 on its own: a `KnowledgeIndex` over the generated folder (the public class the knowledge base uses)."""
-    use_test_tooling()
-    from support.naive_l0 import NaiveIndex  # the brute-force reference of the tests (tests/support/naive_l0.py)
-
     root = workdir / f"l0-{n}"
     corpus = generate_corpus(root, n)
     loads = []

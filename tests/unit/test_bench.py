@@ -9,7 +9,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-from support.naive_l0 import NaiveIndex
 from support.paths import REPO
 
 from benchmarks.bench import L1_CLASSES, bench_lookups, chunk_rows, l1_chunks, l1_documents, l1_queries, main
@@ -23,6 +22,7 @@ from benchmarks.bench_zh import KINDS, VARIANTS, write_corpus, zh_documents, zh_
 from benchmarks.common import bench_settings, generate_corpus, query_mix
 from kb_core import KnowledgeIndex, open_knowledge_base
 from kb_core.documents.chunking import FRONTMATTER_HEADING, MAX_CHUNKS
+from kb_core.testing import NaiveIndex
 
 BENCHMARKS = REPO / "benchmarks"
 
