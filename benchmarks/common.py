@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb_core import Settings, load_settings
+from kb_core import KnowledgeEntry, Settings, load_settings
 from kb_core.console import percentile
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,8 +98,6 @@ def _keywords(i: int, rng: random.Random, shared: list[str]) -> list[str]:
 def corpus_entries(n: int, *, seed: int = 7) -> tuple[Corpus, list[Any]]:
     """`generate_corpus`'s keywords as N L0 entries in memory, without files (an L0-only benchmark at 100,000
     documents): every tenth document is the previous page's other language version, in one translation group."""
-    from kb_core.keywords.entry import KnowledgeEntry
-
     rng = random.Random(seed)
     shared = [p + s for p in _ZH_PREFIX for s in _ZH_SUFFIX] + _EN_TERMS
     corpus = Corpus(root=Path("knowledge_base"), shared_terms=shared)
