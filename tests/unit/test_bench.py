@@ -22,7 +22,7 @@ from benchmarks.bench_zh import KINDS, VARIANTS, write_corpus, zh_documents, zh_
 from benchmarks.common import bench_settings, generate_corpus, query_mix
 from kb_core import KnowledgeIndex, open_knowledge_base
 from kb_core.documents.chunking import FRONTMATTER_HEADING, MAX_CHUNKS
-from kb_core.testing import NaiveIndex
+from kb_core.testing import NaiveIndex, upload_chunks
 
 BENCHMARKS = REPO / "benchmarks"
 
@@ -125,6 +125,25 @@ def test_l1_chunks_are_what_an_upload_stores(tmp_path):
         kb.close()
     assert outcome.document.file_path == rows[0].source
     assert [(r.chunk_no, r.heading, r.text) for r in stored] == [(r.chunk_no, r.heading, r.text) for r in rows]
+
+
+def test_upload_chunks_are_what_an_upload_stores_for_every_shape_of_page(tmp_path):
+    """`kb_core.testing.upload_chunks` (the rows a benchmark fills L1's stores with) for frontmatter that says
+    nothing, frontmatter that does not parse, and a page that is only its heading."""
+    pages = {"empty-front.md": "---\ntags: [x]\n---\n\n# Title\n\nSome text about ERR_X.\n",
+             "broken-front.md": "---\ntitle: [unclosed\n---\n\n## A section\n\nBody text here.\n",
+             "heading-only.md": "# Only a heading\n"}
+    kb = open_knowledge_base(bench_settings(tmp_path), load_model=False)
+    try:
+        for name, text in pages.items():
+            outcome = kb.upload(name, text.encode(), "api")
+            stored = kb.chunks(outcome.document.id)
+            rows = upload_chunks(text, source=outcome.document.file_path, category="api", doc_id=outcome.document.id)
+            assert [(r.doc_id, r.source, r.category, r.chunk_no, r.heading, r.text) for r in stored] == \
+                [(r.doc_id, r.source, r.category, r.chunk_no, r.heading, r.text) for r in rows], name
+    finally:
+        kb.close()
+    assert upload_chunks("", source="knowledge_base/api/x.md", category="api") == []
 
 
 def test_l1_corpus_is_deterministic_real_sized_and_the_queries_come_from_it():
