@@ -300,7 +300,7 @@ def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | No
     collection, reconciled (filled with random document vectors) by the first of them."""
     # The query encoders are the component these runs compare, so they are built here (kb_core's own
     # FlagEmbedder at a chosen precision, without its query cache, or FlagEmbedding's reference encode_queries).
-    from kb_core.storage.embedding import FlagEmbedder
+    from kb_core.testing import FlagEmbedder
 
     results: dict[str, Any] = {}
     corpus = generate_corpus(workdir / "lookups-0", docs, seed=21, min_kb=2, max_kb=6)
@@ -357,8 +357,9 @@ def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | No
 def bench_ingest(workdir: Path, *, bge_path: Path, chunks: int, docs: int) -> dict[str, Any]:
     """The document encoders themselves (FlagEmbedding's defaults vs kb_core's `FlagEmbedder`) on chunks cut as
     uploads cut them, then whole uploads through `KnowledgeBase.upload` with the model."""
-    # The component measured: the encoders, on the texts an upload embeds (`upload_chunks`).
-    from kb_core.storage.embedding import FlagEmbedder
+    # The component measured: the encoders (FlagEmbedding's defaults and kb_core's FlagEmbedder), on the texts
+    # an upload embeds (`upload_chunks`).
+    from kb_core.testing import FlagEmbedder
 
     root = workdir / "ingest"
     corpus = generate_corpus(root / "source", max(docs, 8), seed=31, min_kb=2, max_kb=8)
@@ -430,7 +431,7 @@ class _L1Writer:
     def __init__(self, seed: int):
         import jieba
 
-        from kb_core.terms import STOP_WORDS
+        from kb_core.testing import STOP_WORDS  # (left out of the vocabulary, as the full-text index ignores them)
 
         self.rng = rng = random.Random(seed)
         zh = []
@@ -613,13 +614,10 @@ def bench_l1(workdir: Path, *, chunks: int, per_class: int, batch: int = 500) ->
     (BM25 only), engines alternating per query after a warm-up."""
     # The component measured: the two full-text engines behind L1's searcher, each in stores of its own (no
     # knowledge base is involved), so the stores and the searcher are built here.
-    from kb_core import terms
-    from kb_core.retrieval.l1_search import VectorSearcher
-    from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex
-    from kb_core.storage.vector_store import MilvusVectorStore, collection_name
+    from kb_core.testing import MilvusVectorStore, SqliteFullTextIndex, VectorSearcher, warm_up_tokenizer
 
     started = time.perf_counter()
-    terms.warm_up()
+    warm_up_tokenizer()
     rows = l1_chunks(chunks)
     generated_s = time.perf_counter() - started
     engines = {"milvus_bm25": None, "fts5": workdir / "l1-fts5" / "fulltext.sqlite3"}
@@ -628,8 +626,8 @@ def bench_l1(workdir: Path, *, chunks: int, per_class: int, batch: int = 500) ->
     try:
         for name, fts_path in engines.items():
             (workdir / f"l1-{name}").mkdir(parents=True, exist_ok=True)
-            store = stores[name] = MilvusVectorStore(
-                str(workdir / f"l1-{name}" / "milvus.db"), collection=collection_name(None, None), dense_dim=None,
+            store = stores[name] = MilvusVectorStore(  # (alone in its directory: its collection's name is free)
+                str(workdir / f"l1-{name}" / "milvus.db"), collection="kb_fulltext", dense_dim=None,
                 timeout=120.0, fulltext=SqliteFullTextIndex(fts_path) if fts_path else None)
             store.warm_up()
             began = time.perf_counter()

@@ -88,7 +88,7 @@ def _eta_check(trees: list[Path], workdir: Path) -> dict[str, Any]:
 
 def _dense_check(trees: list[Path], workdir: Path, pages: int) -> dict[str, Any]:
     from kb_core import open_knowledge_base
-    from kb_core.storage.embedding_builtin import BuiltinEmbedder
+    from kb_core.testing import BuiltinEmbedder  # the model alone, beside the knowledge base that uses it
 
     root = workdir / "dense"
     _copy(trees, root)
