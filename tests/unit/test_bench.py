@@ -305,16 +305,18 @@ def test_the_chinese_corpus_is_product_documentation_and_the_queries_come_from_i
 
 def test_the_cold_start_benchmark_runs_the_code_it_names_not_the_installed_checkout(tmp_path):
     """`bench_cold --against REV` compares two versions only if each process imports the version it names."""
-    from benchmarks.bench_cold import _CLI, REPO, _import_seconds, _run
+    from benchmarks.bench_cold import REPO, _import_seconds, _kb, _run
 
     other = tmp_path / "other"
     (other / "kb_core").mkdir(parents=True)
     (other / "kb_core" / "__init__.py").write_text("WHICH = 'other'\n")
-    (other / "kb_core" / "cli.py").write_text("def main(argv):\n    print('other', argv)\n    return 0\n")
+    (other / "kb_core" / "command.py").write_text("def run(argv):\n    print('other', argv)\n    return 0\n")
+    (other / "pyproject.toml").write_text('[project]\nname = "x"\n[project.scripts]\nkb = "kb_core.command:run"\n')
     kb_root = tmp_path / "kb"
     kb_root.mkdir()
-    _, out, _ = _run(other, kb_root, _CLI, "lookup", "X")
+    _, out, _ = _run(other, kb_root, _kb(other), "lookup", "X")  # the `kb` that checkout declares
     assert out.split() == ["other", "['lookup',", "'X']"]
+    assert _kb(tmp_path) == _kb(REPO)  # no pyproject.toml (the first versions): the function this one declares
     _, out, _ = _run(REPO, kb_root, "import kb_core; print(kb_core.__file__)")
     assert out.strip() == str(REPO / "kb_core" / "__init__.py")
     wall, own = _import_seconds(REPO, kb_root)
