@@ -87,8 +87,8 @@ def _fresh_open(root: Path, snapshot: str) -> float:
 _FRESH_L0 = """
 import sys, time
 started = time.perf_counter()
-# public in every version since kb_core's first commit (wherever its module lay): another version's code is
-# asked the same way, and this loads what the import of that module did
+# public in every version of kb_core since its first commit, wherever its module lay: another version's code is
+# asked the same way (the name loads its own module only, as importing that module did)
 from kb_core import KnowledgeIndex
 snapshot = None if sys.argv[2] == "off" else sys.argv[2]
 index = KnowledgeIndex("knowledge_base", app_root=sys.argv[1], snapshot_path=snapshot)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import bench_settings, generate_corpus, machine, publish, query_mix, stats
-from kb_core import KnowledgeIndex, Scope, open_knowledge_base
+from kb_core import Scope
 
 GOAL_L0_MS = 1.0
 GOAL_L1_RATIO = 1.10
@@ -39,6 +39,8 @@ def _timed(kb: Any, queries: list[str], scopes: list[Scope | None], repeat: int)
 
 
 def bench_scope(workdir: Path, *, docs: int, repeat: int) -> dict[str, Any]:
+    from kb_core import open_knowledge_base
+
     root = workdir / "scope"
     corpus = generate_corpus(root, docs, seed=35, min_kb=1, max_kb=3)
     # the folders' default audiences as an operator sets them (`auth.audiences`); calls without a scope still read
@@ -74,6 +76,8 @@ def bench_scope(workdir: Path, *, docs: int, repeat: int) -> dict[str, Any]:
     finally:
         kb.close()
     # the mask build is L0's own cost: timed on an index of the same files
+    from kb_core import KnowledgeIndex
+
     index = KnowledgeIndex("knowledge_base/", app_root=root)
     index.load()
     builds = []
