@@ -7,5 +7,6 @@ in the installed kb_core): run them from a clone, `python -m benchmarks ...` or 
 - `python -m benchmarks.bench_feed`: several processes on one knowledge base (the change feed);
 - `python -m benchmarks.make_docs` renders docs/performance.md and docs/quality.md from the JSON results.
 
-They use kb_core's public face; `common` holds what they share. Test tooling they need (the naive L0 reference,
-the model builders) stays in tests/ (`common.use_test_tooling`)."""
+They use kb_core's public faces only (`kb_core`, `kb_core.console`, `kb_core.testing`: the naive L0 reference,
+the model builders and the components a benchmark times on its own are `kb_core.testing`'s), never tests/;
+`common` holds what they share."""

@@ -92,10 +92,10 @@ from benchmarks.common import (
     query_mix,
     stats,
     time_calls,
-    use_test_tooling,
     write_json,
 )
 from kb_core import KnowledgeEntry, KnowledgeIndex, load_settings, open_knowledge_base
+from kb_core.testing import NaiveIndex, upload_chunks  # the L0 reference; the rows an upload stores
 
 log = logging.getLogger("benchmarks.bench")
 
@@ -107,9 +107,6 @@ _MISS_TOPICS = ["磁盘写满", "证书链不完整", "日志轮转失败", "夜
 # -- L0 -----------------------------------------------------------------------------------------------------
 def bench_l0(n: int, workdir: Path, *, repeat: int) -> dict[str, Any]:
     """L0 on its own: a `KnowledgeIndex` over the generated folder (the public class the knowledge base uses)."""
-    use_test_tooling()
-    from support.naive_l0 import NaiveIndex  # the brute-force reference of the tests (tests/support/naive_l0.py)
-
     root = workdir / f"l0-{n}"
     corpus = generate_corpus(root, n)
     loads = []
@@ -303,7 +300,7 @@ def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | No
     collection, reconciled (filled with random document vectors) by the first of them."""
     # The query encoders are the component these runs compare, so they are built here (kb_core's own
     # FlagEmbedder at a chosen precision, without its query cache, or FlagEmbedding's reference encode_queries).
-    from kb_core.storage.embedding import FlagEmbedder
+    from kb_core.testing import FlagEmbedder
 
     results: dict[str, Any] = {}
     corpus = generate_corpus(workdir / "lookups-0", docs, seed=21, min_kb=2, max_kb=6)
@@ -360,15 +357,16 @@ def bench_lookups(workdir: Path, *, docs: int, queries: int, bge_path: Path | No
 def bench_ingest(workdir: Path, *, bge_path: Path, chunks: int, docs: int) -> dict[str, Any]:
     """The document encoders themselves (FlagEmbedding's defaults vs kb_core's `FlagEmbedder`) on chunks cut as
     uploads cut them, then whole uploads through `KnowledgeBase.upload` with the model."""
-    # The components measured: the Markdown chunker (to get the texts an upload embeds) and the encoders.
-    from kb_core.documents.chunking import chunk_markdown
-    from kb_core.storage.embedding import FlagEmbedder
+    # The component measured: the encoders (FlagEmbedding's defaults and kb_core's FlagEmbedder), on the texts
+    # an upload embeds (`upload_chunks`).
+    from kb_core.testing import FlagEmbedder
 
     root = workdir / "ingest"
     corpus = generate_corpus(root / "source", max(docs, 8), seed=31, min_kb=2, max_kb=8)
     texts: list[str] = []
     for path in sorted((corpus.root / "knowledge_base").rglob("*.md")):
-        texts += [c.embedding_text("") for c in chunk_markdown(path.read_text(encoding="utf-8"))]
+        texts += [row.text for row in upload_chunks(path.read_text(encoding="utf-8"), source=path.name,
+                                                    category=path.parent.name)]
     texts = texts[:chunks]
     result: dict[str, Any] = {"chunks": len(texts), "avg_chars": round(statistics.mean(len(t) for t in texts))}
     reference = FlagEmbedder(str(bge_path), device="cpu", precision="fp32")
@@ -434,7 +432,7 @@ class _L1Writer:
     def __init__(self, seed: int):
         import jieba
 
-        from kb_core.terms import STOP_WORDS
+        from kb_core.testing import STOP_WORDS  # (left out of the vocabulary, as the full-text index ignores them)
 
         self.rng = rng = random.Random(seed)
         zh = []
@@ -545,22 +543,10 @@ def l1_documents(*, seed: int = 20240611) -> Iterator[tuple[str, str, str]]:
 
 def chunk_rows(doc_id: int, category: str, name: str, text: str) -> list[Any]:
     """A document chunked as uploads chunk it: the frontmatter chunk (title, summary, keywords), then the body's
-    sections, each prefixed with the title and heading path (tests/unit/test_bench.py checks that this is what
-    `KnowledgeBase.upload` stores)."""
-    # What the L1 section measures is the full-text engines themselves, so it fills their stores directly: the
-    # chunker, the frontmatter chunk's text and the stores' row type are kb_core's own.
-    from kb_core import parse_frontmatter
-    from kb_core.documents.chunking import FRONTMATTER_HEADING, chunk_markdown
-    from kb_core.documents.service import header_text
-    from kb_core.storage.ports import ChunkRow
-
-    source = f"knowledge_base/{category}/{name}"
-    frontmatter = parse_frontmatter(text)
-    title = frontmatter.title if frontmatter else ""
-    header = header_text(frontmatter) if frontmatter else ""
-    rows = [ChunkRow(doc_id, source, category, 0, FRONTMATTER_HEADING, header)] if header else []
-    return rows + [ChunkRow(doc_id, source, category, c.chunk_no + bool(header), c.heading, c.embedding_text(title))
-                   for c in chunk_markdown(text)]
+    sections, each prefixed with the title and heading path."""
+    # What the L1 section measures is the full-text engines themselves, so it fills their stores directly with
+    # the rows an upload would store (`upload_chunks` computes them as the upload does).
+    return upload_chunks(text, source=f"knowledge_base/{category}/{name}", category=category, doc_id=doc_id)
 
 
 def l1_chunks(chunks: int, *, seed: int = 20240611) -> list[Any]:
@@ -629,13 +615,10 @@ def bench_l1(workdir: Path, *, chunks: int, per_class: int, batch: int = 500) ->
     (BM25 only), engines alternating per query after a warm-up."""
     # The component measured: the two full-text engines behind L1's searcher, each in stores of its own (no
     # knowledge base is involved), so the stores and the searcher are built here.
-    from kb_core import terms
-    from kb_core.retrieval.l1_search import VectorSearcher
-    from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex
-    from kb_core.storage.vector_store import MilvusVectorStore, collection_name
+    from kb_core.testing import MilvusVectorStore, SqliteFullTextIndex, VectorSearcher, warm_up_tokenizer
 
     started = time.perf_counter()
-    terms.warm_up()
+    warm_up_tokenizer()
     rows = l1_chunks(chunks)
     generated_s = time.perf_counter() - started
     engines = {"milvus_bm25": None, "fts5": workdir / "l1-fts5" / "fulltext.sqlite3"}
@@ -644,8 +627,8 @@ def bench_l1(workdir: Path, *, chunks: int, per_class: int, batch: int = 500) ->
     try:
         for name, fts_path in engines.items():
             (workdir / f"l1-{name}").mkdir(parents=True, exist_ok=True)
-            store = stores[name] = MilvusVectorStore(
-                str(workdir / f"l1-{name}" / "milvus.db"), collection=collection_name(None, None), dense_dim=None,
+            store = stores[name] = MilvusVectorStore(  # (alone in its directory: its collection's name is free)
+                str(workdir / f"l1-{name}" / "milvus.db"), collection="kb_fulltext", dense_dim=None,
                 timeout=120.0, fulltext=SqliteFullTextIndex(fts_path) if fts_path else None)
             store.warm_up()
             began = time.perf_counter()
@@ -845,8 +828,7 @@ def main(argv: list[str] | None = None) -> int:
     configured = load_settings().embedding_model
     bge: Path | None = None
     if not args.no_bge and ("lookups" not in args.skip or "ingest" not in args.skip):
-        use_test_tooling()
-        from support.model_factory import build_bge_m3_shaped  # tests/support/model_factory.py
+        from kb_core.testing import build_bge_m3_shaped
 
         print(f"BGE-M3-shaped model: {args.bge_m3_shaped} (building it if missing) ...", file=sys.stderr)
         bge = build_bge_m3_shaped(args.bge_m3_shaped)

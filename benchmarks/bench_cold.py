@@ -5,8 +5,8 @@
 Builds two knowledge bases of generated pages with realistic frontmatter (benchmarks.common.generate_corpus):
 `--docs` pages whose L0 snapshot a clean close wrote (nothing indexed: L0 answers from the files), and
 `--l1-docs` pages indexed by `kb.documents.reconcile()` (BM25 only) for the questions L1 answers. Then times, each in a
-fresh Python process started the way `kb` starts (the code's own `kb_core.cli.main`), alternating the code
-versions run after run:
+fresh Python process started the way `kb` starts (the function the code's own pyproject.toml declares as the
+`kb` command), alternating the code versions run after run:
 
 - `import kb_core` (the `kb_core` line of `python -X importtime`, and the process's wall time);
 - `kb lookup <an error code>` at `--docs` pages: one keyword, one page — L0's answer;
@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,16 @@ def _run(code: Path, kb_root: Path, script: str, *args: str, importtime: bool = 
     return seconds, done.stdout, done.stderr
 
 
-_CLI = "from kb_core.cli import main; raise SystemExit(main(sys.argv[1:]))"
+def _kb(code: Path) -> str:
+    """The script a fresh process runs to be `kb` as the checkout at `code` installs it: what the console script
+    pip writes for its `[project.scripts] kb` entry point does (import the function it names, call it)."""
+    try:
+        entry = tomllib.loads((code / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]["kb"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        # the first versions with a `kb` command did not declare it yet: this is the function they ran
+        entry = "kb_core.cli:main"
+    module, function = entry.split(":")
+    return f"from {module} import {function}; raise SystemExit({function}(sys.argv[1:]))"
 
 
 def _import_seconds(code: Path, kb_root: Path) -> tuple[float, float]:
@@ -100,7 +110,7 @@ def _mcp_first_call(code: Path, kb_root: Path, keyword: str) -> tuple[float, flo
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _PREAMBLE.format(root=str(code)) + _CLI, "mcp", "--http",
+    proc = subprocess.Popen([sys.executable, "-c", _PREAMBLE.format(root=str(code)) + _kb(code), "mcp", "--http",
                              "--port", str(port)], env=_env(kb_root), cwd=kb_root, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
@@ -169,10 +179,6 @@ def _roots_for(code: Path, workdir: Path, name: str, l0_root: Path, l1_root: Pat
     migration (this checkout's may be newer: an older version refuses it), and its own L0 snapshot written
     once before anything is timed (a snapshot of another format or folder is not read: each version would
     rescan every time on a shared tree)."""
-    from alembic import command
-
-    from kb_core.storage.metadata_store import MetadataStore, _alembic_config
-
     versions = code / "kb_core" / "storage" / "migrations" / "versions"
     head = max(p.name.split("_")[0] for p in versions.glob("[0-9]*_*.py"))
     copies = []
@@ -180,18 +186,10 @@ def _roots_for(code: Path, workdir: Path, name: str, l0_root: Path, l1_root: Pat
         copy = workdir / f"{root.name}-{name.replace('/', '_')}"
         shutil.copytree(root, copy)
         (copy / "kb_l0_snapshot.bin").unlink(missing_ok=True)
-        store = MetadataStore(f"sqlite:///{copy / 'kb.sqlite3'}")
-        try:
-            if store.current_revision() != head:
-                with store._engine.connect() as connection:  # noqa: SLF001 - a benchmark's schema surgery
-                    cfg = _alembic_config()
-                    cfg.attributes["connection"] = connection
-                    command.downgrade(cfg, head)
-                    connection.commit()
-        finally:
-            store.dispose()
+        # this checkout's `kb migrate` knows the way down from each of its revisions (nothing to do at `head`)
+        _run(REPO, copy, _kb(REPO), "migrate", head, "--downgrade", ok=(0,))
         copies.append(copy)
-    _run(code, copies[0], _CLI, "lookup", keyword)  # writes that version's snapshot of the L0 tree
+    _run(code, copies[0], _kb(code), "lookup", keyword)  # writes that version's snapshot of the L0 tree
     return copies[0], copies[1]
 
 
@@ -221,10 +219,10 @@ def bench_cold(workdir: Path, *, docs: int, l1_docs: int, repeat: int, against: 
                 wall, own = _import_seconds(versions[name], l0_root)
                 cells[(name, "import")].append(own)
                 cells[(name, "import_wall")].append(wall)
-                wall, out, _ = _run(versions[name], l0_root, _CLI, "lookup", code)
+                wall, out, _ = _run(versions[name], l0_root, _kb(versions[name]), "lookup", code)
                 cells[(name, "l0")].append(wall)
                 answers[(name, "l0")] = out
-                wall, out, _ = _run(versions[name], l1_root, _CLI, "lookup", question)
+                wall, out, _ = _run(versions[name], l1_root, _kb(versions[name]), "lookup", question)
                 cells[(name, "l1")].append(wall)
                 answers[(name, "l1")] = out
                 listen, first, source = _mcp_first_call(versions[name], l0_root, code)

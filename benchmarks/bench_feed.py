@@ -33,7 +33,7 @@ from typing import Any
 from benchmarks.common import NO_MODEL, generate_corpus, publish, stats
 from kb_core import KnowledgeBase, load_settings, open_knowledge_base
 from kb_core.console import percentile
-from kb_core.testing.milvus_server import milvus_lite_server
+from kb_core.testing import milvus_lite_server
 
 CHURNED = "knowledge_base/ops/churn.md"  # the document the writer replaces; revision n has the keyword CHURN<n>
 

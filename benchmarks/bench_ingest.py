@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_cold import _CLI, REPO, _run, _worktree
+from benchmarks.bench_cold import REPO, _kb, _run, _worktree
 from benchmarks.common import bench_settings, machine, publish
 
 GOAL_PAGES_S = 100  # our goal: BM25 only, 2 quiet cores
@@ -55,7 +55,7 @@ def _reconcile_once(code: Path, trees: list[Path], workdir: Path) -> tuple[float
     try:
         files = _copy(trees, root)
         # exit status 1: some files could not be indexed (a real tree has a page with no text), said in `out`
-        seconds, out, _ = _run(code, root, _CLI, "reconcile", ok=(0, 1))
+        seconds, out, _ = _run(code, root, _kb(code), "reconcile", ok=(0, 1))
         summary = next((line for line in out.splitlines() if "files added" in line), out.strip()[-300:])
         return seconds, files, summary
     finally:
@@ -89,7 +89,7 @@ def _eta_check(trees: list[Path], workdir: Path) -> dict[str, Any]:
 
 def _dense_check(trees: list[Path], workdir: Path, pages: int) -> dict[str, Any]:
     from kb_core import open_knowledge_base
-    from kb_core.storage.embedding_builtin import BuiltinEmbedder
+    from kb_core.testing import BuiltinEmbedder  # the model alone, beside the knowledge base that uses it
 
     root = workdir / "dense"
     _copy(trees, root)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import corpus_entries, machine, percentile_of, publish, query_mix
-from kb_core.keywords.index import KnowledgeIndex
+from kb_core import KnowledgeIndex
 
 RESULTS = Path("bench-l0-change-results.json")
 BUDGET_CHANGE_MS = 5.0  # our budget: an applied change at 100,000 documents

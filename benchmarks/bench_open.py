@@ -25,7 +25,7 @@ from typing import Any
 
 from benchmarks.bench_cold import _PREAMBLE, _worktree
 from benchmarks.common import generate_corpus, generate_fixture_shaped, machine, publish
-from kb_core.keywords.index import KnowledgeIndex
+from kb_core import KnowledgeIndex
 
 RESULTS = Path("bench-open-results.json")
 SHAPES = {"fixture": " shaped like the fixture's pages"}
@@ -43,7 +43,7 @@ _RSS_PROBE = """
 import ctypes, gc, sys
 from pathlib import Path
 import psutil
-from kb_core.keywords.index import KnowledgeIndex
+from kb_core import KnowledgeIndex
 process = psutil.Process()
 gc.collect()
 before = process.memory_info().rss
@@ -87,11 +87,9 @@ def _fresh_open(root: Path, snapshot: str) -> float:
 _FRESH_L0 = """
 import sys, time
 started = time.perf_counter()
-import kb_core
-try:
-    from kb_core.keywords.index import KnowledgeIndex
-except ImportError:  # a version from before L0 had a package of its own
-    from kb_core.retrieval.keyword_index import KnowledgeIndex
+# public in every version of kb_core since its first commit, wherever its module lay: another version's code is
+# asked the same way (the name loads its own module only, as importing that module did)
+from kb_core import KnowledgeIndex
 snapshot = None if sys.argv[2] == "off" else sys.argv[2]
 index = KnowledgeIndex("knowledge_base", app_root=sys.argv[1], snapshot_path=snapshot)
 index.load()

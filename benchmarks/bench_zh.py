@@ -168,7 +168,7 @@ class ZhProductWriter:
     def __init__(self, seed: int = 20261201):
         import jieba
 
-        from kb_core.terms import STOP_WORDS
+        from kb_core.testing import STOP_WORDS  # (left out of the vocabulary, as the full-text index ignores them)
 
         self.rng = rng = random.Random(seed)
         words = []
@@ -372,7 +372,7 @@ def variant(name: str) -> Iterator[None]:
     """`two steps`: the full-text index as it is (long queries over a large index: candidates on the rarest
     tokens, scored with all of them); `one FTS5 query`: every search one FTS5 query ranked by bm25(), as before
     the two steps."""
-    from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex  # the component whose two ways are compared
+    from kb_core.testing import SqliteFullTextIndex  # the component whose two ways are compared
 
     saved = SqliteFullTextIndex.two_steps
     SqliteFullTextIndex.two_steps = name == "two steps"
@@ -389,9 +389,7 @@ def _answer(result: Any) -> tuple:
 
 def _stage_times(fts_path: Path, queries: list[str]) -> dict[str, list[float]]:
     """The stages of L1, each timed on its own over the same queries, through the components a lookup uses."""
-    from kb_core import terms
-    from kb_core.retrieval.l1_search import VectorSearcher
-    from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex, tokenize
+    from kb_core.testing import SqliteFullTextIndex, VectorSearcher, analyse_query, coverage, tokenize
 
     index = SqliteFullTextIndex(fts_path)
     searcher = VectorSearcher(_FtsStore(index), None)
@@ -414,13 +412,13 @@ def _stage_times(fts_path: Path, queries: list[str]) -> dict[str, list[float]]:
             out["tokenize query"].append(tokens_ms)
             hits = timed("FTS5 query + rows", index.search, q, 20)
             out["FTS5 query + rows"][-1] = max(0.0, out["FTS5 query + rows"][-1] - tokens_ms)
-            analysed = timed("analyse query", terms.analyse_query, q)
+            analysed = timed("analyse query", analyse_query, q)
 
             def relevance(analysed: Any = analysed, hits: Any = hits) -> None:
                 for hit in hits:
-                    terms.coverage(list(analysed.terms), hit.row.text, analysed.whole)
+                    coverage(list(analysed.terms), hit.row.text, analysed.whole)
                     if analysed.required:
-                        terms.coverage(analysed.required, hit.row.text, analysed.whole)
+                        coverage(analysed.required, hit.row.text, analysed.whole)
 
             timed("relevance (coverage)", relevance)
             timed("L1 search", searcher.search, q, 3)
@@ -473,11 +471,11 @@ def bench_zh(workdir: Path, *, docs: int = 1238, per_kind: int = 150, repeat: in
     """Build (or reuse) the knowledge base, keep the queries that call L1, then time `kb.lookup()` per kind in
     both variants, query by query alternating which runs first: wall time and this thread's CPU time (the
     machines are shared; CPU time is what another worker's load does not inflate)."""
-    from kb_core import terms
+    from kb_core.testing import warm_up_tokenizer
 
     started = time.perf_counter()
     load = [round(os.getloadavg()[0], 2)]
-    terms.warm_up()
+    warm_up_tokenizer()
     root = workdir / "zh"
     pages, built = build(root, docs, cache=cache, dense=dense)
     kb = open_knowledge_base(_settings(root, dense), load_model=dense)
@@ -556,7 +554,7 @@ def bench_zh(workdir: Path, *, docs: int = 1238, per_kind: int = 150, repeat: in
 
 
 def _count_chunks(fts_path: Path) -> int:
-    from kb_core.storage.fulltext_sqlite import SqliteFullTextIndex
+    from kb_core.testing import SqliteFullTextIndex
 
     index = SqliteFullTextIndex(fts_path)
     try:

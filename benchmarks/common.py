@@ -1,10 +1,11 @@
-"""What the benchmarks share: the synthetic corpus, timing and statistics helpers, the machine description, the
-settings of a benchmark's own knowledge base, and the way to the test tooling in tests/.
+"""What the benchmarks share: the synthetic corpus, timing and statistics helpers, the machine description and the
+settings of a benchmark's own knowledge base.
 
 Every benchmark module imports this one and nothing imports a benchmark module back (`bench` runs the `pages`
 section from `bench_pages`, which needs only this), so there is no import circle. The benchmarks use kb_core's
-public face (`from kb_core import ...`, `KnowledgeBase` methods); a module that measures one component itself
-imports that component and says so where it does.
+public faces only (`kb_core`, `kb_core.console`, `kb_core.testing`; tests/unit/test_bench.py checks): a module
+that measures one component apart from the knowledge base takes it from `kb_core.testing` and says so where it
+does. They never import tests/ (its helpers are pytest's, on pytest's path).
 """
 
 from __future__ import annotations
@@ -15,27 +16,17 @@ import platform
 import random
 import re
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kb_core import Settings, load_settings
+from kb_core import KnowledgeEntry, Settings, load_settings
 from kb_core.console import percentile
 
 REPO = Path(__file__).resolve().parent.parent
-TESTS = REPO / "tests"
 NO_MODEL = "no-such-org/no-such-model"  # not a folder, not in the hub cache: L1 runs on BM25 only
-
-
-def use_test_tooling() -> None:
-    """Make tests/ importable: the naive L0 reference (`support.naive_l0`) and the model builders
-    (`support.model_factory`) are test tooling, which pytest finds through its `pythonpath` and the benchmarks
-    through this."""
-    if str(TESTS) not in sys.path:
-        sys.path.append(str(TESTS))
 
 
 def bench_settings(root: Path, *, model: str = NO_MODEL, **extra: Any) -> Settings:
@@ -107,8 +98,6 @@ def _keywords(i: int, rng: random.Random, shared: list[str]) -> list[str]:
 def corpus_entries(n: int, *, seed: int = 7) -> tuple[Corpus, list[Any]]:
     """`generate_corpus`'s keywords as N L0 entries in memory, without files (an L0-only benchmark at 100,000
     documents): every tenth document is the previous page's other language version, in one translation group."""
-    from kb_core.keywords.entry import KnowledgeEntry
-
     rng = random.Random(seed)
     shared = [p + s for p in _ZH_PREFIX for s in _ZH_SUFFIX] + _EN_TERMS
     corpus = Corpus(root=Path("knowledge_base"), shared_terms=shared)

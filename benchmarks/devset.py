@@ -40,9 +40,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb_core.documents.frontmatter import parse_frontmatter
-from kb_core.documents.path_rule import category_problem, validate_file_name
-from kb_core.errors import KnowledgeBaseError
+from kb_core import KnowledgeIndex, parse_frontmatter
 
 
 @dataclass(frozen=True)
@@ -121,30 +119,22 @@ class Page:
 def export(tree: str, mirror: Path, out: Path) -> list[Page]:
     source = SOURCES[tree]
     pages: list[Page] = []
+    # the folder of the knowledge base that will hold the pages: its path rule decides which ones it refuses
+    base = KnowledgeIndex("knowledge_base", app_root=out).folder
     for lang, folder in source.folders:
         names = _git(mirror, "ls-tree", "-r", "--name-only", source.commit, "--", folder + "/").splitlines()
         for name in sorted(names):
             if not name.endswith((".md", ".mdx")):
                 continue
             rel = name[len(folder) + 1:]
-            if _refused(f"{tree}/{lang}/{rel}"):
-                continue
+            if base.place_problem(f"{tree}/{lang}/{rel}") is not None:
+                continue  # the path rule refuses the page (`usage-&-billing/`): nothing could answer about it
             text = _git(mirror, "show", f"{source.commit}:{name}")
             target = out / "knowledge_base" / tree / lang / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
             pages.append(_page(f"{tree}/{lang}/{rel}", lang, rel, text))
     return pages
-
-
-def _refused(path: str) -> bool:
-    """Pages the knowledge base's path rule refuses (`usage-&-billing/`) are left out: nothing could answer."""
-    category, _, name = path.rpartition("/")
-    try:
-        validate_file_name(name)
-    except KnowledgeBaseError:
-        return True
-    return category_problem(category) is not None
 
 
 def _git(mirror: Path, *args: str) -> str:

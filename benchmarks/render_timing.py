@@ -52,7 +52,7 @@ def _console_knowledge_base():
 
 
 def main(entry: str, out: str, runs: int, document: str) -> int:
-    sys.path.insert(0, str(REPO))
+    # app.py imports `pages`: bench_pages starts this process with the repository root on PYTHONPATH
     at = AppTest.from_file(entry, default_timeout=1800)
     started = time.perf_counter()
     at.run()

@@ -41,8 +41,9 @@ _DELEGATED: dict[str, tuple[str, str]] = {
             "streamable HTTP on 127.0.0.1), on the same settings as the console. Options: [--http] [--port N] "
             "[--log-level LEVEL]. Same as `python -m kb_core.mcp`."),
     "migrate": ("bring the database schema up to date",
-                "Migrates the configured database to REVISION (default head); --current only prints the current "
-                "revision. Opening the knowledge base migrates too."),
+                "Migrates the configured database to REVISION (default head); --downgrade goes down to an older "
+                "REVISION, before running an older version on the database (what newer revisions added is "
+                "dropped); --current only prints the current revision. Opening the knowledge base migrates too."),
     "bench": ("run the benchmarks (source checkout only)",
               "Runs the benchmarks with ARGS (for example --quick). They live in the top-level `benchmarks/` "
               "package of the source checkout, not in the installed kb_core: run `kb bench` (or "

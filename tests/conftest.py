@@ -89,7 +89,7 @@ def sample_root(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     """A random-weight BGE-M3-shaped model, built offline once per session (real FlagEmbedding loading code)."""
-    from support.model_factory import build_tiny_bge_m3
+    from kb_core.testing import build_tiny_bge_m3
 
     return build_tiny_bge_m3(tmp_path_factory.getbasetemp() / "models" / "tiny-bge-m3")
 

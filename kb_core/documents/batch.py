@@ -109,8 +109,8 @@ class FileVerdict:
 
     @property
     def category(self) -> str:
-        """The category to upload it into (`kb.upload(verdict.preview.file_name, data, verdict.category)`): the
-        batch's, or for a folder's file the folder under it."""
+        """The category to upload it into (`kb.documents.upload(verdict.preview.file_name, data,
+        verdict.category)`): the batch's, or for a folder's file the folder under it."""
         return self.preview.category
 
     @property

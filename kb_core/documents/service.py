@@ -115,6 +115,40 @@ def header_text(fm: Frontmatter) -> str:
     return "\n".join([fm.title, *lines])
 
 
+def document_chunks(text: str, fm: Frontmatter | None) -> tuple[list[Chunk], list[str]]:
+    """A document's chunks as an upload stores them, and the text each one is indexed and embedded by: the
+    frontmatter's chunk first when it says anything (`header_text`), then the body's sections, each text prefixed
+    with the title and heading path. No chunks: nothing to index."""
+    chunks = chunk_markdown(text)
+    title = fm.title if fm else ""
+    texts = [c.embedding_text(title) for c in chunks]
+    if fm is not None and header_text(fm):
+        chunks = [Chunk(0, (FRONTMATTER_HEADING,), header_text(fm)),
+                  *(Chunk(c.chunk_no + 1, c.heading_path, c.text) for c in chunks)]
+        texts = [chunks[0].text] + texts
+    if not chunks and (heading := first_heading(text)):
+        # a page that is only its heading, without frontmatter (a stub a translated site keeps): its title is
+        # what L1 finds it by; refused, it stayed "not indexed" for ever and every status said the stores
+        # disagree
+        chunks, texts = [Chunk(0, (heading,), heading)], [heading]
+    return chunks, texts
+
+
+def upload_chunks(text: str, *, source: str, category: str, doc_id: int = 1) -> list[ChunkRow]:
+    """The chunk rows an upload of the Markdown `text` stores, without their vectors: what
+    `kb.documents.chunks(doc_id)` returns after uploading it as `source` (its display path, `knowledge_base/<category>/<name>`) into `category`.
+    Computed without a knowledge base, for tests and benchmarks that fill L1's stores themselves (exported as
+    `kb_core.testing.upload_chunks`). Frontmatter that does not parse is ignored, as the upload ignores it; a
+    text with nothing to index gives no rows (the upload refuses it)."""
+    try:
+        fm = parse_frontmatter_strict(text)
+    except Exception:  # noqa: BLE001 - as `prepare`: an upload goes on without frontmatter it cannot read
+        fm = None
+    chunks, texts = document_chunks(text, fm)
+    return [ChunkRow(doc_id=doc_id, source=source, category=category, chunk_no=chunk.chunk_no,
+                     heading=chunk.heading, text=chunk_text) for chunk, chunk_text in zip(chunks, texts, strict=True)]
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -249,18 +283,7 @@ class DocumentService:
             fm, problem = None, f"{type(exc).__name__}: {exc}"
             warnings.append(f"frontmatter ignored ({problem})")
         progress("chunking", 0, 1)
-        chunks = chunk_markdown(text)
-        title = fm.title if fm else ""
-        texts = [c.embedding_text(title) for c in chunks]
-        if fm is not None and header_text(fm):
-            chunks = [Chunk(0, (FRONTMATTER_HEADING,), header_text(fm)),
-                      *(Chunk(c.chunk_no + 1, c.heading_path, c.text) for c in chunks)]
-            texts = [chunks[0].text] + texts
-        if not chunks and (heading := first_heading(text)):
-            # a page that is only its heading, without frontmatter (a stub a translated site keeps): its title is
-            # what L1 finds it by; refused, it stayed "not indexed" for ever and every status said the stores
-            # disagree
-            chunks, texts = [Chunk(0, (heading,), heading)], [heading]
+        chunks, texts = document_chunks(text, fm)
         if not chunks:
             raise UploadRejected(f"{source} has no text to index")
         vectors = None

@@ -11,6 +11,8 @@
 - `snapshot_file`, `index_data`, `snapshot_key`: the saved snapshot an open reads instead of parsing every
   file, its flat arrays and the key that signs it;
 - `parallel_scan`: parsing many files in child processes on a first open.
+- `naive`: the matching rule as a brute-force loop, the reference tests and benchmarks check L0 against
+  (`kb_core.testing.NaiveIndex`); never used at run time.
 
 May import: kb_core's base modules and the parsers and folder of `kb_core.documents`; the document write path
 (`kb_core.documents.service`, `lint`, `batch`) uses `entry` and the index through it. Never retrieval, the

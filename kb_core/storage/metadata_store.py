@@ -245,6 +245,28 @@ class MetadataStore(ToolCallQueries, QueryHistoryQueries, EvaluationQueries):
         self._wanted_revision = self._migration_error = None
         log.info("database %s is at schema revision %s", self.url, self.current_revision())
 
+    def downgrade(self, revision: str) -> None:
+        """Bring the schema down to `revision`, an older version's newest (`kb migrate REVISION --downgrade`), so
+        that version runs on this database: it refuses a schema newer than its own. What the newer revisions
+        added goes with them (their columns and tables, with what they hold). Already at `revision`: nothing to
+        do; a revision above the current one is refused."""
+        from alembic import command
+        from alembic.util import CommandError
+
+        def stuck() -> MetadataStoreError:
+            return MetadataStoreError("another process holds the migration lock for over 120 s")
+        try:
+            with self._locked(self.lock("kbmigrate", "schema"), 120, stuck), self._engine.connect() as connection, \
+                    socket_timeouts(connection, MIGRATION_TIMEOUT):
+                cfg = _alembic_config()
+                cfg.attributes["connection"] = connection
+                command.downgrade(cfg, revision)
+                connection.commit()
+        except (SQLAlchemyError, CommandError) as exc:
+            raise MetadataStoreError(f"cannot bring the database at {self.url} down to revision {revision}: "
+                                     f"{exc}") from exc
+        log.info("database %s is at schema revision %s", self.url, self.current_revision())
+
     def _ensure_schema(self) -> None:
         """Run a migration that failed earlier, once, before the first use that finds the database answering.
         One thread migrates; the others wait for its outcome instead of trying (and waiting) again."""

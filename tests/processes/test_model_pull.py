@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from support.model_factory import minilm_path
+
+from kb_core.testing import minilm_path
 
 REPO = "acme/minilm-test"
 SHA = "0123456789abcdef0123456789abcdef01234567"

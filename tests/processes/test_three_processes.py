@@ -33,7 +33,7 @@ from support.paths import REPO
 from support.servers import free_port, wait_healthy
 from support.stores import NO_MODEL
 
-from kb_core.testing.milvus_server import milvus_lite_server
+from kb_core.testing import milvus_lite_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.processes]
 

@@ -89,7 +89,7 @@ def test_without_a_model_l1_is_full_text_only(open_kb):
 
 # -- real semantics: MiniLM weights and the Chinese BM25 path -------------------------------------------------
 def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sample_root):
-    from support.model_factory import minilm_path
+    from kb_core.testing import minilm_path
 
     kb = open_kb(sample_root, model=str(minilm_path()))
     assert kb.status().model.ready
@@ -103,7 +103,7 @@ def test_minilm_paraphrase_finds_the_right_chunk_by_dense_similarity(open_kb, sa
 
 
 def test_minilm_vectors_are_semantic(tmp_path):
-    from support.model_factory import minilm_path
+    from kb_core.testing import minilm_path
 
     embedder = FlagEmbedder(str(minilm_path()), device="cpu")
     q, same, other = embedder.encode_documents(["How do I refund a payment?",
@@ -150,7 +150,7 @@ def test_req_6_3_opening_with_1000_documents_indexes_all_of_them(tmp_path):
 @pytest.mark.parametrize(("precision", "floor"), [("fp32", 0.99999), ("bf16", 0.999)])
 def test_fast_encoder_matches_flagembedding_reference(precision, floor):
     """Our encode path (one forward per batch, no probe pass) gives FlagEmbedding's vectors on real weights."""
-    from support.model_factory import minilm_path
+    from kb_core.testing import minilm_path
 
     embedder = FlagEmbedder(str(minilm_path()), device="cpu", precision=precision)
     texts = ["如何优化缓存", "ERR_TIMEOUT 超时 支付网关 " * 30, "Refund API partial refund", "x"]

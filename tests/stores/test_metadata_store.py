@@ -195,6 +195,28 @@ def test_operator_command_migrates(tmp_path, monkeypatch, capsys):
     assert f"revision {head_revision()}" in capsys.readouterr().out
 
 
+def test_the_operator_command_brings_the_database_down_to_an_older_version(tmp_path, monkeypatch, capsys):
+    """`kb migrate REVISION --downgrade`, before an older version runs on the database (what bench_cold does for
+    the version it compares with): down to REVISION, nothing to do when there, refused above the current one."""
+    from kb_core.storage.migrate import main
+
+    url = f"sqlite:///{tmp_path / 'ops.sqlite3'}"
+    monkeypatch.setenv("KB_DATABASE_URL", url)
+    monkeypatch.setenv("KB_APP_ROOT", str(tmp_path))
+    assert main([]) == 0
+    assert main(["0009", "--downgrade"]) == 0 and "revision 0009" in capsys.readouterr().out
+    store = MetadataStore(url)
+    assert store.current_revision() == "0009"
+    assert "eval_run" not in set(inspect(store._engine).get_table_names())
+    assert main(["0009", "--downgrade"]) == 0 and store.current_revision() == "0009"
+    capsys.readouterr()
+    assert main(["0010", "--downgrade"]) == 1 and "cannot bring the database" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--downgrade"])  # down to what: head is no downgrade
+    assert main([]) == 0 and store.current_revision() == head_revision()
+    store.dispose()
+
+
 def test_url_password_is_hidden():
     assert "s3cret" not in redact_url("mysql+pymysql://kb:s3cret@db:3306/kb?charset=utf8mb4")
     assert "***" in MetadataStore("mysql+pymysql://kb:s3cret@127.0.0.1:1/kb").url

@@ -6,12 +6,14 @@ import ast
 import json
 import re
 import statistics
+import textwrap
 from pathlib import Path
 
 import pytest
-from support.naive_l0 import NaiveIndex
 from support.paths import REPO
 
+import kb_core.console
+import kb_core.testing
 from benchmarks.bench import L1_CLASSES, bench_lookups, chunk_rows, l1_chunks, l1_documents, l1_queries, main
 from benchmarks.bench_heavy import bench_heavy, render_heavy
 from benchmarks.bench_l0_change import main as l0_change_main
@@ -23,6 +25,7 @@ from benchmarks.bench_zh import KINDS, VARIANTS, write_corpus, zh_documents, zh_
 from benchmarks.common import bench_settings, generate_corpus, query_mix
 from kb_core import KnowledgeIndex, open_knowledge_base
 from kb_core.documents.chunking import FRONTMATTER_HEADING, MAX_CHUNKS
+from kb_core.testing import NaiveIndex, upload_chunks
 
 BENCHMARKS = REPO / "benchmarks"
 
@@ -125,6 +128,25 @@ def test_l1_chunks_are_what_an_upload_stores(tmp_path):
         kb.close()
     assert outcome.document.file_path == rows[0].source
     assert [(r.chunk_no, r.heading, r.text) for r in stored] == [(r.chunk_no, r.heading, r.text) for r in rows]
+
+
+def test_upload_chunks_are_what_an_upload_stores_for_every_shape_of_page(tmp_path):
+    """`kb_core.testing.upload_chunks` (the rows a benchmark fills L1's stores with) for frontmatter that says
+    nothing, frontmatter that does not parse, and a page that is only its heading."""
+    pages = {"empty-front.md": "---\ntags: [x]\n---\n\n# Title\n\nSome text about ERR_X.\n",
+             "broken-front.md": "---\ntitle: [unclosed\n---\n\n## A section\n\nBody text here.\n",
+             "heading-only.md": "# Only a heading\n"}
+    kb = open_knowledge_base(bench_settings(tmp_path), load_model=False)
+    try:
+        for name, text in pages.items():
+            outcome = kb.documents.upload(name, text.encode(), "api")
+            stored = kb.documents.chunks(outcome.document.id)
+            rows = upload_chunks(text, source=outcome.document.file_path, category="api", doc_id=outcome.document.id)
+            assert [(r.doc_id, r.source, r.category, r.chunk_no, r.heading, r.text) for r in stored] == \
+                [(r.doc_id, r.source, r.category, r.chunk_no, r.heading, r.text) for r in rows], name
+    finally:
+        kb.close()
+    assert upload_chunks("", source="knowledge_base/api/x.md", category="api") == []
 
 
 def test_l1_corpus_is_deterministic_real_sized_and_the_queries_come_from_it():
@@ -238,14 +260,106 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def test_the_benchmarks_import_each_other_in_one_direction_and_use_kb_cores_public_face():
+def test_the_benchmarks_import_each_other_in_one_direction():
     modules = {p.stem: _imports(p) for p in BENCHMARKS.glob("*.py")}
     assert "benchmarks.bench" not in modules["bench_pages"] and "benchmarks.bench" not in modules["common"]
     assert not any(m.startswith("benchmarks.") for m in modules["common"])
-    for name, imported in modules.items():
-        assert "kb_core.bench" not in imported and "kb_core.bootstrap" not in imported, name
-    for path in BENCHMARKS.glob("*.py"):
-        assert not re.search(r"\bkb\._", path.read_text(encoding="utf-8")), f"{path.name} reaches into a kb's internals"
+
+
+# The faces benchmarks may stand on, with the names each offers: a name outside `__all__` is a submodule
+# (`from kb_core import terms`) or a private name, an inside all the same.
+FACES = {face.__name__: set(face.__all__) for face in (kb_core, kb_core.console, kb_core.testing)}
+# `from kb_core.x import a, b` or `import kb_core.x` inside the code a benchmark hands a child process
+_CODE_IMPORT = re.compile(r"\bfrom\s+(kb_core[\w.]*)\s+import\s+\(?\s*(\w+(?:\s*,\s*\w+)*)|\bimport\s+(kb_core[\w.]*)")
+# the one way a child process's code may touch sys.path: to import another checkout's code in place of this one
+# (bench_cold's preamble for `--against REV`, `root` being that checkout)
+_OTHER_CHECKOUT = "sys.path.insert(0, {root!r})"
+# private names of code outside kb_core that a benchmark reaches, each with its reason
+_PRIVATE_ALLOWED = {
+    # the console's own cached knowledge base, the instance its pages render (pages/ is the console, not a face)
+    ("render_timing.py", "_open_knowledge_base"),
+}
+
+
+def _outside_the_faces(module: str, names: list[str]) -> list[str]:
+    if module.split(".")[0] != "kb_core":
+        return []
+    if module not in FACES:
+        return [module]
+    return [f"{module}.{name}" for name in names if name not in FACES[module]]
+
+
+def inside_uses(path: Path) -> list[str]:
+    """What `path` (a benchmark) takes from beside kb_core's faces: imports of kb_core's other modules and names
+    (anywhere in the file, inside functions too, and in the code strings it runs in child processes), private
+    attributes of anything but its own objects, `sys.path` and tests/ (`tests`, `support`)."""
+    found = []
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef) and ast.get_docstring(node)}
+    for node in ast.walk(tree):
+        where = f"{path.name}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found += [f"{where} import {m}" for m in _outside_the_faces(alias.name, [])]
+                if alias.name.split(".")[0] in ("tests", "support"):
+                    found.append(f"{where} import {alias.name}")
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            found += [f"{where} from {m}" for m in _outside_the_faces(module, [a.name for a in node.names])]
+            if module.split(".")[0] in ("tests", "support"):
+                found.append(f"{where} from {module}")
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "path" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+                found.append(f"{where} sys.path")
+            elif node.attr.startswith("_") and not node.attr.startswith("__") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")) \
+                    and (path.name, node.attr) not in _PRIVATE_ALLOWED:
+                found.append(f"{where} private .{node.attr}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            for match in _CODE_IMPORT.finditer(node.value):
+                module = match.group(1) or match.group(3)
+                names = [n.strip() for n in (match.group(2) or "").split(",") if n.strip()]
+                found += [f"{where} code string: {m}" for m in _outside_the_faces(module, names)]
+            if "sys.path" in node.value.replace(_OTHER_CHECKOUT, ""):
+                found.append(f"{where} code string: sys.path")
+            if re.search(r"\b(?:from|import)\s+(?:tests|support)\b", node.value):
+                found.append(f"{where} code string: imports tests/")
+    return found
+
+
+def test_the_benchmarks_stand_on_kb_cores_faces_and_never_on_tests():
+    """Benchmarks use `kb_core`, `kb_core.console` and `kb_core.testing` only (a component a benchmark times on
+    its own is `kb_core.testing`'s), never kb_core's other modules or private names, and never put tests/ on
+    their path: its helpers are pytest's."""
+    assert [use for path in sorted(BENCHMARKS.glob("*.py")) for use in inside_uses(path)] == []
+
+
+def test_the_faces_check_sees_every_way_in(tmp_path):
+    """`inside_uses` finds each way a benchmark used to reach inside: nested imports, a submodule or private name
+    through a face, code strings for child processes, private attributes, sys.path and tests/."""
+    sample = tmp_path / "bench_sample.py"
+    sample.write_text(textwrap.dedent('''
+        import sys
+        from kb_core import KnowledgeIndex, terms
+        from kb_core.testing import NaiveIndex
+        from kb_core.testing.milvus_server import milvus_lite_server
+        SCRIPT = "import kb_core; from kb_core.keywords.index import KnowledgeIndex"
+        FACE = "from kb_core import KnowledgeIndex"
+        OTHER = "import sys; sys.path.insert(0, {root!r}); from kb_core import KnowledgeIndex"
+        CHILD = "import sys; sys.path.append('tests'); from support.naive_l0 import NaiveIndex"
+
+        def f(store, kb):
+            from kb_core.storage.metadata_store import MetadataStore, _alembic_config
+            from support.model_factory import build_bge_m3_shaped
+            sys.path.append("tests")
+            return store._engine, kb._parts, self_like._x
+        '''))
+    uses = inside_uses(sample)
+    assert sorted(u.split(" ", 1)[1] for u in uses) == sorted([
+        "from kb_core.terms", "from kb_core.testing.milvus_server", "code string: kb_core.keywords.index",
+        "code string: sys.path", "code string: imports tests/", "from kb_core.storage.metadata_store",
+        "from support.model_factory", "sys.path", "private ._engine", "private ._parts", "private ._x"]), uses
 
 
 def test_suggest_bench_at_300_documents(tmp_path, capsys):
@@ -286,16 +400,18 @@ def test_the_chinese_corpus_is_product_documentation_and_the_queries_come_from_i
 
 def test_the_cold_start_benchmark_runs_the_code_it_names_not_the_installed_checkout(tmp_path):
     """`bench_cold --against REV` compares two versions only if each process imports the version it names."""
-    from benchmarks.bench_cold import _CLI, REPO, _import_seconds, _run
+    from benchmarks.bench_cold import REPO, _import_seconds, _kb, _run
 
     other = tmp_path / "other"
     (other / "kb_core").mkdir(parents=True)
     (other / "kb_core" / "__init__.py").write_text("WHICH = 'other'\n")
-    (other / "kb_core" / "cli.py").write_text("def main(argv):\n    print('other', argv)\n    return 0\n")
+    (other / "kb_core" / "command.py").write_text("def run(argv):\n    print('other', argv)\n    return 0\n")
+    (other / "pyproject.toml").write_text('[project]\nname = "x"\n[project.scripts]\nkb = "kb_core.command:run"\n')
     kb_root = tmp_path / "kb"
     kb_root.mkdir()
-    _, out, _ = _run(other, kb_root, _CLI, "lookup", "X")
+    _, out, _ = _run(other, kb_root, _kb(other), "lookup", "X")  # the `kb` that checkout declares
     assert out.split() == ["other", "['lookup',", "'X']"]
+    assert _kb(tmp_path) == _kb(REPO)  # no pyproject.toml (the first versions): the function this one declares
     _, out, _ = _run(REPO, kb_root, "import kb_core; print(kb_core.__file__)")
     assert out.strip() == str(REPO / "kb_core" / "__init__.py")
     wall, own = _import_seconds(REPO, kb_root)
@@ -308,10 +424,8 @@ def test_the_open_benchmark_opens_with_the_code_it_names(tmp_path):
     from benchmarks.bench_open import _fresh_l0
 
     other = tmp_path / "other"
-    (other / "kb_core" / "retrieval").mkdir(parents=True)
-    (other / "kb_core" / "__init__.py").write_text("")
-    (other / "kb_core" / "retrieval" / "__init__.py").write_text("")
-    (other / "kb_core" / "retrieval" / "keyword_index.py").write_text(
+    (other / "kb_core").mkdir(parents=True)
+    (other / "kb_core" / "__init__.py").write_text(  # the public name, as every version of kb_core has it
         "from pathlib import Path\n"
         "class KnowledgeIndex:\n"
         "    def __init__(self, base, *, app_root, snapshot_path):\n"

