@@ -137,9 +137,10 @@ def document_chunks(text: str, fm: Frontmatter | None) -> tuple[list[Chunk], lis
 def upload_chunks(text: str, *, source: str, category: str, doc_id: int = 1) -> list[ChunkRow]:
     """The chunk rows an upload of the Markdown `text` stores, without their vectors: what
     `kb.documents.chunks(doc_id)` returns after uploading it as `source` (its display path,
-    `knowledge_base/<category>/<name>`) into `category`. Computed without a knowledge base, for tests and benchmarks that fill L1's stores themselves (exported as
-    `kb_core.testing.upload_chunks`). Frontmatter that does not parse is ignored, as the upload ignores it; a
-    text with nothing to index gives no rows (the upload refuses it)."""
+    `knowledge_base/<category>/<name>`) into `category`. Computed without a knowledge base, for tests and
+    benchmarks that fill L1's stores themselves (exported as `kb_core.testing.upload_chunks`). Frontmatter that
+    does not parse is ignored, as the upload ignores it; a text with nothing to index gives no rows (the upload
+    refuses it)."""
     try:
         fm = parse_frontmatter_strict(text)
     except Exception:  # noqa: BLE001 - as `prepare`: an upload goes on without frontmatter it cannot read
