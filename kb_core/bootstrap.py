@@ -81,6 +81,27 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     threading.Thread(target=text_analysis.warm_up, name="kb-jieba", daemon=True).start()
     if embedder is None:
         embedder = _configured_embedder(settings)
+    vectors, fulltext, dimension = _start_vectors(settings, embedder, one_question)
+    if load_model and embedder.available:
+        embedder.start_loading()
+    try:
+        kb, parts = _assemble(settings, embedder, vectors, fulltext, dimension)
+    except BaseException:
+        vectors.close()  # what refused to open leaves no Milvus Lite server behind
+        raise
+    _settle(kb, parts, settings, dense=bool(dimension))
+    if not one_question:
+        vectors.wait_warm_up()  # open means open: Milvus answers (or its outage is logged) when this returns
+    log.info("knowledge base open in %.2f s: %d L0 documents, database %s, Milvus %s (%s), model %s: %s",
+             time.perf_counter() - started, len(parts.index), parts.metadata.url, vectors.uri, vectors.collection,
+             settings.embedding_model, embedder.state.state)
+    return kb
+
+
+def _start_vectors(settings: Settings, embedder: Embedder,
+                   one_question: bool) -> tuple[MilvusVectorStore, SqliteFullTextIndex | None, int | None]:
+    """Milvus (and the full-text sidecar) for `embedder`'s collection, warming up in the background: Milvus Lite
+    starts (a process of its own) and the model loads while the database, L0 and the rest open."""
     dimension = embedder.dimension if embedder.available else None
     collection = collection_name(embedder.model_id if dimension else None, dimension)
     vectors = MilvusVectorStore(
@@ -91,79 +112,105 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
         timeout=settings.backend_timeout,
         fulltext=(fulltext := _fulltext_index(settings, collection)),
     )
-    # Milvus Lite starts (a process of its own) and the model loads while the database, L0 and the rest open
     if not one_question or dimension or fulltext is None:
         vectors.warm_up_in_background()
-    if load_model and embedder.available:
-        embedder.start_loading()
-    try:
-        metrics = KnowledgeBaseMetrics()
-        metadata = MetadataStore(settings.resolved_database_url, timeout=settings.backend_timeout)
-        try:
-            metadata.migrate()
-        except KnowledgeBaseError as exc:
-            # Degraded, not dead: L0 needs only the files. Writes and the call log report the outage until the
-            # database is back (connections are made anew then); `status()` shows it.
-            log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
-        folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
-        synonyms_file = SynonymsFile(folder.base_dir)
-        index = KnowledgeIndex(folder=folder, matching=settings.l0_matching,
-                               generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms,
-                               snapshot_path=settings.l0_snapshot_path, synonyms_file=synonyms_file)
-        follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
-        follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
-        if (empty := folder.empty_warning(index.scan().scanned)) is not None:
-            log.warning("%s", empty)
-        threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
-        dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
-        searcher = VectorSearcher(vectors, dense_embedder,
-                                  tuning=tuning_for(embedder.model_id, settings.min_dense_score),
-                                  dense_complete=_every_document_embedded(metadata, embedder.model_id))
-        body_identifiers = None
-        if fulltext is not None:  # "did you mean" over the pages' text: needs every chunk's text at hand
-            body_identifiers = BodyIdentifierSuggester(fulltext.texts, fulltext.version, _page_description(index))
-            body_identifiers.refresh_in_background()
-        trash = Trash(settings.trash_dir, folder)
-        documents = DocumentService(folder, index, metadata, vectors, dense_embedder, trash=trash,
-                                    backend_timeout=settings.backend_timeout)
-        reconciler = Reconciler(documents, folder, index, metadata, vectors)
-        # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
-        # running would miss that document until someone opened the knowledge base anew or reconciled.
-        follower.every(RECOVER_EVERY, reconciler.recover_dead_writers)
-        follower.every(SYNONYMS_EVERY, index.reload_synonyms)  # a hand edit or another process's save
-        # long work as jobs of this process, one heavy job at a time across processes (the "kbjob" lock); jobs of
-        # processes that died are marked failed here at open and by the follower every RECOVER_EVERY seconds
-        jobs = JobRunner(JobStore(metadata), lambda: metadata.lock("kbjob", "heavy"),
-                         StagingArea(settings.app_root / STAGING_FOLDER), share=settings.job_share)
-        follower.every(RECOVER_EVERY, jobs.sweep)
-        watcher = None
-        if settings.watch:
-            # one watcher per database and folder; the lock name does not depend on where this process sits
-            def reconcile_changed(paths: Iterable[str]) -> Any:
-                # recorded as the watcher's change, not an agent's
-                with acting(service_actor("watcher")), metrics.timed("watch_sync"):
-                    return reconciler.reconcile(paths, delete_missing=True)
+    return vectors, fulltext, dimension
 
-            watcher = FolderWatcher(folder.base_dir, reconcile_changed,
-                                    metadata.lease("kbwatch", folder.display_path("")),
-                                    catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
-        lookup = HybridLookup(index, searcher, default_language=settings.default_language,
-                              body_suggester=body_identifiers, scope_ids=ScopedDocuments(metadata, index).ids)
-        kb = KnowledgeBase(settings, Parts(folder=folder, index=index, metadata=metadata, vectors=vectors,
-                                           embedder=embedder, documents=documents, reconciler=reconciler,
-                                           trash=trash, synonyms_file=synonyms_file, lookup=lookup,
-                                           searcher=searcher, follower=follower, watcher=watcher, metrics=metrics,
-                                           jobs=jobs))
-        if settings.metrics_port:
-            if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
-                log.warning("metrics served beyond loopback on %s: anyone who reaches the port reads them",
-                            settings.metrics_host)
-            metrics.serve(settings.metrics_port, settings.metrics_host)
-    except BaseException:
-        vectors.close()  # what refused to open leaves no Milvus Lite server behind
-        raise
+
+def _assemble(settings: Settings, embedder: Embedder, vectors: MilvusVectorStore,
+              fulltext: SqliteFullTextIndex | None, dimension: int | None) -> tuple[KnowledgeBase, Parts]:
+    """The stores and services, wired: the database, L0 (scanned), L1, the writers and the jobs, the watcher."""
+    metrics = KnowledgeBaseMetrics()
+    metadata = _migrated_metadata(settings)
+    folder, synonyms_file, index, follower = _open_l0(settings, metadata)
+    dense_embedder = embedder if dimension else None  # no model, no dense vectors: BM25 only
+    searcher = VectorSearcher(vectors, dense_embedder,
+                              tuning=tuning_for(embedder.model_id, settings.min_dense_score),
+                              dense_complete=_every_document_embedded(metadata, embedder.model_id))
+    body_identifiers = None
+    if fulltext is not None:  # "did you mean" over the pages' text: needs every chunk's text at hand
+        body_identifiers = BodyIdentifierSuggester(fulltext.texts, fulltext.version, _page_description(index))
+        body_identifiers.refresh_in_background()
+    trash = Trash(settings.trash_dir, folder)
+    documents = DocumentService(folder, index, metadata, vectors, dense_embedder, trash=trash,
+                                backend_timeout=settings.backend_timeout)
+    reconciler = Reconciler(documents, folder, index, metadata, vectors)
+    # A writer killed mid-write leaves its row PENDING and sends no change: without this, processes that keep
+    # running would miss that document until someone opened the knowledge base anew or reconciled.
+    follower.every(RECOVER_EVERY, reconciler.recover_dead_writers)
+    follower.every(SYNONYMS_EVERY, index.reload_synonyms)  # a hand edit or another process's save
+    jobs = _job_runner(settings, metadata, follower)
+    watcher = _folder_watcher(settings, folder, metadata, reconciler, metrics) if settings.watch else None
+    lookup = HybridLookup(index, searcher, default_language=settings.default_language,
+                          body_suggester=body_identifiers, scope_ids=ScopedDocuments(metadata, index).ids)
+    parts = Parts(folder=folder, index=index, metadata=metadata, vectors=vectors, embedder=embedder,
+                  documents=documents, reconciler=reconciler, trash=trash, synonyms_file=synonyms_file,
+                  lookup=lookup, searcher=searcher, follower=follower, watcher=watcher, metrics=metrics, jobs=jobs)
+    kb = KnowledgeBase(settings, parts)
+    if settings.metrics_port:
+        if settings.metrics_host not in ("127.0.0.1", "localhost", "::1"):
+            log.warning("metrics served beyond loopback on %s: anyone who reaches the port reads them",
+                        settings.metrics_host)
+        metrics.serve(settings.metrics_port, settings.metrics_host)
+    return kb, parts
+
+
+def _migrated_metadata(settings: Settings) -> MetadataStore:
+    metadata = MetadataStore(settings.resolved_database_url, timeout=settings.backend_timeout)
     try:
-        reconciler.recover(just_scanned=True)  # finish or undo what a crash left PENDING (only those rows)
+        metadata.migrate()
+    except KnowledgeBaseError as exc:
+        # Degraded, not dead: L0 needs only the files. Writes and the call log report the outage until the
+        # database is back (connections are made anew then); `status()` shows it.
+        log.error("the database is not available; L0 answers from the files, writes wait for it: %s", exc)
+    return metadata
+
+
+def _open_l0(settings: Settings,
+             metadata: MetadataStore) -> tuple[KnowledgeFolder, SynonymsFile, KnowledgeIndex, ChangeFollower]:
+    """The folder, its synonyms file and the L0 index, scanned; the follower of other processes' writes,
+    started before the scan."""
+    folder = KnowledgeFolder(settings.base_path, app_root=settings.app_root, max_bytes=settings.max_upload_bytes)
+    synonyms_file = SynonymsFile(folder.base_dir)
+    index = KnowledgeIndex(folder=folder, matching=settings.l0_matching,
+                           generic_docs=settings.l0_generic_docs, synonyms=settings.l0_synonyms,
+                           snapshot_path=settings.l0_snapshot_path, synonyms_file=synonyms_file)
+    follower = ChangeFollower(metadata, index, interval=settings.refresh_interval)
+    follower.start_from_now()  # the position before the scan: nothing written meanwhile is missed
+    if (empty := folder.empty_warning(index.scan().scanned)) is not None:
+        log.warning("%s", empty)
+    threading.Thread(target=index.warm_suggester, name="kb-suggester", daemon=True).start()
+    return folder, synonyms_file, index, follower
+
+
+def _job_runner(settings: Settings, metadata: MetadataStore, follower: ChangeFollower) -> JobRunner:
+    """Long work as jobs of this process, one heavy job at a time across processes (the "kbjob" lock); jobs of
+    processes that died are marked failed here at open and by the follower every RECOVER_EVERY seconds."""
+    jobs = JobRunner(JobStore(metadata), lambda: metadata.lock("kbjob", "heavy"),
+                     StagingArea(settings.app_root / STAGING_FOLDER), share=settings.job_share)
+    follower.every(RECOVER_EVERY, jobs.sweep)
+    return jobs
+
+
+def _folder_watcher(settings: Settings, folder: KnowledgeFolder, metadata: MetadataStore, reconciler: Reconciler,
+                    metrics: KnowledgeBaseMetrics) -> FolderWatcher:
+    """KB_WATCH: one watcher per database and folder; the lock name does not depend on where this process sits."""
+    def reconcile_changed(paths: Iterable[str]) -> Any:
+        # recorded as the watcher's change, not an agent's
+        with acting(service_actor("watcher")), metrics.timed("watch_sync"):
+            return reconciler.reconcile(paths, delete_missing=True)
+
+    return FolderWatcher(folder.base_dir, reconcile_changed, metadata.lease("kbwatch", folder.display_path("")),
+                         catch_up=lambda: paths_changed_while_unwatched(folder, metadata))
+
+
+def _settle(kb: KnowledgeBase, parts: Parts, settings: Settings, *, dense: bool) -> None:
+    """What an opening finishes before it returns: interrupted writes, spooled calls, old trash and stale
+    vectors (both in the background), dead jobs, then the watcher."""
+    metadata, follower, jobs = parts.metadata, parts.follower, parts.jobs
+    assert follower is not None and jobs is not None  # `_assemble` builds both
+    try:
+        parts.reconciler.recover(just_scanned=True)  # finish or undo what a crash left PENDING (only those rows)
     except KnowledgeBaseError as exc:
         log.error("could not check for interrupted writes: %s", exc)
     # calls answered from L0 alone by processes without the database (`kb lookup`) join the call log
@@ -172,22 +219,16 @@ def open_knowledge_base(settings: Settings | None = None, *, load_model: bool = 
     _move_spooled_calls(spool, metadata)
     # documents deleted longer than KB_TRASH_DAYS ago leave the trash: once per opening, a purge_trash job (shown
     # in the jobs panel) when the trash holds something to purge; the look at the trash runs in the background
-    threading.Thread(target=_purge_old_trash, args=(kb, trash, settings.trash_days), name="kb-trash-purge",
+    threading.Thread(target=_purge_old_trash, args=(kb, parts.trash, settings.trash_days), name="kb-trash-purge",
                      daemon=True).start()
     threading.Thread(target=_reindex_what_changed, name="kb-reindex-changed", daemon=True,
-                     args=(kb, metadata, dense_embedder is not None, documents.profile)).start()
+                     args=(kb, metadata, dense, parts.documents.profile)).start()
     try:
         jobs.sweep()  # after recovery: a dead job's interrupted write is settled; the job is shown failed
     except KnowledgeBaseError as exc:
         log.error("could not check for jobs of processes that died: %s", exc)
-    if watcher is not None:
-        watcher.start()  # after recovery: the catch-up sync must not meet this process's own PENDING rows
-    if not one_question:
-        vectors.wait_warm_up()  # open means open: Milvus answers (or its outage is logged) when this returns
-    log.info("knowledge base open in %.2f s: %d L0 documents, database %s, Milvus %s (%s), model %s: %s",
-             time.perf_counter() - started, len(index), metadata.url, vectors.uri, vectors.collection,
-             settings.embedding_model, embedder.state.state)
-    return kb
+    if parts.watcher is not None:
+        parts.watcher.start()  # after recovery: the catch-up sync must not meet this process's own PENDING rows
 
 
 def parts_of(kb: KnowledgeBase) -> Parts:

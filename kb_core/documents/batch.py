@@ -240,19 +240,62 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
     """Per-file verdicts for uploading `files` into `category`; reads only (the index, the disk, the database).
     A file whose content is indexed under another path, or comes earlier in the batch, is a `DUPLICATE` (skipped,
     with its reason) unless `duplicates_anyway`; one identical to the indexed version at its own path is `SAME`."""
-    problem = suggestion = None
-    if not (category or "").strip():
-        problem = "choose a category (or create one) for these files"
-    else:
-        try:
-            validate_category(category)
-        except KnowledgeBaseError as exc:
-            problem, suggestion = str(exc), suggest_category(category)
+    problem, suggestion = _category_problem(category)
     # Each file is judged at its own category (a folder's file below the chosen one); the chosen category's own
     # problem is reported once for the batch, a folder's problem once per file under it.
     previews = [inspect_upload(index, f.name, f.data, f.category_in(category), check_category=problem is None)
                 for f in files]
+    across = _across(files, previews, paths_with_content, duplicates_anyway)
+    verdicts = [_verdict(index, i, upload, preview, across)
+                for i, (upload, preview) in enumerate(zip(files, previews, strict=True))]
+    return BatchPreview(category, problem, suggestion, tuple(verdicts))
 
+
+@dataclass(frozen=True)
+class _Across:
+    """What only shows across a batch, by the files' positions in it."""
+
+    same_target: dict[int, tuple[str, ...]]  # upload names of the other files aimed at the same path
+    duplicates: dict[int, list[str]]  # where the same bytes are indexed already, or come earlier in the batch
+    left_out: set[int]  # duplicates that are skipped: neither their keywords nor their paths count
+    in_batch: set[str]  # the paths the batch will write
+    batch_terms: dict[str, list[str]]  # normalised keyword -> the files of the batch that list it
+    stored: dict[str, list[str]]  # content hash -> the indexed paths with that content
+    looked_up: bool  # `paths_with_content` was given (`stored` is empty when it failed)
+    duplicates_anyway: bool
+
+
+def _category_problem(category: str) -> tuple[str | None, str | None]:
+    """What is wrong with the batch's category, and a category to suggest instead."""
+    if not (category or "").strip():
+        return "choose a category (or create one) for these files", None
+    try:
+        validate_category(category)
+    except KnowledgeBaseError as exc:
+        return str(exc), suggest_category(category)
+    return None, None
+
+
+def _across(files: Sequence[BatchFile], previews: list[UploadPreview],
+            paths_with_content: Callable[[list[str]], dict[str, list[str]]] | None,
+            duplicates_anyway: bool) -> _Across:
+    same_target = _same_targets(files, previews)
+    stored: dict[str, list[str]] = {}
+    if paths_with_content is not None:
+        try:
+            stored = paths_with_content([p.sha256 for p in previews if p.sha256])
+        except KnowledgeBaseError as exc:  # the preview still helps without it
+            log.warning("cannot look up duplicate content: %s", exc)
+    duplicates = _duplicates(files, previews, stored, same_target)
+    left_out = {i for i, p in enumerate(previews) if i in duplicates and not duplicates_anyway
+                and p.current_sha256 != p.sha256}  # skipped: neither their keywords nor their paths count
+    in_batch = {p.file_path for i, p in enumerate(previews) if p.file_path and i not in left_out}
+    return _Across(same_target, duplicates, left_out, in_batch, _batch_terms(files, previews, same_target, left_out),
+                   stored, paths_with_content is not None, duplicates_anyway)
+
+
+def _same_targets(files: Sequence[BatchFile], previews: list[UploadPreview]) -> dict[int, tuple[str, ...]]:
+    """The files aimed at the same path as another file of the batch, with the others' upload names."""
     by_target: dict[str, list[int]] = {}
     for i, preview in enumerate(previews):
         if not any(f.severity == ERROR for f in preview.findings):
@@ -262,14 +305,13 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
         if len(group) > 1:
             for i in group:
                 same_target[i] = tuple(files[j].upload_name for j in group if j != i)
+    return same_target
 
-    stored: dict[str, list[str]] = {}
-    if paths_with_content is not None:
-        try:
-            stored = paths_with_content([p.sha256 for p in previews if p.sha256])
-        except KnowledgeBaseError as exc:  # the preview still helps without it
-            log.warning("cannot look up duplicate content: %s", exc)
-    # Content already indexed under another path, or earlier in the batch (the first of identical files goes in)
+
+def _duplicates(files: Sequence[BatchFile], previews: list[UploadPreview], stored: dict[str, list[str]],
+                same_target: dict[int, tuple[str, ...]]) -> dict[int, list[str]]:
+    """Content already indexed under another path, or earlier in the batch (the first of identical files goes
+    in)."""
     duplicates: dict[int, list[str]] = {}
     first_with: dict[str, int] = {}
     for i, preview in enumerate(previews):
@@ -283,12 +325,13 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
         first_with.setdefault(preview.sha256, i)
         if found:
             duplicates[i] = found
-    left_out = {i for i, p in enumerate(previews) if i in duplicates and not duplicates_anyway
-                and p.current_sha256 != p.sha256}  # skipped: neither their keywords nor their paths count
+    return duplicates
 
-    # Keywords as L0 will see them after the batch: the index minus the documents this batch replaces, plus
-    # every file of the batch that will go in.
-    in_batch = {p.file_path for i, p in enumerate(previews) if p.file_path and i not in left_out}
+
+def _batch_terms(files: Sequence[BatchFile], previews: list[UploadPreview], same_target: dict[int, tuple[str, ...]],
+                 left_out: set[int]) -> dict[str, list[str]]:
+    """The keywords of every file of the batch that will go in: with the index less the documents the batch
+    replaces, they are the keywords as L0 will see them after the batch."""
     batch_terms: dict[str, list[str]] = {}
     for i, preview in enumerate(previews):
         if preview.frontmatter is None or i in same_target or i in left_out:
@@ -298,35 +341,42 @@ def preview_batch(index: IndexedDocuments, files: Sequence[BatchFile], category:
             paths = batch_terms.setdefault(normalize_term(keyword), [])
             if label not in paths:
                 paths.append(label)
+    return batch_terms
 
-    verdicts = []
-    for i, (upload, preview) in enumerate(zip(files, previews, strict=True)):
-        extra: list[Finding] = []
-        if i in same_target:
-            extra.append(Finding(ERROR, f"aimed at the same path as {', '.join(same_target[i])} in this batch "
-                                        f"({preview.file_path or preview.file_name}): give one a new name"))
-        if i in duplicates and preview.current_sha256 != preview.sha256:
-            extra.append(Finding(WARNING, f"duplicate of {', '.join(duplicates[i])}: the same content is "
-                                          "indexed there already; uploading it again makes every keyword "
-                                          "ambiguous" + ("" if duplicates_anyway else " (skipped)")))
-        own = preview.file_path or f"{upload.upload_name} (this batch)"
 
-        def others_of(keyword: str, own: str = own, page: str = page_of(preview)) -> list[str]:
-            indexed = [p for p in index.claimants(keyword, page=page) if p != own and p not in in_batch]
-            return indexed + [p for p in batch_terms.get(normalize_term(keyword), []) if p != own]
+def _verdict(index: IndexedDocuments, i: int, upload: BatchFile, preview: UploadPreview,
+             across: _Across) -> FileVerdict:
+    """One file's verdict: its own findings plus what the batch adds to them."""
+    extra: list[Finding] = []
+    if i in across.same_target:
+        extra.append(Finding(ERROR, f"aimed at the same path as {', '.join(across.same_target[i])} in this batch "
+                                    f"({preview.file_path or preview.file_name}): give one a new name"))
+    if i in across.duplicates and preview.current_sha256 != preview.sha256:
+        extra.append(Finding(WARNING, f"duplicate of {', '.join(across.duplicates[i])}: the same content is "
+                                      "indexed there already; uploading it again makes every keyword "
+                                      "ambiguous" + ("" if across.duplicates_anyway else " (skipped)")))
+    own = preview.file_path or f"{upload.upload_name} (this batch)"
+    ambiguous = [] if preview.frontmatter is None or i in across.left_out else \
+        _ambiguous(index, preview, own, across)
+    extra += [ambiguity_warning(keyword, others) for keyword, others in ambiguous]
+    if upload.rename and upload.name != upload.upload_name:
+        extra.insert(0, Finding(INFO, f"renamed from {upload.upload_name}"))
+    indexed = not across.looked_up or preview.file_path in across.stored.get(preview.sha256, ())
+    if preview.current_sha256 == preview.sha256 and not indexed:
+        extra.append(Finding(INFO, f"{preview.file_path} is on disk but not indexed: uploading indexes it"))
+    preview = replace(preview, findings=preview.findings + tuple(extra))
+    return FileVerdict(upload.upload_name, preview, across.same_target.get(i, ()), tuple(across.duplicates.get(i, ())),
+                       indexed, across.duplicates_anyway, tuple(ambiguous))
 
-        ambiguous = []
-        if preview.frontmatter is not None and i not in left_out:
-            for keyword in split_keywords(preview.frontmatter.keywords)[0]:
-                if others := others_of(keyword):
-                    ambiguous.append((keyword, tuple(others)))
-                    extra.append(ambiguity_warning(keyword, others))
-        if upload.rename and upload.name != upload.upload_name:
-            extra.insert(0, Finding(INFO, f"renamed from {upload.upload_name}"))
-        indexed = paths_with_content is None or preview.file_path in stored.get(preview.sha256, ())
-        if preview.current_sha256 == preview.sha256 and not indexed:
-            extra.append(Finding(INFO, f"{preview.file_path} is on disk but not indexed: uploading indexes it"))
-        preview = replace(preview, findings=preview.findings + tuple(extra))
-        verdicts.append(FileVerdict(upload.upload_name, preview, same_target.get(i, ()), tuple(duplicates.get(i, ())),
-                                    indexed, duplicates_anyway, tuple(ambiguous)))
-    return BatchPreview(category, problem, suggestion, tuple(verdicts))
+
+def _ambiguous(index: IndexedDocuments, preview: UploadPreview, own: str,
+               across: _Across) -> list[tuple[str, tuple[str, ...]]]:
+    """The file's keywords that other documents will claim after the batch, each with those documents."""
+    assert preview.frontmatter is not None  # only a file with frontmatter has keywords
+    page = page_of(preview)
+    found = []
+    for keyword in split_keywords(preview.frontmatter.keywords)[0]:
+        indexed = [p for p in index.claimants(keyword, page=page) if p != own and p not in across.in_batch]
+        if others := indexed + [p for p in across.batch_terms.get(normalize_term(keyword), []) if p != own]:
+            found.append((keyword, tuple(others)))
+    return found

@@ -211,6 +211,28 @@ _STORE_OF_STEP = {"database": "row", "database commit": "row", "write vectors": 
 _STORE_NAMES = {"row": "the database", "vectors": "Milvus"}
 
 
+@dataclass(frozen=True)
+class _Previous:
+    """What a write replaces: the file's bytes (None: nothing there, or no file to write) and the chunks."""
+
+    file_bytes: bytes | None
+    chunks: list[ChunkRow]
+
+
+class _Write:
+    """A write under way: its step and since when (the rollback tells a timeout from a quick failure by it),
+    the document's row id once it has one, and the undos of the steps done, in order."""
+
+    def __init__(self, doc_id: int | None):
+        self.step = "database"
+        self.started = time.monotonic()
+        self.doc_id = doc_id
+        self.undo: list[tuple[str, Callable[[], None]]] = []
+
+    def at(self, step: str) -> None:
+        self.step, self.started = step, time.monotonic()
+
+
 def _run_undos(undo: list[tuple[str, Callable[[], None]]]) -> list[str]:
     problems: list[str] = []
     for what, action in reversed(undo):
@@ -412,13 +434,7 @@ class DocumentService:
         Streamlit rerun raised from a progress callback — runs the undos in reverse and is re-raised. A crash
         (kill -9) leaves the row PENDING, which the next opening (`recover`) finishes or undoes.
         """
-        step = "read the previous version"
-        try:
-            old_bytes = self._folder.current_bytes(write_file) if write_file is not None else None
-            old_chunks = self._vectors.chunks_of(existing.id, with_vectors=True) if existing is not None else []
-        except Exception as exc:  # noqa: BLE001
-            raise DocumentError(step, f"{type(exc).__name__}: {exc}") from exc
-
+        previous = self._previous_version(write_file, existing)
         values = DocumentValues(
             file_name=name,
             category=category,
@@ -433,59 +449,79 @@ class DocumentService:
             last_error=DENSE_MISSING if prepared.dense_missing else None,
             content_version=CONTENT_VERSION,
         )
-        undo: list[tuple[str, Callable[[], None]]] = []
-        doc_id: int | None = existing.id if existing is not None else None
-        started = time.monotonic()  # of the current step: a step that failed after most of the timeout timed out
+        write = _Write(existing.id if existing is not None else None)
         try:
-            step = "database"
-            doc_id = self._metadata.save_document(values, doc_id, pending=("upload", self.owner))
-            if existing is None:
-                undo.append(("row", lambda: self._metadata.delete_document(doc_id)))
-            else:
-                undo.append(("row", lambda: self._metadata.save_document(_values_of(existing), existing.id)))
-            if write_file is not None:
-                step = "save file"
-                progress("saving", 0, 1)
-                undo.append(("file", lambda: self._folder.undo_write(write_file, data, old_bytes)))
-                self._folder.write(write_file, data)
-            step, started = "write vectors", time.monotonic()
-            progress("indexing", 0, len(prepared.chunks))
-            # Upsert by `{doc_id}:{chunk_no}` first, then drop chunks a longer old version had: a failed write
-            # leaves the old vectors untouched. The undo is pushed first: a write can fail half-way.
-            undo.append(("vectors", lambda: self._restore_vectors(doc_id, old_chunks, len(prepared.chunks))))
-            self._vectors.upsert(self._rows(doc_id, file_path, category, prepared))
-            if len(old_chunks) > len(prepared.chunks):
-                step, started = "delete stale vectors", time.monotonic()
-                self._vectors.delete_chunks_from(doc_id, len(prepared.chunks))
-            step, started = "database commit", time.monotonic()
-            progress("indexing", len(prepared.chunks), len(prepared.chunks))
-            self._metadata.finish_write(doc_id, last_error=values.last_error)
+            self._write_steps(write, values, data, prepared, existing, write_file, previous, progress)
         except BaseException as exc:  # noqa: BLE001 - whatever failed or interrupted: undo, then re-raise
-            silent = self._timed_out(step, started, exc)
-            # the store that did not answer is not asked again now (the caller would wait a second timeout), and
-            # the row keeps its intent record for recovery, which settles the write once that store answers
-            left = {silent, "row"} if silent else set()
-            problems = _run_undos([(what, action) for what, action in undo if what not in left])
-            message = f"{type(exc).__name__}: {exc}"
-            if silent:
-                message += (f"; {_STORE_NAMES[silent]} did not answer in time: the file is as it was, and this "
-                            "process finishes undoing the write once it answers (so does reopening or reconcile)")
-            if problems:
-                message += ("; and the rollback was incomplete (" + "; ".join(problems) + "): this process "
-                            "finishes it once the stores answer again, or run reconcile")
-            if silent or problems:
-                self._stranded[file_path] = doc_id
-            log.error("storing %s failed at %s: %s", file_path, step, message)
-            if not isinstance(exc, Exception):
+            failure = self._roll_back(write, file_path, exc)
+            if failure is None:
                 raise
-            raise DocumentError(step, message) from exc
+            raise failure from exc
 
         self._stranded.pop(file_path, None)  # a write that went through settles any earlier one
         self._update_l0(file_path, prepared.frontmatter, category, prepared.text, digest)
-        record = self._metadata.get(doc_id) if doc_id is not None else None
+        record = self._metadata.get(write.doc_id) if write.doc_id is not None else None
         if record is None:  # pragma: no cover - committed just above
             raise DocumentError("database", f"the row of {file_path} vanished after commit")
         return record
+
+    def _previous_version(self, write_file: Path | None, existing: DocumentRecord | None) -> _Previous:
+        """What the write replaces, read before it starts: the file's bytes and the document's chunks."""
+        try:
+            old_bytes = self._folder.current_bytes(write_file) if write_file is not None else None
+            old_chunks = self._vectors.chunks_of(existing.id, with_vectors=True) if existing is not None else []
+        except Exception as exc:  # noqa: BLE001
+            raise DocumentError("read the previous version", f"{type(exc).__name__}: {exc}") from exc
+        return _Previous(old_bytes, old_chunks)
+
+    def _write_steps(self, write: _Write, values: DocumentValues, data: bytes, prepared: PreparedDocument,
+                     existing: DocumentRecord | None, write_file: Path | None, previous: _Previous,
+                     progress: Progress) -> None:
+        """The row (PENDING), the file, the vectors, the row's commit: each step's undo is pushed before it runs,
+        and `write` says which step is running, since when."""
+        file_path, category = values.file_path, values.category
+        doc_id = write.doc_id = self._metadata.save_document(values, write.doc_id, pending=("upload", self.owner))
+        if existing is None:
+            write.undo.append(("row", lambda: self._metadata.delete_document(doc_id)))
+        else:
+            write.undo.append(("row", lambda: self._metadata.save_document(_values_of(existing), existing.id)))
+        if write_file is not None:
+            write.step = "save file"  # not a remote store: its clock is not read
+            progress("saving", 0, 1)
+            write.undo.append(("file", lambda: self._folder.undo_write(write_file, data, previous.file_bytes)))
+            self._folder.write(write_file, data)
+        write.at("write vectors")
+        progress("indexing", 0, len(prepared.chunks))
+        # Upsert by `{doc_id}:{chunk_no}` first, then drop chunks a longer old version had: a failed write
+        # leaves the old vectors untouched. The undo is pushed first: a write can fail half-way.
+        write.undo.append(("vectors", lambda: self._restore_vectors(doc_id, previous.chunks, len(prepared.chunks))))
+        self._vectors.upsert(self._rows(doc_id, file_path, category, prepared))
+        if len(previous.chunks) > len(prepared.chunks):
+            write.at("delete stale vectors")
+            self._vectors.delete_chunks_from(doc_id, len(prepared.chunks))
+        write.at("database commit")
+        progress("indexing", len(prepared.chunks), len(prepared.chunks))
+        self._metadata.finish_write(doc_id, last_error=values.last_error)
+
+    def _roll_back(self, write: _Write, file_path: str, exc: BaseException) -> DocumentError | None:
+        """Undoes what the write did, newest first, and returns the error to raise (None: re-raise `exc`, an
+        interruption rather than a failure)."""
+        silent = self._timed_out(write.step, write.started, exc)
+        # the store that did not answer is not asked again now (the caller would wait a second timeout), and
+        # the row keeps its intent record for recovery, which settles the write once that store answers
+        left = {silent, "row"} if silent else set()
+        problems = _run_undos([(what, action) for what, action in write.undo if what not in left])
+        message = f"{type(exc).__name__}: {exc}"
+        if silent:
+            message += (f"; {_STORE_NAMES[silent]} did not answer in time: the file is as it was, and this "
+                        "process finishes undoing the write once it answers (so does reopening or reconcile)")
+        if problems:
+            message += ("; and the rollback was incomplete (" + "; ".join(problems) + "): this process "
+                        "finishes it once the stores answer again, or run reconcile")
+        if silent or problems:
+            self._stranded[file_path] = write.doc_id
+        log.error("storing %s failed at %s: %s", file_path, write.step, message)
+        return DocumentError(write.step, message) if isinstance(exc, Exception) else None
 
     def _timed_out(self, step: str, started: float, exc: BaseException) -> str | None:
         """The store ("row" | "vectors") whose step failed after waiting most of the backend timeout, or None

@@ -24,10 +24,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["KnowledgeEntry", "KnowledgeIndex", "L0Match", "LoadReport", "RankedMatches", "split_keywords"]
+
+
+@dataclass
+class _Tally:
+    """What one scan met, filled in as it reads the files (so not frozen): the entries, the files' versions, the
+    files it parsed again, which saved rows it met (1) and reused (2), and the counts of its report."""
+
+    met: bytearray
+    entries: list[KnowledgeEntry] = field(default_factory=list)
+    records: dict[str, bytes] = field(default_factory=dict)  # display path (the entry's own string) -> version
+    parsed: dict[str, KnowledgeEntry | None] = field(default_factory=dict)  # display path -> its entry now
+    scanned: int = 0
+    skipped: int = 0
+    failed: int = 0
+    reused: int = 0
 
 
 @dataclass(frozen=True)
@@ -130,22 +145,44 @@ class KnowledgeIndex:
         started = time.perf_counter()
         if self._records_dirty:  # what this process knows (own writes, an earlier scan) is reused, not parsed again
             self.save_snapshot()
+        self._reload_file_synonyms()
+        prefix = self._folder.display_prefix()
+        saved, built = snapshot_file.load_with_index(self._snapshot_path, self._folder.base_dir, prefix) \
+            if self._snapshot_path else (None, None)
+        tally = self._read_files(saved, prefix)
+        if saved is not None:
+            # The records of the files the scan reused, made now rather than one by one among the scan's
+            # short-lived strings: 100,000 small objects kept between freed ones would hold their memory pages.
+            paths, entries_saved = saved.paths, saved.entries
+            for row in (row for row, seen in enumerate(tally.met) if seen == 2):
+                entry = entries_saved[row]
+                tally.records[paths[row] if entry is None else entry.file_path] = saved.stat(row)
+        self._install(saved, built, tally)
+        seconds = time.perf_counter() - started
+        log.info(
+            "L0 index loaded from %s: scanned=%d indexed=%d skipped=%d failed=%d (%d unchanged since the saved "
+            "snapshot) in %.1f ms", self._folder.display_path(""), tally.scanned, len(tally.entries), tally.skipped,
+            tally.failed, tally.reused, seconds * 1000,
+        )
+        as_saved = saved is not None and tally.reused == len(saved.paths) == tally.scanned and not tally.failed
+        return LoadReport(tally.scanned, len(tally.entries), tally.skipped, tally.failed, seconds, as_saved)
+
+    def _reload_file_synonyms(self) -> None:
         try:  # the synonyms file lives with the documents: read it with them
             self._file_synonyms = self._synonyms_file.changed_groups(force=True) or ()
         except InvalidInputError as exc:
             log.warning("synonyms not loaded: %s", exc)
-        entries: list[KnowledgeEntry] = []
-        scanned = skipped = failed = reused = 0
-        prefix = self._folder.display_prefix()
-        saved, built = snapshot_file.load_with_index(self._snapshot_path, self._folder.base_dir, prefix) \
-            if self._snapshot_path else (None, None)
-        records: dict[str, bytes] = {}  # display path (the entry's own string) -> the file's version
-        parsed: dict[str, KnowledgeEntry | None] = {}  # display path -> what it holds now (None: not in L0)
-        met = bytearray(len(saved.paths)) if saved is not None else bytearray()  # saved rows this scan met
+
+    def _read_files(self, saved: snapshot_file.Saved | None, prefix: str) -> _Tally:
+        """Every file of the folder: a saved record whose file is unchanged since is reused as it is, the other
+        files are parsed (by child processes when there are many)."""
+        tally = _Tally(bytearray(len(saved.paths)) if saved is not None else bytearray())
+        entries, met = tally.entries, tally.met
         stats: dict[str, bytes] = {}
         rows = saved.row if saved is not None else {}
         files = self._folder.scan(stats, accepted=lambda relative: prefix + relative in rows)[0]
         outcomes = self._parse_elsewhere(files, stats, saved, prefix)
+        scanned = skipped = failed = reused = 0
         for relative in files:
             scanned += 1
             packed = stats.get(relative) or self._stat(relative)
@@ -154,7 +191,7 @@ class KnowledgeIndex:
                 met[row] = 1
                 if packed is not None and saved.unchanged(row, packed):  # unchanged since the snapshot: no parse
                     reused += 1
-                    met[row] = 2  # its record is made after the scan (see below)
+                    met[row] = 2  # its record is made after the scan (see `scan`)
                     entry = saved.entries[row]
                     if entry is None:
                         skipped += 1
@@ -162,39 +199,45 @@ class KnowledgeIndex:
                         entries.append(entry)
                     continue
             display = prefix + relative
-            parsed[display] = None
-            outcome = outcomes.pop(relative, None) if outcomes else None
-            if outcome is not None:  # parsed by a child process: what it logged is logged here, in file order
-                parallel_scan.replay(outcome)
-                if outcome[0] == parallel_scan.UNREADABLE:  # (the text of its OSError / UnicodeDecodeError)
-                    failed += 1
-                    log.warning("cannot read %s, skipped: %s", self._folder.display_path(relative), outcome[1])
-                    continue
-            try:
-                entry = entry_of_file(self._folder, relative) if outcome is None else \
-                    parallel_scan.entry_of_outcome(outcome)
-                if packed is not None:
-                    records[display if entry is None else entry.file_path] = packed
-            except (OSError, UnicodeDecodeError) as exc:
+            entry, read = self._parse_one(relative, display, packed, outcomes, tally.records)
+            tally.parsed[display] = entry
+            if not read:
                 failed += 1
-                log.warning("cannot read %s, skipped: %s", self._folder.display_path(relative), exc)
-                continue
-            if entry is None:
+            elif entry is None:
                 skipped += 1
-                continue
-            parsed[display] = entry
-            entries.append(entry)
-        del stats, outcomes
-        if saved is not None:
-            # The records of the files the scan reused, made now rather than one by one among the scan's
-            # short-lived strings: 100,000 small objects kept between freed ones would hold their memory pages.
-            paths, entries_saved = saved.paths, saved.entries
-            for row in (row for row, seen in enumerate(met) if seen == 2):
-                entry = entries_saved[row]
-                records[paths[row] if entry is None else entry.file_path] = saved.stat(row)
+            else:
+                entries.append(entry)
+        tally.scanned, tally.skipped, tally.failed, tally.reused = scanned, skipped, failed, reused
+        return tally
+
+    def _parse_one(self, relative: str, display: str, packed: bytes | None,
+                   outcomes: dict[str, parallel_scan.Outcome], records: dict[str, bytes]
+                   ) -> tuple[KnowledgeEntry | None, bool]:
+        """A file's entry (None: not an L0 document) and whether the file could be read; its version goes to
+        `records` under the entry's path."""
+        outcome = outcomes.pop(relative, None) if outcomes else None
+        if outcome is not None:  # parsed by a child process: what it logged is logged here, in file order
+            parallel_scan.replay(outcome)
+            if outcome[0] == parallel_scan.UNREADABLE:  # (the text of its OSError / UnicodeDecodeError)
+                log.warning("cannot read %s, skipped: %s", self._folder.display_path(relative), outcome[1])
+                return None, False
+        try:
+            entry = entry_of_file(self._folder, relative) if outcome is None else \
+                parallel_scan.entry_of_outcome(outcome)
+            if packed is not None:
+                records[display if entry is None else entry.file_path] = packed
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("cannot read %s, skipped: %s", self._folder.display_path(relative), exc)
+            return None, False
+        return entry, True
+
+    def _install(self, saved: snapshot_file.Saved | None, built: Callable[[], Any] | None, tally: _Tally) -> None:
+        """The scan's entries as the index: the saved search structures and a delta of what changed since when
+        they fit, else a rebuild."""
         with self._write_lock:
             self._bulk_changes, self._bulk_latest = [], {}
-            changes = self._changes_since(saved, parsed, met) if saved is not None and built is not None else None
+            changes = self._changes_since(saved, tally.parsed, tally.met) \
+                if saved is not None and built is not None else None
             index = built() if changes is not None else None
             if index is not None and self._fits(index, [e for e in saved.entries if e is not None]):
                 # The saved search structures, and what changed since as a delta (folded in in the background):
@@ -204,19 +247,11 @@ class KnowledgeIndex:
                 if changes:
                     self._apply(changes)
             else:
-                self._rebuild(tuple(entries))
-            self._records = records
-            if saved is None or reused != len(saved.paths) or reused != scanned or (
+                self._rebuild(tuple(tally.entries))
+            self._records = tally.records
+            if saved is None or tally.reused != len(saved.paths) or tally.reused != tally.scanned or (
                     index is not None and not index.has_titles):  # an older format: saved anew, with the titles
                 self._snapshot_changed()
-        seconds = time.perf_counter() - started
-        log.info(
-            "L0 index loaded from %s: scanned=%d indexed=%d skipped=%d failed=%d (%d unchanged since the saved "
-            "snapshot) in %.1f ms", self._folder.display_path(""), scanned, len(entries), skipped, failed, reused,
-            seconds * 1000,
-        )
-        as_saved = saved is not None and reused == len(saved.paths) == scanned and not failed
-        return LoadReport(scanned, len(entries), skipped, failed, seconds, as_saved)
 
     # A full scan of more files than this parses them in child processes (`parallel_scan`): None follows
     # `KB_L0_SCAN_PROCESSES` and the cores; 0 parses here.

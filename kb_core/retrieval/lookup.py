@@ -6,7 +6,8 @@ another page as the supplement. Among several L0 hits the primary is the best ra
 longer keyword); a tie at the top is broken by L1's order, then by index order. Hits that rest only on
 *generic* keywords (claimed by more pages than `KB_L0_GENERIC_DOCS`: "Plugin", the product's name) do not
 decide: the one L1 ranks best is the primary (confidence "low"); when L1 ranks none of them, the query is
-answered as an L0 miss. An unsure answer (`low`, or led by L1) lists `alternatives`.
+answered as an L0 miss. An unsure answer (`low`, or led by L1) lists `alternatives`. Which rule decides is
+`decision.py`: two short ordered lists of named rules; `HybridLookup` runs the steps around them.
 
 The primary's content is the frontmatter block plus the cleaned
 body (no licence comments, `<head>` blocks or MDX imports), cut at 2,000 characters; with a `section_title`
@@ -17,9 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload, runtime_checkable
 
@@ -30,14 +31,28 @@ from kb_core.documents.scope import ALL, Scope
 from kb_core.keywords.index import KnowledgeEntry, KnowledgeIndex, L0Match, RankedMatches
 from kb_core.keywords.matching import L0View, generic_limit
 from kb_core.ops.logs import current_request_id, log_context, new_request_id
+from kb_core.retrieval.decision import (
+    TRACE_MATCHES,
+    Facts,
+    L1Rule,
+    Verdict,
+    confidence,
+    decide,
+    l1_rule,
+    n_documents,
+    page_key,
+    read_hits,
+    settled,
+    with_titles,
+)
 from kb_core.retrieval.reading import PRIMARY_MAX_CHARS, DocumentReader, Primary
 from kb_core.retrieval.scoped_documents import source_admitted
-from kb_core.terms import identifiers, normalize_term
+from kb_core.terms import normalize_term
 
 log = logging.getLogger(__name__)
 
 L1_TOP_K = 3
-TRACE_MATCHES = 20  # the "why" panel lists this many L0 hits and "and N more"
+L1_EVIDENCE_TOP_K = 10  # L1's hits asked for when evidence is weighed (the answer still shows its best)
 
 
 @dataclass(frozen=True)
@@ -100,46 +115,6 @@ class Suggestion(Protocol):
     source: str
     title: str
 
-
-# Why L1 did or did not run; the console's "why" panel shows these.
-L1_SKIPPED_UNIQUE = "unique L0 hit: L1 not called"
-L1_SKIPPED_BLANK = "blank query: nothing to search"
-L1_CALLED_SEVERAL = "several L0 hits: L1 called to supplement"
-L1_CALLED_NONE = "no L0 hit: L1 called"
-L1_CALLED_GENERIC = "only generic keywords matched: L1 called to decide"
-L1_CALLED_MENTION = "the query only mentions keywords: L1 called to weigh the evidence"
-L1_CALLED_TITLE = "the query is a page's title: L1 called to weigh the evidence"
-
-# Which rule decided the answer, in one line (the "why" panel's first line).
-DECIDED_UNIQUE = "one page matched a specific keyword: answered from L0 with confidence high (L1 not called)"
-DECIDED_RANKED = "several pages matched: the rarest keyword decided (confidence low)"
-DECIDED_TIE = "several pages tie on the rarest keyword: L1's order broke the tie (confidence low)"
-DECIDED_GENERIC = "only generic keywords matched: L1 ranks this page best among them (confidence low)"
-DECIDED_GENERIC_MISS = ("only generic keywords matched and L1 ranks none of those pages among its best: "
-                        "answered as an L0 miss (L1 leads)")
-DECIDED_MISS = "no keyword matched: L1 answers"
-DECIDED_NOTHING = "no keyword matched and L1 found nothing relevant: not found"
-DECIDED_SUBSTRING = "KB_L0_MATCHING=substring: the first hit in index order (the spec's literal rule)"
-DECIDED_MENTION_AGREE = ("the query only mentions keywords; the one page they name is also L1's best: both tiers "
-                         "agree (confidence high)")
-DECIDED_MENTION_L0 = "the query only mentions keywords: weighed with L1's ranks, a keyword page ranks first (low)"
-DECIDED_MENTION_L1 = ("the query only mentions keywords: weighed with them, L1's best page ranks first (L1 leads; "
-                      "the keyword pages are alternatives)")
-
-DECIDED_TITLE = "the query is this page's title; weighed with L1's ranks and the keywords, it ranks first (low)"
-DECIDED_TITLE_L1 = ("the query is a page's title, but weighed with the keywords and L1's ranks, L1's best page ranks "
-                    "first (L1 leads)")
-
-# A query whose matched keywords cover less than this share of its content (letters and digits, less filler
-# words) only *mentions* them: a sentence or a question. Its L0 hits are evidence weighed with L1's ranks, not
-# the answer (docs/matching.md). Keyword queries ("ERR_TIMEOUT", "超时", "支付网关超时问题") keep the spec's rule.
-KEYWORD_QUERY_SHARE = 0.5
-# Evidence weights: L1's rank r (0-based) of a page gives 1 / (r + 1); an L0 hit gives this much times the
-# share of the query its keywords cover beyond the floor, divided by how many pages claim its rarest keyword.
-L0_EVIDENCE_WEIGHT = 4.0
-L0_EVIDENCE_FLOOR = 0.2  # a keyword covering a fifth of a sentence or less is a word in passing: no evidence
-TITLE_EVIDENCE_WEIGHT = 1.5  # a page whose title is the query, divided by how many pages have that title
-L1_EVIDENCE_TOP_K = 10  # L1's hits asked for when evidence is weighed (the answer still shows its best)
 
 
 @dataclass(frozen=True)
@@ -233,10 +208,20 @@ class Suggesting(Protocol):
     def suggest(self, query: str, limit: int, lang: str | None = None) -> list[Suggestion]: ...
 
 
-def page_key(index: KnowledgeIndex, path: str) -> str:
-    """A page's language versions share a translation group; a file L0 does not know is its own page."""
-    entry = index.get(path)
-    return (entry.group or path) if entry is not None else path
+class _Clock:
+    """A lookup's timings, step by step (the "why" panel's caption, the log line's `timings_ms`)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Times the body as `name`; a body that raises records nothing."""
+        t = time.perf_counter()
+        yield
+        self.timings[name] = _ms(t)
+
 
 
 class HybridLookup:
@@ -304,135 +289,99 @@ class HybridLookup:
         return len(pages)
 
     def _lookup(self, request_id: str, query: str, section_title: str | None, scope: Scope) -> LookupResult:
-        started = time.perf_counter()
-        timings: dict[str, float] = {}
+        """The steps: L0 match -> does L0 answer alone (`l1_rule`) -> L1 -> the rule that decides (`decide`) ->
+        the primary -> the supplement -> alternatives and suggestions -> the trace."""
+        clock = _Clock()
         language = query_language(query, self._default_language) if isinstance(query, str) else self._default_language
-        scoped = not scope.everything
-
-        t = time.perf_counter()
-        matches = self._readers_counts(self._index.match(query, scope), scope)
-        total = len(matches)
-        timings["l0"] = _ms(t)
-        log.debug("[%s] L0 matched %d document(s)", request_id, total)
-
-        t = time.perf_counter()
-        stale: list[str] = []
-        # A matched entry whose file has gone (deleted by hand) cannot answer; it is reported, not served.
-        first, primary_content = self._first_readable(matches, 0, stale)
-        # a page's language versions are one answer: "exactly one hit" counts pages, not files
-        remaining = matches.group_count(frozenset(stale)) if first is not None else 0
-        # Ranking puts the rarest keyword first: when even the first hit's rarest keyword is generic, every hit
-        # rests on generic keywords alone.
-        words = self._index.matching == "words"
-        generic = words and first is not None and matches.is_generic(matches[first].claimed_by)
-        timings["read"] = _ms(t)
-
-        # A sentence that merely mentions keywords: every hit's keywords cover a small part of it. A query that
-        # is a page's title (and no keyword as a whole) is weighed too: titles are curated names.
-        mention = words and first is not None and not generic and isinstance(query, str) and (max(
-            m.coverage for m in matches[:TRACE_MATCHES]) < KEYWORD_QUERY_SHARE
-            # one joined name (`tidb-server`, `User-Agent`) that a keyword is only a part of (`server`): the
-            # name is another thing than the keyword, however much of it the keyword covers
-            or (_joined_name(query) and not any(m.exact for m in matches[:TRACE_MATCHES])))
-        titled = [e for e in self._index.titled(query, scope) if e.file_path not in stale] if words else []
-        # an exact keyword answers as the spec says, unless another page is titled exactly so: then the two
-        # curated names disagree, and the evidence decides (confidence low unless L1 agrees)
-        weigh = mention or bool(titled) and not (first is not None and matches[first].exact and all(
-            page_key(self._index, e.file_path) == page_key(self._index, matches[first].entry.file_path)
-            for e in titled))
+        facts = self._find_in_l0(request_id, query, scope, clock)
+        plan = l1_rule(facts)
         l1_hits: list[L1Hit] = []
         l1_error: str | None = None
-        if remaining == 1 and not generic and not weigh:
-            l1_called, reason = False, L1_SKIPPED_UNIQUE
-        elif not (isinstance(query, str) and query.strip()):
-            l1_called, reason = False, L1_SKIPPED_BLANK
-        else:
-            l1_called = True
-            reason = L1_CALLED_MENTION if mention else L1_CALLED_TITLE if weigh else \
-                L1_CALLED_GENERIC if generic else L1_CALLED_SEVERAL if remaining else L1_CALLED_NONE
-            t = time.perf_counter()
-            try:
-                # a scope is searched within (the documents it admits), so a narrowed question still gets top-k
-                within = {} if not scoped else {"doc_ids": self._scope_ids(scope) if self._scope_ids else ()}
-                # weighing evidence needs L1's view of more pages than the three the answer shows
-                l1_hits = list(self._l1.search(query, top_k=L1_EVIDENCE_TOP_K if weigh else L1_TOP_K,
-                                               category=None, **within))
-                if scoped:  # the id set may be a moment old: every passage's page is checked against L0 now
-                    l1_hits = [h for h in l1_hits if source_admitted(self._index, scope, h.source)]
-            except Exception as exc:  # noqa: BLE001 - L1 failing must still return what L0 found
-                l1_error = f"{type(exc).__name__}: {exc}"
-                log.error("[%s] L1 search failed, answering with L0 only: %s", request_id, l1_error)
-            timings["l1"] = _ms(t)
-        log.debug("[%s] %s", request_id, reason)
+        if plan.calls:
+            # weighing evidence needs L1's view of more pages than the three the answer shows
+            with clock.step("l1"):
+                l1_hits, l1_error = self._search_l1(request_id, query, scope,
+                                                    L1_EVIDENCE_TOP_K if facts.weigh else L1_TOP_K)
+        log.debug("[%s] %s", request_id, plan.reason)
+        facts = dataclasses.replace(facts, l1_sources=tuple(h.source for h in l1_hits), l1_failed=l1_error is not None)
+        verdict = decide(facts, self._index)
 
-        chosen: L0Match | None = None
-        primary_reason = ""
-        agree = False
-        if weigh and (l1_hits or titled):
-            chosen, primary_content, primary_reason, agree = self._weigh(
-                matches, l1_hits, stale, remaining == 1 and not generic, titled)
-            decision = DECIDED_MENTION_L1 if chosen is None else DECIDED_MENTION_AGREE if agree else \
-                DECIDED_TITLE if not chosen.keywords else DECIDED_MENTION_L0
-            if not mention and chosen is None:
-                decision = DECIDED_TITLE_L1
-        elif first is not None:
-            chosen = matches[first]
-            if generic and l1_error is None:
-                chosen, primary_content = self._l1_pick(matches, l1_hits, stale)
-                decision = DECIDED_GENERIC if chosen is not None else DECIDED_GENERIC_MISS
-                if chosen is not None:
-                    primary_reason = (f"only generic keywords matched (“{chosen.rarest_keyword}” is claimed by "
-                                      f"{chosen.claimed_by} pages); L1 ranks this page highest among them")
-            elif remaining > 1:
-                first, primary_content, primary_reason = self._break_tie(matches, first, primary_content, l1_hits,
-                                                                         stale)
-                chosen = matches[first]
-                decision = DECIDED_SUBSTRING if not words else \
-                    DECIDED_TIE if primary_reason.startswith("tied") else DECIDED_RANKED
-            else:
-                decision = DECIDED_UNIQUE if not generic else DECIDED_RANKED
-        else:
-            decision = DECIDED_MISS
+        primary, note = self._primary(facts, verdict, section_title, language, scope, clock)
+        supplement = self._supplement_of(l1_hits, primary, language, scope)
+        found = primary is not None or supplement is not None
+        alternatives = self._alternatives(facts.matches, l1_hits, primary, supplement, facts.stale, language, scope)
+        suggestions = self._suggestions(query, primary, language, scope, clock)
+        if note is None:
+            note = self._empty_scope_note(scope, found)
 
-        primary = None
-        note = None
-        if chosen is not None:
-            entry = chosen.entry
-            versions = self._index.versions(entry.file_path, scope)
-            if len(versions) > 1:
-                entry, primary_content = self._in_language(entry, primary_content, versions, language)
-            updated, version = self._reader.freshness(entry)
-            primary = Primary(
-                content=primary_content or "",
-                source=entry.file_path,
-                confidence="high" if (agree or remaining == 1 and not generic and not weigh) else "low",
-                available_sections=entry.sections,
-                translations=tuple((v.file_path, v.lang) for v in versions if v.file_path != entry.file_path),
-                updated=updated,
-                version=version,
-            )
-            if isinstance(section_title, str) and section_title.strip():
-                t = time.perf_counter()
-                primary, note = self._serve_section(primary, entry, section_title.strip())
-                timings["section"] = _ms(t)
-        elif isinstance(section_title, str) and section_title.strip():
-            note = (f"section_title '{section_title.strip()}' was not applied: no document matched the query's "
-                    "keywords, and L1 passages are not split by section")
-        supplement = None
-        if l1_hits:
-            best = self._supplement(l1_hits, primary, language, scope)
-            if best is not None:
-                supplement = Supplement(content=best.content, source=best.source, retrievers=best.retrievers)
-        if primary is None and supplement is None and decision == DECIDED_MISS:
-            decision = DECIDED_NOTHING
-        alternatives: tuple[Alternative, ...] = ()
-        if (primary is not None and primary.confidence == "low") or (primary is None and supplement is not None):
-            alternatives = self._alternatives(matches, l1_hits, primary, supplement, stale, language, scope)
+        trace = self._trace(request_id, query, section_title, facts, plan, l1_hits, l1_error, verdict,
+                            settled(verdict.decision, found), clock)
+        result = LookupResult(found=found, primary=primary, supplement=supplement, trace=trace, note=note,
+                              alternatives=alternatives, suggestions=suggestions)
+        log.info("[%s] lookup %r: found=%s l0=%d l1=%s in %.1f ms", request_id, query, result.found,
+                 facts.pages, "called" if plan.calls else "skipped", clock.timings["total"],
+                 extra={"request_id": request_id, "timings_ms": clock.timings})
+        return result
 
-        suggestions: tuple[Suggestion, ...] = ()
-        if (primary is None or primary.confidence == "low") and isinstance(query, str) and query.strip():
-            # no keyword named one page for sure: an identifier a typing slip away from one may have meant it
-            t = time.perf_counter()
+    def _find_in_l0(self, request_id: str, query: str, scope: Scope, clock: _Clock) -> Facts:
+        """L0's hits for `query` as this caller counts them, and what reading the first of them shows."""
+        with clock.step("l0"):
+            matches = self._readers_counts(self._index.match(query, scope), scope)
+        log.debug("[%s] L0 matched %d document(s)", request_id, len(matches))
+        with clock.step("read"):
+            facts = read_hits(query, matches, self._index, self._index.matching)
+        return with_titles(facts, self._index.titled(query, scope) if facts.words else (), self._index)
+
+    def _search_l1(self, request_id: str, query: str, scope: Scope, top_k: int) -> tuple[list[L1Hit], str | None]:
+        """L1's hits, or what it raised: L1 failing must still return what L0 found."""
+        hits: list[L1Hit] = []
+        scoped = not scope.everything
+        try:
+            # a scope is searched within (the documents it admits), so a narrowed question still gets top-k
+            within = {} if not scoped else {"doc_ids": self._scope_ids(scope) if self._scope_ids else ()}
+            hits = list(self._l1.search(query, top_k=top_k, category=None, **within))
+            if scoped:  # the id set may be a moment old: every passage's page is checked against L0 now
+                hits = [h for h in hits if source_admitted(self._index, scope, h.source)]
+        except Exception as exc:  # noqa: BLE001 - L1 failing must still return what L0 found
+            error = f"{type(exc).__name__}: {exc}"
+            log.error("[%s] L1 search failed, answering with L0 only: %s", request_id, error)
+            return hits, error
+        return hits, None
+
+    def _primary(self, facts: Facts, verdict: Verdict, section_title: str | None, language: str, scope: Scope,
+                 clock: _Clock) -> tuple[Primary | None, str | None]:
+        """The chosen hit served in the query's language (or its asked section), and a note on the section."""
+        asked = section_title.strip() if isinstance(section_title, str) and section_title.strip() else None
+        if verdict.chosen is None:
+            return None, None if asked is None else (
+                f"section_title '{asked}' was not applied: no document matched the query's keywords, and L1 "
+                "passages are not split by section")
+        entry, content = verdict.chosen.entry, verdict.content
+        versions = self._index.versions(entry.file_path, scope)
+        if len(versions) > 1:
+            entry, content = self._in_language(entry, content, versions, language)
+        updated, version = self._reader.freshness(entry)
+        primary = Primary(
+            content=content or "",
+            source=entry.file_path,
+            confidence=confidence(facts, verdict),
+            available_sections=entry.sections,
+            translations=tuple((v.file_path, v.lang) for v in versions if v.file_path != entry.file_path),
+            updated=updated,
+            version=version,
+        )
+        if asked is None:
+            return primary, None
+        with clock.step("section"):
+            return self._serve_section(primary, entry, asked)
+
+    def _suggestions(self, query: str, primary: Primary | None, language: str, scope: Scope,
+                     clock: _Clock) -> tuple[Suggestion, ...]:
+        """"Did you mean" keywords (then identifiers of the pages' text), when no keyword named one page for
+        sure: an identifier a typing slip away from one may have meant it."""
+        if not ((primary is None or primary.confidence == "low") and isinstance(query, str) and query.strip()):
+            return ()
+        with clock.step("suggest"):
             suggestions = tuple(self._index.suggest(query, limit=MAX_SUGGESTIONS, lang=language))
             if len(suggestions) < MAX_SUGGESTIONS and self._body_suggester is not None:
                 named = {page_key(self._index, s.source) for s in suggestions}
@@ -440,44 +389,54 @@ class HybridLookup:
                     if len(suggestions) < MAX_SUGGESTIONS and page_key(self._index, more.source) not in named:
                         named.add(page_key(self._index, more.source))
                         suggestions += (more,)
-            if scoped:  # a typo's page outside the scope does not exist for this call either
+            if not scope.everything:  # a typo's page outside the scope does not exist for this call either
                 suggestions = tuple(s for s in suggestions if source_admitted(self._index, scope, s.source))
-            timings["suggest"] = _ms(t)
-        if scoped and note is None and primary is None and supplement is None and not self._index.in_scope(scope):
-            note = f"no document is in this call's scope ({scope.describe() or 'what this caller may read'})"
+        return suggestions
 
-        head = [m for m in matches[:TRACE_MATCHES] if m.entry.file_path not in stale]
+    def _empty_scope_note(self, scope: Scope, found: bool) -> str | None:
+        """Why a scoped call found nothing when its scope admits no document at all."""
+        if scope.everything or found or self._index.in_scope(scope):
+            return None
+        return f"no document is in this call's scope ({scope.describe() or 'what this caller may read'})"
+
+    def _trace(self, request_id: str, query: str, section_title: str | None, facts: Facts, plan: L1Rule,
+               l1_hits: list[L1Hit], l1_error: str | None, verdict: Verdict, decision: str,
+               clock: _Clock) -> LookupTrace:
+        """How the answer came about; its L0 head starts with the hit that became the primary."""
+        stale, chosen = facts.stale, verdict.chosen
+        head = [m for m in facts.matches[:TRACE_MATCHES] if m.entry.file_path not in stale]
         if chosen is not None:
             head = [chosen, *(m for m in head if m.entry.file_path != chosen.entry.file_path)][:TRACE_MATCHES]
-        timings["total"] = _ms(started)
-        trace = LookupTrace(
+        clock.timings["total"] = _ms(clock.started)
+        return LookupTrace(
             request_id=request_id,
             query=query,
             section_title=section_title,
             l0_matches=tuple(head),
-            l1_called=l1_called,
-            l1_reason=reason,
+            l1_called=plan.calls,
+            l1_reason=plan.reason,
             l1_hits=tuple(l1_hits),
             l1_error=l1_error,
             stale_sources=tuple(stale),
-            timings_ms=timings,
-            l0_total=total - len(stale),
-            primary_reason=primary_reason,
+            timings_ms=clock.timings,
+            l0_total=len(facts.matches) - len(stale),
+            primary_reason=verdict.reason,
             decision=decision,
-            generic_limit=matches.generic_limit if words else None,
+            generic_limit=facts.matches.generic_limit if facts.words else None,
             primary_source=chosen.entry.file_path if chosen is not None else None,
         )
-        result = LookupResult(found=primary is not None or supplement is not None,
-                              primary=primary, supplement=supplement, trace=trace, note=note,
-                              alternatives=alternatives, suggestions=suggestions)
-        log.info("[%s] lookup %r: found=%s l0=%d l1=%s in %.1f ms", request_id, query, result.found,
-                 remaining, "called" if l1_called else "skipped", timings["total"],
-                 extra={"request_id": request_id, "timings_ms": timings})
-        return result
 
     def _serve_section(self, primary: Primary, entry: KnowledgeEntry, title: str) -> tuple[Primary, str | None]:
         """The primary with `content` = the named section (cut like any answer), or unchanged and a note."""
         return self._reader.serve_section(primary, entry, title)
+
+    def _supplement_of(self, hits: list[L1Hit], primary: Primary | None, language: str,
+                       scope: Scope) -> Supplement | None:
+        if not hits:
+            return None
+        best = self._supplement(hits, primary, language, scope)
+        return None if best is None else Supplement(content=best.content, source=best.source,
+                                                    retrievers=best.retrievers)
 
     def _supplement(self, hits: list[L1Hit], primary: Primary | None, language: str,
                     scope: Scope = ALL) -> L1Hit | None:
@@ -496,86 +455,14 @@ class HybridLookup:
             best = next((h for h in others if h.source in in_language), best)
         return best
 
-    def _weigh(self, matches: RankedMatches, l1_hits: list[L1Hit], stale: list[str],
-               unique: bool, titled: list[KnowledgeEntry]) -> tuple[L0Match | None, str | None, str, bool]:
-        """A query that only mentions keywords: each candidate page scores L1's rank of it plus its L0 evidence
-        (how much of the query its keywords cover, how few pages claim them). Returns the winning L0 hit with
-        its content, or `None` when an L1-only page wins (L1 leads), the reason, and whether both tiers agree
-        (the one page L0 names is L1's best)."""
-        scores: dict[str, float] = {}  # page -> score
-        l1_rank: dict[str, int] = {}
-
-        def page(path: str) -> str:
-            return page_key(self._index, path)
-
-        for rank, hit in enumerate(l1_hits):
-            key = page(hit.source)
-            if key not in l1_rank:
-                l1_rank[key] = rank
-                scores[key] = 1.0 / (rank + 1)
-        candidates: dict[str, L0Match] = {}
-        for match in matches[:TRACE_MATCHES]:
-            path = match.entry.file_path
-            if path in stale:
-                continue
-            key = page(path)
-            if key in candidates:
-                continue
-            candidates[key] = match
-            share = match.coverage
-            if match.via_synonym or any(_is_identifier(k) for k in match.contained_in_query):
-                # a code-like name (`key-auth`) or a curator's synonym is rarely said in passing
-                share = min(1.0, 3 * share)
-            evidence = L0_EVIDENCE_WEIGHT * max(0.0, share - L0_EVIDENCE_FLOOR) / max(1, match.claimed_by)
-            if matches.is_generic(match.claimed_by):
-                evidence = 0.0
-            scores[key] = scores.get(key, 0.0) + evidence
-        title_pages = {page(e.file_path): e for e in titled}
-        for key, entry in title_pages.items():
-            scores[key] = scores.get(key, 0.0) + TITLE_EVIDENCE_WEIGHT / len(title_pages)
-            if key not in candidates:  # a page named by its title alone: a match without keywords
-                candidates[key] = L0Match(entry, ())
-        # best score first; a tie goes to L1's order, then to L0's
-        l0_rank = {key: i for i, key in enumerate(candidates)}
-        order = sorted(scores, key=lambda k: (-scores[k], l1_rank.get(k, len(l1_hits)), l0_rank.get(k, 0)))
-        for key in order:
-            match = candidates.get(key)
-            if match is None:
-                return None, None, (f"L1 ranks that page first (score {scores[key]:.2f}); the keywords the "
-                                    "query mentions weigh less"), False
-            text = self._index.excerpt(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
-            if text is None:
-                stale.append(match.entry.file_path)
-                continue
-            agree = unique and bool(match.keywords) and l1_rank.get(key) == 0
-            where = f"L1 rank {l1_rank[key] + 1}" if key in l1_rank else "not among L1's hits"
-            why = [f"“{match.rarest_keyword}” covers {match.coverage:.0%} of the query (claimed by "
-                   f"{_documents(match.claimed_by)})"] if match.keywords else []
-            if key in title_pages:
-                why.append("its title is the query")
-            return match, text, f"{'; '.join(why)}; {where}: score {scores[key]:.2f}", agree
-        return None, None, "", False
-
-    def _l1_pick(self, matches: RankedMatches, l1_hits: list[L1Hit],
-                 stale: list[str]) -> tuple[L0Match | None, str | None]:
-        """The L0 hit whose page L1 ranks best, with its content; `(None, None)` when L1 found none of them."""
-        for hit in l1_hits:
-            match = matches.find(hit.source)
-            if match is None or match.entry.file_path in stale:
-                continue
-            text = self._index.excerpt(match.entry.file_path, PRIMARY_MAX_CHARS, clean=True)
-            if text is None:
-                stale.append(match.entry.file_path)
-                continue
-            return match, text
-        return None, None
-
     def _alternatives(self, matches: RankedMatches, l1_hits: list[L1Hit], primary: Primary | None,
                       supplement: Supplement | None, stale: list[str], language: str,
                       scope: Scope = ALL) -> tuple[Alternative, ...]:
         """Up to five other candidate pages, best first: pages both tiers found, then pages a specific keyword
         matched, then L1's other pages, then pages only a generic keyword matched. One entry per page, in
-        the query's language when the page has that version."""
+        the query's language when the page has that version. None when the answer is sure."""
+        if not (primary is not None and primary.confidence == "low" or primary is None and supplement is not None):
+            return ()
         taken: set[str] = set()
         for source in (primary.source if primary else None, supplement.source if supplement else None):
             if source is not None:
@@ -599,7 +486,7 @@ class HybridLookup:
             generic = matches.is_generic(match.claimed_by)
             ranked.append((3 if generic else 1, order, path,
                            f"keyword “{match.rarest_keyword}” ({'generic, ' if generic else ''}claimed by "
-                           f"{_documents(match.claimed_by)})"))
+                           f"{n_documents(match.claimed_by)})"))
         found: list[Alternative] = []
         for _cls, _order, path, why in sorted(ranked, key=lambda r: (r[0], r[1])):
             if path in taken:
@@ -628,50 +515,6 @@ class HybridLookup:
                     return version, text
         return entry, content
 
-    def _first_readable(self, matches: RankedMatches, start: int, stale: list[str]) -> tuple[int | None, str | None]:
-        for i in range(start, len(matches)):
-            path = matches[i].entry.file_path
-            if path in stale:
-                continue
-            content = self._index.excerpt(path, PRIMARY_MAX_CHARS, clean=True)
-            if content is not None:
-                return i, content
-            stale.append(path)
-        return None, None
-
-    def _break_tie(self, matches: RankedMatches, first: int, content: str | None, l1_hits: list[L1Hit],
-                   stale: list[str]) -> tuple[int, str | None, str]:
-        """Among the hits ranked equal with the first, prefer the one L1 ranks highest; say why in one line."""
-        if len(matches) - len(stale) <= 1:
-            return first, content, ""
-        if self._index.matching == "substring":  # the spec as written: the first hit in index order
-            return first, content, "first in index order (KB_L0_MATCHING=substring)"
-        # Thousands of documents may tie on a generic keyword: count them and look up L1's few hits among
-        # them, without building a match object per tied document.
-        tied = max(1, matches.tied_count() - sum(1 for p in stale if matches.tied_index(p) is not None))
-        chosen = first
-        if tied > 1 and l1_hits:
-            preferred = next((i for h in l1_hits if h.source not in stale
-                              and (i := matches.tied_index(h.source)) is not None), None)
-            if preferred is not None and preferred != first:
-                text = self._index.excerpt(matches[preferred].entry.file_path, PRIMARY_MAX_CHARS, clean=True)
-                if text is not None:
-                    chosen, content = preferred, text
-        won = matches[chosen]
-        if tied > 1:
-            how = "L1 ranks it highest" if chosen != first or (l1_hits and any(
-                h.source == won.entry.file_path for h in l1_hits)) else "first in index order"
-            return chosen, content, (f"tied with {tied - 1} other document(s) on “{won.rarest_keyword}” "
-                                     f"(claimed by {won.claimed_by}); {how}")
-        runner_up = next((matches[i] for i in range(min(len(matches), TRACE_MATCHES + 1))
-                          if i != chosen and matches[i].entry.file_path not in stale), None)
-        if runner_up is None:
-            return chosen, content, ""
-        if runner_up.claimed_by != won.claimed_by:
-            return chosen, content, (f"“{won.rarest_keyword}” is claimed by {_documents(won.claimed_by)}; "
-                                     f"“{runner_up.rarest_keyword}” by {runner_up.claimed_by}")
-        return chosen, content, (f"“{won.rarest_keyword}” is longer than “{runner_up.rarest_keyword}” "
-                                 f"(each claimed by {_documents(won.claimed_by)})")
 
 
 class _ReaderCounts(Sequence[L0Match]):
@@ -747,17 +590,6 @@ class _ReaderCounts(Sequence[L0Match]):
         return getattr(self._matches, name)
 
 
-_JOINED_NAME = re.compile(r"[0-9A-Za-z]+(?:[-_.][0-9A-Za-z]+)+")
-
-
-def _joined_name(query: str) -> bool:
-    return bool(_JOINED_NAME.fullmatch(query.strip()))
-
-
-def _is_identifier(keyword: str) -> bool:
-    return identifiers(keyword) == [keyword.casefold()]
-
-
 def _collapsed(text: str) -> str:
     return " ".join(text.split())
 
@@ -767,7 +599,3 @@ def _shows(shown: str, passage: str) -> bool:
     lines = [line for line in passage.strip().splitlines() if line.strip() and not line.lstrip().startswith("#")]
     probe = _collapsed(" ".join(lines))[:80]
     return bool(shown) and (not probe or probe in shown)
-
-
-def _documents(n: int) -> str:
-    return f"{n} document" if n == 1 else f"{n} documents"

@@ -120,6 +120,27 @@ def test_no_error_class_is_defined_outside_errors_py():
     assert offenders == []
 
 
+# A function longer than this does several things at once: each of its steps gets a name (a helper) instead.
+MAX_FUNCTION_LINES = 80
+
+
+def _long_functions(limit: int) -> list[str]:
+    found = []
+    for path in sorted(KB_CORE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    found.append(f"{path.relative_to(KB_CORE)}:{node.lineno} {node.name}: {lines} lines")
+    return found
+
+
+def test_no_function_in_kb_core_is_over_80_lines():
+    assert _long_functions(MAX_FUNCTION_LINES) == []
+    # the measure does find functions (methods and nested ones too): an empty walk would pass trivially
+    assert _long_functions(MAX_FUNCTION_LINES // 2), "no function measured at all"
+
+
 def test_kb_core_never_imports_streamlit():
     offenders = []
     for path in KB_CORE.rglob("*.py"):

@@ -10,15 +10,14 @@ from support.fakes import RecordingL1
 
 from kb_core import HybridLookup, KnowledgeIndex, L1Hit
 from kb_core.documents.cleaning import first_heading
-from kb_core.retrieval.lookup import (
+from kb_core.retrieval.decision import (
     DECIDED_MENTION_AGREE,
     DECIDED_MENTION_L0,
     DECIDED_MENTION_L1,
     DECIDED_TITLE,
     DECIDED_UNIQUE,
-    L1_EVIDENCE_TOP_K,
-    L1_TOP_K,
 )
+from kb_core.retrieval.lookup import L1_EVIDENCE_TOP_K, L1_TOP_K
 from kb_core.terms import content_mask, normalize_term
 
 GLOSSARY = "knowledge_base/concepts/glossary.md"

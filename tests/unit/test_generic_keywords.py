@@ -12,14 +12,14 @@ from support.stores import make_settings
 
 from kb_core import HybridLookup, KnowledgeIndex, L1Hit
 from kb_core.keywords.matching import generic_limit
-from kb_core.retrieval.lookup import (
+from kb_core.retrieval.decision import (
     DECIDED_GENERIC,
     DECIDED_GENERIC_MISS,
     DECIDED_SUBSTRING,
     DECIDED_TIE,
     DECIDED_UNIQUE,
-    MAX_ALTERNATIVES,
 )
+from kb_core.retrieval.lookup import MAX_ALTERNATIVES
 
 PLUGINS = ["cors", "acl", "jwt", "cache", "gzip", "echo", "redirect", "mocking"]
 

@@ -12,7 +12,7 @@ from support.documents import doc, write_doc
 
 from kb_core import HybridLookup, KnowledgeIndex
 from kb_core.documents.scope import Scope
-from kb_core.retrieval.lookup import DECIDED_GENERIC_MISS, DECIDED_TIE
+from kb_core.retrieval.decision import DECIDED_GENERIC_MISS, DECIDED_TIE
 
 SUPPORT = Scope(audiences=frozenset({"support"}))
 
