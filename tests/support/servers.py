@@ -58,8 +58,8 @@ def server_env(root: Path, *, drop_prefixes: tuple[str, ...] = (), **extra: str)
 def sync_root(env: dict[str, str]) -> None:
     """Reconcile the knowledge base `env` names in a process of its own, before a server opens it (Milvus Lite
     admits one process at a time, and the server must be the one holding it)."""
-    done = subprocess.run([sys.executable, "-c", "from kb_core import open_knowledge_base as o; o().reconcile()"],
-                          env=env, capture_output=True, text=True, timeout=300)
+    code = "from kb_core import open_knowledge_base as o; o().documents.reconcile()"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
 
 
