@@ -11,9 +11,9 @@ that the write path, the upload preview, reconcile and the folder watcher can al
   candidates: `suggest`) made in the caller's process from the rendition's Markdown;
 - the converters, each run inside the child: `from_pdf` (pypdfium2; `pdf_layout` for headings, lists and
   paragraphs, `pdf_tables` for ruled tables), `from_docx` (mammoth's HTML), `from_pptx` (python-pptx),
-  `from_html` (lxml), dispatched by `converters`; `html_markdown` writes Markdown from an HTML tree (HTML and Word both),
-  `markdown_out` the Markdown pieces every converter shares; `zip_guard` checks a Word or PowerPoint zip before
-  any library opens it.
+  `from_html` (lxml), dispatched by `converters`; `html_markdown` writes Markdown from an HTML tree (HTML and
+  Word both), `markdown_out` the Markdown pieces every converter shares; `zip_guard` checks a Word or
+  PowerPoint zip before any library opens it.
 
 May import: kb_core's base modules (`errors`, `progress`, `terms`) and the identifier rule of
 `kb_core.keywords.suggestions`; nothing of the stores, the folder or the write path (`IMPORT_RULES`): a conversion

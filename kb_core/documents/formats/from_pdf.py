@@ -25,6 +25,8 @@ from kb_core.errors import DamagedDocumentRejected, NoTextRejected, ProtectedDoc
 ProgressFn = Callable[[int, int], None]
 _EOF_WINDOW = 4096  # the end marker sits in the last bytes (writers may append a little after it)
 _FIXED_PITCH = 1  # PDF font descriptor flag
+# fixed-pitch fonts by name: the standard Courier is used without a descriptor that would say so
+_MONO_NAMES = ("courier", "mono", "consolas", "menlo", "code", "fixed")
 _MIN_IMAGE = 24.0  # points: smaller images are bullets, icons and rules
 _UNTITLED = ("untitled", "microsoft word - ", "powerpoint presentation", "slide 1")
 
@@ -65,8 +67,13 @@ def _font(textpage, index: int) -> tuple[float, bool, bool]:
         size *= math.hypot(matrix.c, matrix.d) or 1.0
     weight = pdfium_c.FPDFText_GetFontWeight(textpage, index)
     flags = ctypes.c_int(0)
-    pdfium_c.FPDFText_GetFontInfo(textpage, index, None, 0, flags)
-    return float(size), weight >= 600, bool(flags.value & _FIXED_PITCH)
+    length = pdfium_c.FPDFText_GetFontInfo(textpage, index, None, 0, flags)
+    name = ""
+    if 0 < length <= 256:
+        buffer = ctypes.create_string_buffer(length)
+        pdfium_c.FPDFText_GetFontInfo(textpage, index, buffer, length, flags)
+        name = buffer.value.decode("latin-1").lower()
+    return float(size), weight >= 600, bool(flags.value & _FIXED_PITCH) or any(m in name for m in _MONO_NAMES)
 
 
 def lines_of(textpage) -> list[Line]:

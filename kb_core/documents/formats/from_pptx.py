@@ -2,7 +2,7 @@
 (its title, or "Slide N" when it has none), then the slide's shapes in reading order (top to bottom, then left to
 right): text as paragraphs, the body placeholders' paragraphs as bulleted (or numbered) lists by their level,
 tables as Markdown tables, pictures as placeholders with their description, groups opened; the speaker notes
-last, as a paragraph after "Notes:".
+last, quoted after "Notes:".
 
 A first slide whose title is the deck's title is the `# ` section itself. The title suggestion is the core
 property `dc:title`, else the first slide's title. Charts, SmartArt and media are left out (a warning says so).
@@ -138,11 +138,12 @@ def _slide_blocks(slide, number: int, deck_title: str, warnings: list[str]) -> l
     title_shape, title = _slide_title(slide)
     blocks = [] if number == 1 and title and title == deck_title else [md.heading(2, title or f"Slide {number}")]
     for shape in _ordered(slide.shapes):
-        if shape is not title_shape and _placeholder_type(shape) not in _FURNITURE:
+        if (title_shape is None or shape.shape_id != title_shape.shape_id) \
+                and _placeholder_type(shape) not in _FURNITURE:
             blocks.extend(_shape_blocks(shape, warnings, number))
     notes = _notes(slide)
     if notes:
-        blocks.append(md.paragraph(f"Notes: {notes}"))
+        blocks.append(md.quote(md.paragraph(f"Notes: {notes}")))  # the speaker's aside, not the slide
     return blocks
 
 

@@ -185,7 +185,7 @@ class Writer:
             return f"[{text.replace('[', '(').replace(']', ')')}]({href})"
         return text
 
-    def list_block(self, element: etree._Element, depth: int) -> str:
+    def list_block(self, element: etree._Element, depth: int, indent: str = "") -> str:
         """A list and the lists nested in its items, one block."""
         ordered = tag_of(element) == "ol"
         number = _start(element) if ordered else None
@@ -193,20 +193,20 @@ class Writer:
         for item in element:
             if tag_of(item) != "li" or is_chrome(item):
                 continue
-            own, nested = self._item_parts(item, depth)
-            lines.append(md.list_item(own, depth=depth, number=number))
+            own, nested = self._item_parts(item, depth, md.item_indent(indent, number))
+            lines.append(md.list_item(own, number=number, indent=indent))
             lines += nested
             number = number + 1 if number is not None else None
         return "\n".join(lines)
 
-    def _item_parts(self, item: etree._Element, depth: int) -> tuple[str, list[str]]:
-        """An item's own text (nested lists left out) and its nested lists' lines."""
+    def _item_parts(self, item: etree._Element, depth: int, inner: str) -> tuple[str, list[str]]:
+        """An item's own text (nested lists left out) and its nested lists' lines, starting at `inner`."""
         nested: list[str] = []
         parts = [item.text or ""]
         for child in item:
             tag = tag_of(child)
             if tag in ("ul", "ol") and depth < MAX_DEPTH:
-                nested.append(self.list_block(child, depth + 1))
+                nested.append(self.list_block(child, depth + 1, inner))
             elif not is_chrome(child):
                 parts.append(" " + self._inline_child(child, depth) + " ")
             parts.append(child.tail or "")

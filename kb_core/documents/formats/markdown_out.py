@@ -42,14 +42,20 @@ def heading(level: int, text: str) -> str:
     return f"{'#' * min(max(level, 1), MAX_HEADING)} {text}" if text else ""
 
 
-def list_item(text: str, *, depth: int = 0, number: int | None = None) -> str:
-    """One item of a bulleted (`number` None) or numbered list; continuation lines indented under it."""
+def list_item(text: str, *, depth: int = 0, number: int | None = None, indent: str | None = None) -> str:
+    """One item of a bulleted (`number` None) or numbered list; continuation lines indented under it. `indent`
+    (the content column of the parent item) wins over `depth` (two spaces a level, for bullets in bullets)."""
     marker = "-" if number is None else f"{number}."
-    indent = "  " * depth if number is None else "   " * depth
+    indent = "  " * depth if indent is None else indent
     lines = [clean_inline(line) for line in text.split("\n")]
     lines = [line for line in lines if line] or [""]
     pad = indent + " " * (len(marker) + 1)
     return "\n".join([f"{indent}{marker} {lines[0]}".rstrip(), *(pad + line for line in lines[1:])])
+
+
+def item_indent(indent: str, number: int | None) -> str:
+    """The content column of an item: where the lists nested in it start."""
+    return indent + " " * (2 if number is None else len(f"{number}.") + 1)
 
 
 def image(alt: str) -> str:

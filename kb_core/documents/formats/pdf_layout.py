@@ -60,7 +60,6 @@ class Style:
 _BULLET = re.compile(r"^[•◦▪▫●○■□‣⁃∙·\-–—*]\s+(?=\S)")
 _NUMBERED = re.compile(r"^(\d{1,3})[.)]\s+(?=\S)")
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
-_DIGITS = re.compile(r"\d+")
 _SENTENCE_END = re.compile(r"[.;:,!?。；：，！？]$")
 _PAGE_NUMBER = re.compile(r"^(?:page\s+)?\d{1,4}(?:\s*(?:/|of)\s*\d{1,4})?$|^[ivxlc]{1,6}$", re.IGNORECASE)
 MAX_HEADING_WORDS = 14
@@ -85,30 +84,49 @@ def _short(text: str) -> bool:
     return len(text) <= MAX_HEADING_CHARS and len(text.split()) <= MAX_HEADING_WORDS
 
 
-def _key(text: str) -> str:
-    """A line as compared across pages: no spaces, digits and page numbers (`iii`, `12`) as one mark."""
+def _key(text: str, *, numbered: bool = False) -> str:
+    """A line as compared across pages: no spaces; with `numbered`, no page number (`iii`, `12`, `Page 3 of 9`)
+    at either end either."""
     words = text.lower().split()
-    while words and _PAGE_NUMBER.match(words[0]):
+    while numbered and words and _PAGE_NUMBER.match(words[0]):
         words = words[1:]
-    while words and _PAGE_NUMBER.match(words[-1]):
+    while numbered and words and _PAGE_NUMBER.match(words[-1]):
         words = words[:-1]
-    return _DIGITS.sub("#", "".join(words))
+    return "".join(words)
 
 
-def running_lines(pages: Sequence[PageItems]) -> set[str]:
-    """Keys (`_key`) of the lines that open or close most pages: running headers and footers."""
+def _edges(page: PageItems) -> list[Line]:
+    """The two lines nearest the top and the two nearest the bottom: where running headers and footers sit."""
+    ordered = sorted(page.lines, key=lambda line: -line.y)
+    return ordered[:2] + ordered[-2:]
+
+
+@dataclass(frozen=True)
+class Running:
+    """Running headers and footers: lines at the page's edges repeated on most pages, as they are (`same`) or
+    but for a page number (`numbered`: only lines no larger than the body text, since "Chapter 3" headings
+    differ by a number too)."""
+
+    same: frozenset[str] = frozenset()
+    numbered: frozenset[str] = frozenset()
+
+    def holds(self, line: Line, body: float) -> bool:
+        if _PAGE_NUMBER.match(line.text.strip()) or _key(line.text) in self.same:
+            return True
+        return line.size <= body * 1.05 and _key(line.text, numbered=True) in self.numbered
+
+
+def running_lines(pages: Sequence[PageItems]) -> Running:
     if len(pages) < 3:
-        return set()
-    seen: Counter[str] = Counter()
+        return Running()
+    same: Counter[str] = Counter()
+    numbered: Counter[str] = Counter()
     for page in pages:
-        ordered = sorted(page.lines, key=lambda line: -line.y)
-        edges = {_key(line.text) for line in ordered[:2] + ordered[-2:]}
-        seen.update(edges)
-    return {key for key, count in seen.items() if count >= max(3, len(pages) // 2)}
-
-
-def _chrome(line: Line, running: set[str]) -> bool:
-    return _key(line.text) in running or bool(_PAGE_NUMBER.match(line.text.strip()))
+        same.update({_key(line.text) for line in _edges(page)})
+        numbered.update({_key(line.text, numbered=True) for line in _edges(page)})
+    least = max(3, len(pages) // 2)
+    return Running(frozenset(k for k, n in same.items() if k and n >= least),
+                   frozenset(k for k, n in numbered.items() if k and n >= least))
 
 
 def _norm(text: str) -> str:
@@ -139,7 +157,7 @@ def join_lines(first: str, second: str) -> str:
 class _PageWriter:
     """The blocks of one page; `blocks` runs it."""
 
-    def __init__(self, page: PageItems, style: Style, headings: tuple[tuple[int, str], ...], running: set[str],
+    def __init__(self, page: PageItems, style: Style, headings: tuple[tuple[int, str], ...], running: Running,
                  outline: bool):
         self.page = page
         self.style = style
@@ -155,10 +173,11 @@ class _PageWriter:
 
     def blocks(self) -> list[str]:
         placed = sorted(self.page.placed, key=lambda p: -p.top)
+        chrome = {id(line) for line in _edges(self.page) if self.running.holds(line, self.style.body)}
         for line in self.page.lines:
             while placed and placed[0].top >= line.y:
                 self._emit(placed.pop(0).markdown)
-            if not _chrome(line, self.running):
+            if id(line) not in chrome:
                 self._line(line)
         for item in placed:
             self._emit(item.markdown)
@@ -236,7 +255,7 @@ def _paragraph_block(lines: list[Line]) -> tuple[str, bool]:
     return md.paragraph(text), False
 
 
-def page_blocks(page: PageItems, style: Style, outline: Outline, index: int, running: set[str]) -> list[str]:
+def page_blocks(page: PageItems, style: Style, outline: Outline, index: int, running: Running) -> list[str]:
     """The Markdown blocks of page `index`."""
     entries = outline.entries.get(index, ())
     return _PageWriter(page, style, entries, running, bool(outline.entries)).blocks()

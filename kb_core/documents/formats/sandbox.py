@@ -6,7 +6,8 @@ without end, loop or crash must cost the child, never the process serving lookup
 `keywords.parallel_scan` does), which sets `RLIMIT_AS` and `RLIMIT_CPU` on itself before it reads a byte, and
 talks over its pipes in frames: the parent sends the kind, the name and the bytes; the child answers with
 progress frames and one final frame, all JSON. Nothing the child says builds an object: the parent checks each
-field's type, and a refusal names one of the error classes of `REFUSALS`, nothing else.
+field's type, and a refusal names one of the error classes of `REFUSALS` (or a limit of `LIMITS`), nothing
+else.
 
 What the parent makes of the end: the rendition's fields; the child's own refusal (`ConversionRejected`); "ran
 out of its N MB" when it reports a MemoryError (or dies saying so); "took longer than N s" when it passed the
@@ -44,6 +45,7 @@ PROGRESS_EVERY = 0.2  # seconds between two progress frames of the child
 REFUSALS = {name: getattr(errors, name) for name in (
     "ConversionRejected", "UnsupportedFormatRejected", "ProtectedDocumentRejected", "DamagedDocumentRejected",
     "NoTextRejected")}
+LIMITS = ("zip", "memory", "time", "output")  # what a ConversionLimitRejected may name
 ProgressFn = Callable[[int, int], None]
 
 
@@ -112,7 +114,7 @@ def _outcome(header: dict[str, Any], data: bytes, progress: ProgressFn) -> dict[
     except MemoryError:
         return {"memory": True}
     except ConversionRejected as exc:
-        return {"refused": type(exc).__name__, "message": str(exc)}
+        return {"refused": type(exc).__name__, "message": str(exc), "limit": getattr(exc, "limit", None)}
     except RecursionError:
         return {"failed": "the document nests too deep"}
     except Exception as exc:  # noqa: BLE001 - a library's own error on a hostile file: the parent refuses it
@@ -254,8 +256,11 @@ def _answer(final: object, file_name: str, limits: ChildLimits, seconds: float) 
     if final.get("memory") is True:
         raise _memory_limit(file_name, limits)
     if isinstance(final.get("refused"), str) and isinstance(final.get("message"), str):
-        refusal = REFUSALS.get(final["refused"], DamagedDocumentRejected)
-        raise refusal(final["message"][:2000])
+        message = final["message"][:2000]
+        if final["refused"] == "ConversionLimitRejected":
+            limit = final.get("limit")
+            raise ConversionLimitRejected(message, limit=limit if limit in LIMITS else "zip")
+        raise REFUSALS.get(final["refused"], DamagedDocumentRejected)(message)
     if isinstance(final.get("failed"), str):
         raise DamagedDocumentRejected(f"{file_name} could not be converted ({final['failed'][:300]}): the file is "
                                       "damaged or of a kind its converter does not read; nothing was written")
