@@ -16,6 +16,7 @@ deadline (killed) or its processor time (SIGXCPU); a crash (a signal) as a damag
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -113,6 +114,10 @@ def _outcome(header: dict[str, Any], data: bytes, progress: ProgressFn) -> dict[
         body = convert_here(header["kind"], data, header["file_name"], progress)
     except MemoryError:
         return {"memory": True}
+    except OSError as exc:  # a library that cannot map its shared object or a buffer: the address space is full
+        if exc.errno == errno.ENOMEM or "map segment" in str(exc) or "allocate memory" in str(exc):
+            return {"memory": True}
+        return {"failed": f"{type(exc).__name__}: {exc}"[:500]}
     except ConversionRejected as exc:
         return {"refused": type(exc).__name__, "message": str(exc), "limit": getattr(exc, "limit", None)}
     except RecursionError:
