@@ -1,6 +1,8 @@
 """HTML pages (`.html`, `.htm`) as Markdown: lxml's HTML parser (libxml2, tolerant of real-world markup), the
 page's own text found by its semantic elements (`html_markdown.content_root`), written by `html_markdown`.
 
+Without a `main` or `article`, blocks that are mostly links (menus, link farms) are left out too.
+
 The title suggestion is the page's first `h1` when the `<title>` starts with it (a `<title>` usually appends
 the site's name: "Broadcasting - NumPy v2.4 Manual"), else the `<title>`, else that `h1`.
 """
@@ -46,4 +48,5 @@ def convert_html(data: bytes, file_name: str) -> tuple[str, str]:
     body = content_root(root)
     if tag_of(body) == "html":
         body = next(iter(root.xpath("//body")), root)
-    return md.join_blocks(markdown_of(body)), title_of(root)
+    # a page that marks no main text has its chrome unmarked too: menus and link lists are left out by density
+    return md.join_blocks(markdown_of(body, prune_links=tag_of(body) in ("body", "html"))), title_of(root)

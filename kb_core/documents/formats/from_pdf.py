@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import re
 from collections.abc import Callable
 
 import pypdfium2 as pdfium
@@ -28,6 +29,7 @@ _FIXED_PITCH = 1  # PDF font descriptor flag
 # fixed-pitch fonts by name: the standard Courier is used without a descriptor that would say so
 _MONO_NAMES = ("courier", "mono", "consolas", "menlo", "code", "fixed")
 _MIN_IMAGE = 24.0  # points: smaller images are bullets, icons and rules
+_IMAGE_ONLY = re.compile(r"!\[[^\]]*\]\(image\)")
 _UNTITLED = ("untitled", "microsoft word - ", "powerpoint presentation", "slide 1")
 
 
@@ -181,13 +183,12 @@ def convert_pdf(data: bytes, file_name: str, progress: ProgressFn) -> tuple[str,
         title = title_property(pdf)
     finally:
         pdf.close()
-    if not any(page.lines for page in pages) and not any(p.placed and "|" in p.placed[0].markdown for p in pages):
-        reason = "its pages are images, as a scan is" if scanned else "it holds no text"
+    style, running = style_of(pages), running_lines(pages)
+    blocks = [block for index, page in enumerate(pages) for block in page_blocks(page, style, outline, index, running)]
+    if not any(_IMAGE_ONLY.sub("", block).strip() for block in blocks):
+        reason = "its pages are images, as a scan is" if scanned or blocks else "it holds no text"
         raise NoTextRejected(f"{file_name}: no text to index: OCR is not available ({reason}); upload a PDF with "
                              "a text layer, or the document it was made from")
-    style, running = style_of(pages), running_lines(pages)
-    blocks = [block for index, page in enumerate(pages)
-              for block in page_blocks(page, style, outline, index, running)]
     warnings = []
     if scanned:
         listed = ", ".join(map(str, scanned[:10])) + (" and more" if len(scanned) > 10 else "")

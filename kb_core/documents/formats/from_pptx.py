@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from lxml import etree
 from pptx import Presentation
 from pptx.enum.shapes import MSO_SHAPE_TYPE, PP_PLACEHOLDER
-from pptx.exc import PackageNotFoundError
+from pptx.exc import InvalidXmlError, PackageNotFoundError
 
 from kb_core.documents.formats import markdown_out as md
 from kb_core.errors import DamagedDocumentRejected
@@ -140,7 +140,10 @@ def _slide_blocks(slide, number: int, deck_title: str, warnings: list[str]) -> l
     for shape in _ordered(slide.shapes):
         if (title_shape is None or shape.shape_id != title_shape.shape_id) \
                 and _placeholder_type(shape) not in _FURNITURE:
-            blocks.extend(_shape_blocks(shape, warnings, number))
+            try:
+                blocks.extend(_shape_blocks(shape, warnings, number))
+            except (InvalidXmlError, KeyError, ValueError, AttributeError) as exc:  # one broken shape, not the deck
+                warnings.append(f"slide {number}: a shape that cannot be read was left out ({exc})"[:300])
     notes = _notes(slide)
     if notes:
         blocks.append(md.quote(md.paragraph(f"Notes: {notes}")))  # the speaker's aside, not the slide

@@ -81,12 +81,32 @@ def _has_text(element: etree._Element) -> bool:
     return any(t.strip() for t in element.itertext())
 
 
-class Writer:
-    """Markdown blocks of one tree; `blocks(root)` is the whole conversion."""
+def link_heavy(root: etree._Element) -> set[etree._Element]:
+    """Lists, tables and blocks that are mostly link text (menus, link farms, "related" boxes), in one pass from
+    the leaves up: for a page without `main` or `article`, where chrome is not marked as such."""
+    total: dict[etree._Element, int] = {}
+    linked: dict[etree._Element, int] = {}
+    links: dict[etree._Element, int] = {}
+    for element in reversed(list(root.iter())):
+        children = [c for c in element if isinstance(c.tag, str)]
+        size = len((element.text or "").strip()) + sum(total.get(c, 0) + len((c.tail or "").strip()) for c in children)
+        total[element] = size
+        is_link = tag_of(element) == "a"
+        linked[element] = size if is_link else sum(linked.get(c, 0) for c in children)
+        links[element] = int(is_link) + sum(links.get(c, 0) for c in children)
+    return {e for e in total if tag_of(e) in _LINK_LISTS and links[e] >= 3 and linked[e] > 0.6 * max(total[e], 1)}
 
-    def __init__(self) -> None:
+
+_LINK_LISTS = frozenset({"ul", "ol", "div", "table", "section", "p", "dl"})
+
+
+class Writer:
+    """Markdown blocks of one tree; `blocks(root)` is the whole conversion (`skip`: elements left out)."""
+
+    def __init__(self, skip: set[etree._Element] | None = None) -> None:
         self.out: list[str] = []
         self._inline: list[str] = []
+        self.skip = skip or set()
 
     def blocks(self, root: etree._Element) -> list[str]:
         self._children(root, 0)
@@ -109,7 +129,7 @@ class Writer:
         if element.text:
             self._inline.append(element.text)
         for child in element:
-            if not is_chrome(child):
+            if not is_chrome(child) and child not in self.skip:
                 self._element(child, depth + 1)
             if child.tail:
                 self._inline.append(child.tail)
@@ -181,7 +201,8 @@ class Writer:
         classes = (element.get("class") or "").split()
         if "headerlink" in classes or (href.startswith("#") and text.strip().lower() in _PERMALINK_MARKS):
             return ""
-        if text and _ABSOLUTE.match(href) and text != href and "(" not in href and " " not in href:
+        if text and _ABSOLUTE.match(href) and text != href and "(" not in href and " " not in href \
+                and not text.startswith("!["):  # a linked image stays its placeholder
             return f"[{text.replace('[', '(').replace(']', ')')}]({href})"
         return text
 
@@ -266,6 +287,7 @@ def _language(pre: etree._Element) -> str:
     return found.group(1) if found else ""
 
 
-def markdown_of(root: etree._Element) -> list[str]:
-    """The Markdown blocks of a tree (its content root is the caller's choice)."""
-    return Writer().blocks(root)
+def markdown_of(root: etree._Element, *, prune_links: bool = False) -> list[str]:
+    """The Markdown blocks of a tree (its content root is the caller's choice); `prune_links` leaves out the
+    blocks that are mostly links."""
+    return Writer(link_heavy(root) if prune_links else None).blocks(root)

@@ -4,7 +4,8 @@ The name's extension is a hint only: a Word file named `.pdf` is a Word file (`c
 a zip that is no Word or PowerPoint file is refused whatever it is called, and so is binary content of no known
 type. Text is valid UTF-8 (a BOM allowed) or UTF-16 with its BOM, without NUL characters; it is HTML when it
 opens (after a BOM, whitespace and comments) with a doctype, `<html>` or `<head>` - but a `.md` file stays
-Markdown, since real Markdown pages open with `<head>` blocks too.
+Markdown, since real Markdown pages open with `<head>` blocks too. An HTML page may be in another charset than
+UTF-8 (its own declaration names it); plain text must be UTF-8.
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def sniff(data: bytes, file_name: str) -> Kind:
             f"{file_name} is an old binary Office file (.doc, .ppt, .xls) or a password-protected Office file: "
             "save it as .docx or .pptx without a password and upload that")
     text = decode_text(data)
+    if text is None and b"\x00" not in data[:_HTML_PROBE] and _HTML_START.match(data[:_HTML_PROBE].decode("latin-1")):
+        return Kind.HTML  # a page in its own charset (windows-1252, Shift_JIS): the parser reads its declaration
     if text is None:
         for magic, what in _REFUSED_MAGIC:
             if data.startswith(magic):

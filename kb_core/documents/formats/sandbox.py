@@ -124,7 +124,19 @@ def _outcome(header: dict[str, Any], data: bytes, progress: ProgressFn) -> dict[
         return {"failed": "the document nests too deep"}
     except Exception as exc:  # noqa: BLE001 - a library's own error on a hostile file: the parent refuses it
         return {"failed": f"{type(exc).__name__}: {exc}"[:500]}
-    return {"ok": body, "peak_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    return {"ok": body, "peak_rss_kb": peak_rss_kb()}
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident memory since its `exec` (VmHWM): `ru_maxrss` would report the forking
+    parent's peak, which Linux carries across `exec`."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def _environment() -> dict[str, str]:
