@@ -293,3 +293,17 @@ def test_a_rendition_without_usable_fields_is_refused():
         _rendition(Kind.PDF, {"markdown": "x" * 101, "title": "", "pages": 0, "warnings": []}, "f.pdf", [],
                    Limits(max_markdown_chars=100))
     assert refused.value.limit == "output"
+
+
+def test_the_benchmark_prints_a_row_per_kind(tmp_path, capsys):
+    from benchmarks.bench_convert import main
+
+    (tmp_path / "manual.pdf").write_bytes(ff.manual_pdf())
+    (tmp_path / "notes.txt").write_bytes(b"ERR_TIMEOUT notes\n")
+    (tmp_path / "broken.docx").write_bytes(b"PK\x03\x04 not really")
+    assert main([str(tmp_path), "--json", str(tmp_path / "out.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "| kind | files | refused | pages | pages/s |" in printed
+    kinds = json.loads((tmp_path / "out.json").read_text())["kinds"]
+    assert kinds["pdf"]["files"] == 1 and kinds["pdf"]["pages"] == 1 and 0 < kinds["pdf"]["peak_rss_mb_max"] < 300
+    assert kinds["docx"]["refused"] == {"DamagedDocumentRejected": 1} and kinds["text"]["files"] == 1
