@@ -307,3 +307,17 @@ def test_the_benchmark_prints_a_row_per_kind(tmp_path, capsys):
     kinds = json.loads((tmp_path / "out.json").read_text())["kinds"]
     assert kinds["pdf"]["files"] == 1 and kinds["pdf"]["pages"] == 1 and 0 < kinds["pdf"]["peak_rss_mb_max"] < 300
     assert kinds["docx"]["refused"] == {"DamagedDocumentRejected": 1} and kinds["text"]["files"] == 1
+
+
+def test_pages_without_marked_main_text():
+    """A page in its own charset is HTML; a menu of links is left out where nothing marks the article; an
+    article wrapped in an `aside` is still read."""
+    page = ("<!DOCTYPE html><html><head><meta charset='windows-1252'><title>Caf\xe9</title></head><body>"
+            "<div><a href='/a'>Home</a> <a href='/b'>Shop</a> <a href='/c'>Contact</a></div>"
+            "<div><h1>Caf\xe9 opening hours</h1><p>The caf\xe9 opens at eight and closes when the last guest "
+            "leaves the terrace.</p></div></body></html>").encode("cp1252")
+    assert sniff(page, "cafe.html") is Kind.HTML
+    rendition = convert(page, "cafe.html")
+    assert rendition.markdown.startswith("# Café opening hours\n") and "Shop" not in rendition.markdown
+    wrapped = b"<html><body><aside><p>Everything this page says sits in an aside by mistake.</p></aside></body></html>"
+    assert "sits in an aside by mistake" in convert(wrapped, "wrapped.html").markdown

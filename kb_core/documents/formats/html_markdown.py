@@ -26,6 +26,10 @@ CHROME_TAGS = frozenset({
     "button", "select", "input", "textarea", "object", "embed", "canvas", "audio", "video", "map", "dialog",
     "menu", "link", "meta", "head", "title", "math",
 })
+# what never holds a page's text, even on a page that wraps its article in an `aside` or a `form`
+NEVER_TEXT = frozenset({"script", "style", "noscript", "template", "svg", "canvas", "audio", "video", "object",
+                        "embed", "iframe", "link", "meta", "head", "title", "math", "button", "select", "input",
+                        "textarea"})
 CHROME_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar",
                           "toolbar", "dialog"})
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
@@ -47,11 +51,13 @@ def tag_of(element: etree._Element) -> str:
     return tag.rsplit("}", 1)[-1].lower() if isinstance(tag, str) else ""
 
 
-def is_chrome(element: etree._Element) -> bool:
-    """Page chrome or hidden: left out with everything inside it."""
+def is_chrome(element: etree._Element, *, lenient: bool = False) -> bool:
+    """Page chrome or hidden: left out with everything inside it (`lenient`: only what never holds text)."""
     tag = tag_of(element)
     if not tag:  # a comment or a processing instruction
         return True
+    if lenient:
+        return tag in NEVER_TEXT
     if tag == "header" and any(tag_of(a) in ("article", "main") for a in element.iterancestors()):
         return False  # the article's own header: `Writer` keeps only its headings
     if tag in CHROME_TAGS:
@@ -94,19 +100,22 @@ def link_heavy(root: etree._Element) -> set[etree._Element]:
         is_link = tag_of(element) == "a"
         linked[element] = size if is_link else sum(linked.get(c, 0) for c in children)
         links[element] = int(is_link) + sum(links.get(c, 0) for c in children)
-    return {e for e in total if tag_of(e) in _LINK_LISTS and links[e] >= 3 and linked[e] > 0.6 * max(total[e], 1)}
+    return {e for e in total if tag_of(e) in _LINK_LISTS and links[e] >= 3 and linked[e] > 0.6 * max(total[e], 1)
+            and total[e] - linked[e] < MAX_UNLINKED}  # a wrapper holding an article's text is no menu
 
 
 _LINK_LISTS = frozenset({"ul", "ol", "div", "table", "section", "p", "dl"})
+MAX_UNLINKED = 300  # characters of text outside links a menu may hold
 
 
 class Writer:
     """Markdown blocks of one tree; `blocks(root)` is the whole conversion (`skip`: elements left out)."""
 
-    def __init__(self, skip: set[etree._Element] | None = None) -> None:
+    def __init__(self, skip: set[etree._Element] | None = None, *, lenient: bool = False) -> None:
         self.out: list[str] = []
         self._inline: list[str] = []
         self.skip = skip or set()
+        self.lenient = lenient
 
     def blocks(self, root: etree._Element) -> list[str]:
         self._children(root, 0)
@@ -129,7 +138,7 @@ class Writer:
         if element.text:
             self._inline.append(element.text)
         for child in element:
-            if not is_chrome(child) and child not in self.skip:
+            if not is_chrome(child, lenient=self.lenient) and child not in self.skip:
                 self._element(child, depth + 1)
             if child.tail:
                 self._inline.append(child.tail)
@@ -289,5 +298,9 @@ def _language(pre: etree._Element) -> str:
 
 def markdown_of(root: etree._Element, *, prune_links: bool = False) -> list[str]:
     """The Markdown blocks of a tree (its content root is the caller's choice); `prune_links` leaves out the
-    blocks that are mostly links."""
-    return Writer(link_heavy(root) if prune_links else None).blocks(root)
+    blocks that are mostly links. A page whose every text sits inside chrome elements (an article wrapped in an
+    `aside` or a `form`) is written again with only scripts, styles and controls left out."""
+    blocks = Writer(link_heavy(root) if prune_links else None).blocks(root)
+    if any(block.strip() for block in blocks):
+        return blocks
+    return Writer(lenient=True).blocks(root)
