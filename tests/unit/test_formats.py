@@ -58,6 +58,8 @@ def test_sniff_reads_the_zip_members_not_the_name(runbook):
     assert sniff(ff.review_pptx(), "deck.docx") is Kind.PPTX
     assert "named .pdf but is a Word document" in mismatch_warning(Kind.DOCX, "runbook.pdf")
     assert mismatch_warning(Kind.DOCX, "runbook.docx") is None and mismatch_warning(Kind.TEXT, "README") is None
+    taken = convert(runbook, "runbook.pdf")  # a Word file named .pdf is converted as what it is, and says so
+    assert taken.kind is Kind.DOCX and any("named .pdf but is a Word document" in w for w in taken.warnings)
 
 
 def _zip(members: dict[str, bytes]) -> bytes:
