@@ -16,6 +16,7 @@ import zipfile
 from enum import StrEnum
 from pathlib import PurePosixPath
 
+from kb_core.documents.formats.zip_guard import check_members
 from kb_core.errors import DamagedDocumentRejected, UnsupportedFormatRejected
 
 
@@ -107,6 +108,7 @@ def decode_text(data: bytes) -> str | None:
 
 def _zip_kind(data: bytes, file_name: str) -> Kind:
     """DOCX or PPTX by the members an Office Open XML package must hold; any other zip refused."""
+    check_members(data, file_name)  # before zipfile reads a directory of any size
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             names = set(archive.namelist())

@@ -9,12 +9,14 @@ the count (and by zipfile's CRC check), not trusted. The child's memory limit (`
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 from dataclasses import dataclass
 
 from kb_core.errors import ConversionLimitRejected, DamagedDocumentRejected, ProtectedDocumentRejected
 
 _CHUNK = 1 << 16
+_END_RECORD = b"PK\x05\x06"  # the end of the central directory: 22 bytes and a comment of up to 64 KB
 
 
 @dataclass(frozen=True)
@@ -25,9 +27,28 @@ class ZipLimits:
     ratio_from: int = 1024 * 1024  # a member inflating to less than this may have any ratio (tiny XML parts)
 
 
+def declared_members(data: bytes) -> int | None:
+    """How many members the zip's end record declares, read before `zipfile` parses its directory (a 5 MB zip
+    can declare a hundred thousand members); None when there is no plain end record (zip64, or damage)."""
+    at = data.rfind(_END_RECORD, max(0, len(data) - 22 - 65535))
+    if at < 0 or len(data) < at + 22:
+        return None
+    (count,) = struct.unpack("<H", data[at + 10:at + 12])
+    return None if count == 0xFFFF else count
+
+
+def check_members(data: bytes, file_name: str, limits: ZipLimits = ZipLimits()) -> None:
+    count = declared_members(data)
+    if count is not None and count > limits.max_members:
+        raise ConversionLimitRejected(f"{file_name} holds {count:,} zip members, more than the "
+                                      f"{limits.max_members:,} a document may have: nothing was written",
+                                      limit="zip")
+
+
 def check_zip(data: bytes, file_name: str, limits: ZipLimits = ZipLimits()) -> None:
     """Refuse `data` (a zip) with `ConversionLimitRejected` when it holds too many members or inflates past
     the limits, declared or real; `DamagedDocumentRejected` when it cannot be read to the end."""
+    check_members(data, file_name, limits)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
