@@ -15,6 +15,12 @@ KnowledgeBaseError
 │                            so every `except OSError` around a file read still catches it)
 ├── DocumentError            a document operation failed at `step`; what it changed was undone
 │   └── UploadRejected       refused before anything was written (step "validate"; also an InvalidInputError)
+│       └── ConversionRejected           a PDF, Word, PowerPoint, HTML or text file that cannot become a document
+│           ├── UnsupportedFormatRejected    not a type kb_core converts (random bytes, a zip, an image, .doc)
+│           ├── ProtectedDocumentRejected    password-protected or encrypted
+│           ├── DamagedDocumentRejected      truncated or corrupt: the converter could not read it
+│           ├── NoTextRejected               nothing to index (a scanned PDF: OCR is not available)
+│           └── ConversionLimitRejected      past a conversion limit: a zip bomb, memory, time, output size
 ├── DocumentConflictError    `upload(..., if_match=…)` found another version than the one the caller based it on
 │   │                        (or `create_only=True` found the name taken)
 │   ├── RestoreConflictError `restore(...)` found a file at the trashed document's path again (`replace=True`)
@@ -165,3 +171,34 @@ class ToolTimeout(KnowledgeBaseError):
 class JobCancelledError(KnowledgeBaseError):
     """A job (`KnowledgeBase.start_job`) was cancelled. Raised by the job's progress callback between two
     documents, never inside one: what was written stays, what was not reached is untouched."""
+
+
+class ConversionRejected(UploadRejected):
+    """A file in another format than Markdown (PDF, DOCX, PPTX, HTML, text) that cannot be turned into a document;
+    nothing was written. The message says why and what to do; the subclasses tell the reasons apart."""
+
+
+class UnsupportedFormatRejected(ConversionRejected):
+    """The content is no type kb_core converts (decided by the bytes, not the name): random bytes, a zip that is
+    no Word or PowerPoint file, an image, an old binary Office file."""
+
+
+class ProtectedDocumentRejected(ConversionRejected):
+    """The file is password-protected or encrypted, so its text cannot be read."""
+
+
+class DamagedDocumentRejected(ConversionRejected):
+    """The file is truncated or corrupt: its converter could not read it (or stopped on it)."""
+
+
+class NoTextRejected(ConversionRejected):
+    """The file holds no text to index, such as a scanned PDF whose pages are only images (OCR is not available)."""
+
+
+class ConversionLimitRejected(ConversionRejected):
+    """Converting the file went past one of its limits (`limit`: "zip", "memory", "time" or "output"): a zip that
+    inflates past its cap, a converter that ran out of its memory or time, a rendition too large to index."""
+
+    def __init__(self, message: str, *, limit: str):
+        super().__init__(message)
+        self.limit = limit

@@ -8,7 +8,8 @@ what a question is narrowed to (`scope`), the upload preview of a file (`lint`) 
 (`batch`), the curators' synonyms and their file, `_synonyms.yaml` (`synonyms`), the document service
 (`service`) that writes a document to disk, database, Milvus and L0 together and undoes the earlier steps when
 a later one fails, reconcile (`reconcile`), the folder watcher (`folder_watcher`) and the trash deleted
-documents wait in (`trash`).
+documents wait in (`trash`), and the conversion of PDF, Word, PowerPoint, HTML and text files into Markdown
+renditions (`formats`: bytes in, a rendition out, run in a limited child process; it touches no store).
 
 May import: kb_core's base modules (`errors`, `terms`, `progress`, `settings`, `access`) and `kb_core.storage`
 (its ports, and the record types and constants of the stores) and `kb_core.keywords` (what L0 knows of a

@@ -18,7 +18,10 @@ layer of the library.
   tokens; `analyse_query` and `coverage`: the relevance check's terms and how many of them a chunk holds;
   `STOP_WORDS`: the words both ignore; `warm_up_tokenizer`: load the tokenizer's dictionary before timing).
   They are the library's own classes and functions, not a frozen API: the table below is the one place that says
-  where each lives, so code on these names follows a move of its module without a change.
+  where each lives, so code on these names follows a move of its module without a change;
+- what a file of another format becomes before it is uploaded: `sniff` (its kind, by its bytes), `convert` (a
+  `Rendition`: the Markdown, the suggested title, summary and keywords), `measure_conversion` (with its seconds
+  and the converter's peak memory), `ConversionLimits`, `Kind`, `converter_version`.
 """
 
 from __future__ import annotations
@@ -43,10 +46,17 @@ _EXPORTS: dict[str, str] = {
     "STOP_WORDS": "kb_core.terms",
     "analyse_query": "kb_core.terms",
     "coverage": "kb_core.terms",
+    "convert": "kb_core.documents.formats.convert",
+    "converter_version": "kb_core.documents.formats.convert",
+    "Rendition": "kb_core.documents.formats.convert",
+    "Kind": "kb_core.documents.formats.kinds",
+    "sniff": "kb_core.documents.formats.kinds",
 }
 # public names that are another name in their module
 _RENAMED: dict[str, tuple[str, str]] = {
     "warm_up_tokenizer": ("kb_core.terms", "warm_up"),
+    "ConversionLimits": ("kb_core.documents.formats.convert", "Limits"),
+    "measure_conversion": ("kb_core.documents.formats.convert", "measure"),
 }
 
 __all__ = sorted([*_EXPORTS, *_RENAMED])

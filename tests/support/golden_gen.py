@@ -5,11 +5,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: `support.format_files`
 from kb_core.documents.chunking import chunk_markdown  # noqa: E402
 from kb_core.documents.cleaning import clean_document  # noqa: E402
+from kb_core.documents.formats.convert import convert  # noqa: E402
 from kb_core.documents.frontmatter import parse_frontmatter  # noqa: E402
 from kb_core.documents.frontmatter_edit import edit_frontmatter  # noqa: E402
 from kb_core.documents.sections import body_text, document_sections, outline  # noqa: E402
+from support.format_files import SAMPLES  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
 GOLDEN = TESTS / "golden" / "frontmatter"
@@ -20,6 +23,18 @@ GOLDEN_CLEANING = TESTS / "golden" / "cleaning"
 # In-place frontmatter edits: `x.in.md` + `x.edit.json` (the fields to set: title, summary, keywords, sections)
 # or `x.keywords.json` (a keyword list, the keyword map's edit) -> `x.out.md`, byte for byte
 GOLDEN_EDITS = TESTS / "golden" / "keyword_edit"
+# Documents in other formats, made at test time (`support.format_files.SAMPLES`): `case.expected.md` (the
+# rendition's Markdown) and `case.suggestions.json` (kind, title, summary, keyword candidates, warnings)
+GOLDEN_FORMATS = TESTS / "golden" / "formats"
+
+
+def rendition_for(case: str) -> tuple[str, dict]:
+    """The rendition of a format sample: its Markdown and what it suggests."""
+    name, make = SAMPLES[case]
+    rendition = convert(make(), name)
+    return rendition.markdown, {"kind": str(rendition.kind), "title": rendition.title, "summary": rendition.summary,
+                                "keyword_candidates": list(rendition.keyword_candidates),
+                                "warnings": list(rendition.warnings), "pages": rendition.pages}
 
 
 def edit_cases() -> list[str]:
@@ -90,3 +105,10 @@ if __name__ == "__main__":
         out = GOLDEN_EDITS / f"{case}.out.md"
         out.write_bytes(edited_for(case).encode("utf-8"))
         print("wrote", out.name)
+    GOLDEN_FORMATS.mkdir(exist_ok=True)
+    for case in SAMPLES:
+        markdown, suggestions = rendition_for(case)
+        (GOLDEN_FORMATS / f"{case}.expected.md").write_text(markdown, encoding="utf-8")
+        (GOLDEN_FORMATS / f"{case}.suggestions.json").write_text(
+            json.dumps(suggestions, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        print("wrote", f"{case}.expected.md", f"{case}.suggestions.json")

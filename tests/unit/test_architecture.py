@@ -44,6 +44,13 @@ IMPORT_RULES: dict[str, tuple[str, ...]] = {
     "kb_core.documents": ("kb_core.jobs", "kb_core.retrieval", "kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE),
     # L0 reads the documents' parsers and folder; the write path in documents updates L0 through `keywords`
     # (module by module there are no circles: `test_no_import_circles_in_kb_core`)
+    # the conversion of PDF, Word, PowerPoint, HTML and text into Markdown lives with the documents (the write path,
+    # the upload preview, reconcile and the watcher call it) and may read the identifier rule of
+    # keywords.suggestions, as documents may; it converts bytes alone: no store, no folder, no part of the write path
+    "kb_core.documents.formats": ("kb_core.storage", "kb_core.ops", "kb_core.keywords.index", "kb_core.keywords.entry",
+                                  "kb_core.documents.service", "kb_core.documents.folder", "kb_core.documents.batch",
+                                  "kb_core.documents.lint", "kb_core.documents.reconcile",
+                                  "kb_core.documents.folder_watcher", "kb_core.documents.trash"),
     "kb_core.keywords": ("kb_core.jobs", "kb_core.retrieval", "kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE),
     "kb_core.retrieval": ("kb_core.agent", *_SERVICES, *_FACADE_AND_ABOVE),
     # the agents' tools sit on retrieval; the MCP server that serves a facade is kb_core.mcp, above it
