@@ -17,17 +17,21 @@ Kinds, each expecting pages of the build's language:
   one that is not in the twin's script: neither asks in the other language;
 - `other-language question`: a question of ours in the twin's language wrapping the twin's title;
 - `paraphrased title`, `paraphrased summary`, `paraphrased sentence`: the page's own title, summary and first
-  sentence that no other page holds, rewritten by rule in the page's language: words swapped for synonyms from a
-  small table of ours (`_SYNONYMS`; at least one swap), clauses reordered, the statement made a question,
-  function words dropped. Kept only when its overlap with the page is at most `OVERLAP` (0.5 by default).
+  sentence that no other page holds, rewritten by rule in the page's language: cut to its main clause (a summary
+  or sentence, before `, including ...`, `：`), words swapped for synonyms from a small table of ours
+  (`_SYNONYMS`; at least one swap), clauses reordered, the statement made a question, function words dropped
+  (`rules` says which). Kept only when its overlap with the page is at most `OVERLAP` (`--overlap`, 0.5): no
+  more than half of what it says is in the page's words, so BM25 alone cannot carry it. Rule-made rewrites of a
+  long sentence keep most of its words: few summaries and sentences pass (their counts are smaller), titles do.
 
 Overlap: the share of a text's distinct full-text terms (`kb_core.testing.tokenize`: jieba's words, lower-cased,
 stop words dropped, the terms BM25 matches on) that occur in the page (title, summary, body), a term counting
-where a page term begins with it, as BM25's word-begin matches do. For a paraphrase it is measured on the
-rewritten text without the words of our question forms ("Is it true that ..."), so a long question of ours
-cannot dilute it. Every query records its `overlap` (the other-language kinds too) and a paraphrase its `rules`
-and the text it came from (`from`). A fixed seed makes a rebuild give the same set; each kind is sampled down
-to `--per-kind` (80).
+where a page term begins with it, as BM25's word-begin matches do. Terms that more than half of the build's
+pages hold are left out (BM25's idf is nil there: `greptimedb` on every GreptimeDB page). For a paraphrase it is
+measured on the rewritten text without the words of our question forms ("Is it true that ..."), so a long
+question of ours cannot dilute it. Every query records its `overlap` (the other-language kinds too: there it
+only describes), a paraphrase also its `rules` and the text it came from (`source`). A fixed seed makes a
+rebuild give the same set; each kind is sampled down to `--per-kind` (80).
 """
 
 from __future__ import annotations
