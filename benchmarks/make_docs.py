@@ -801,6 +801,7 @@ def _devset_meaning(data: dict[str, Any] | None) -> list[str]:
                 f"@ {entry['commit'][:12]} ({entry['licence']})", ""]
         for label, pair in entry["runs"].items():
             out += [*_meaning_heading(label, pair), "", *_meaning_table(pair), ""]
+            out += [*_notes(pair), *([""] if pair.get("notes") else [])]
     return out
 
 
