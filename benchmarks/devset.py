@@ -36,7 +36,7 @@ import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,7 +116,10 @@ class Page:
     prose: tuple[str, ...]
 
 
-def export(tree: str, mirror: Path, out: Path) -> list[Page]:
+def export(tree: str, mirror: Path, out: Path, write: Collection[str] | None = None) -> list[Page]:
+    """Every page of the tree's languages; those of the languages in `write` (all by default) are also written
+    under `out/knowledge_base/`. A one-language build still reads the other language: its pages are the twins
+    the questions come from."""
     source = SOURCES[tree]
     pages: list[Page] = []
     # the folder of the knowledge base that will hold the pages: its path rule decides which ones it refuses
@@ -130,9 +133,10 @@ def export(tree: str, mirror: Path, out: Path) -> list[Page]:
             if base.place_problem(f"{tree}/{lang}/{rel}") is not None:
                 continue  # the path rule refuses the page (`usage-&-billing/`): nothing could answer about it
             text = _git(mirror, "show", f"{source.commit}:{name}")
-            target = out / "knowledge_base" / tree / lang / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
+            if write is None or lang in write:
+                target = out / "knowledge_base" / tree / lang / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text, encoding="utf-8")
             pages.append(_page(f"{tree}/{lang}/{rel}", lang, rel, text))
     return pages
 
@@ -338,6 +342,18 @@ def main(argv: list[str] | None = None) -> int:
     build.add_argument("--out", required=True, type=Path, help="folder for OUT/<tree>/ (outside the repository)")
     build.add_argument("--per-kind", type=int, default=80)
     build.add_argument("--seed", type=int, default=31)
+    meaning = sub.add_parser("build-meaning", help="one-language builds of a tree asked in the other language "
+                                                   "and in paraphrases (benchmarks/devset_meaning.py)")
+    meaning.add_argument("tree", choices=sorted(SOURCES))
+    meaning.add_argument("--mirror", required=True, type=Path, help="git directory of the source repository")
+    meaning.add_argument("--out", required=True, type=Path,
+                         help="folder for OUT/<tree>-en/ and OUT/<tree>-zh/ (outside the repository)")
+    meaning.add_argument("--only", choices=("en", "zh"), action="append",
+                         help="the language of the build's pages (default: both builds)")
+    meaning.add_argument("--per-kind", type=int, default=80)
+    meaning.add_argument("--seed", type=int, default=31)
+    meaning.add_argument("--overlap", type=float, default=0.5,
+                         help="keep a paraphrase whose overlap with its page is at most this")
     sub.add_parser("sources", help="print the trees, commits and licences")
     record = sub.add_parser("record", help="keep a `kb evaluate --json` report's figures (no query text) in "
                                            "docs/devset-results.json under a label, e.g. before / after")
@@ -347,7 +363,21 @@ def main(argv: list[str] | None = None) -> int:
     record.add_argument("--l1", default="BM25 only", help="what L1 ran on, for the table's heading")
     record.add_argument("--results", type=Path, default=Path(__file__).resolve().parents[1] / "docs" /
                         "devset-results.json")
+    record_meaning = sub.add_parser("record-meaning", help="keep a meaning build's `kb evaluate --json` figures in "
+                                                          "docs/devset-meaning-results.json, model off or on")
+    record_meaning.add_argument("build", help="<tree>-<lang>, e.g. greptime-zh")
+    record_meaning.add_argument("report", type=Path)
+    record_meaning.add_argument("--label", required=True)
+    record_meaning.add_argument("--model", choices=("off", "on"), required=True,
+                                help="off: BM25 only (KB_EMBEDDING_FALLBACK=none); on: the dense model")
+    record_meaning.add_argument("--l1", help="what L1 ran on, as the run printed it")
+    record_meaning.add_argument("--wall", type=float, help="the run's wall time in seconds")
+    record_meaning.add_argument("--code", help="the commit of the code that answered")
+    record_meaning.add_argument("--results", type=Path, default=Path(__file__).resolve().parents[1] / "docs" /
+                                "devset-meaning-results.json")
     args = parser.parse_args(argv)
+    if args.command in ("build-meaning", "record-meaning"):
+        return _meaning(args)
     if args.command == "record":
         return _record(args.tree, args.report, args.label, args.l1, args.results)
     if args.command == "sources":
@@ -365,6 +395,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(pages)} pages in {out / 'knowledge_base'}; {len(queries)} queries in {out / 'queries.jsonl'}")
     for kind in KINDS:
         print(f"  {kind}: {counts[kind]}")
+    return 0
+
+
+def _meaning(args: argparse.Namespace) -> int:
+    # imported here: benchmarks/devset_meaning.py builds on this module
+    from benchmarks import devset_meaning
+
+    if args.command == "record-meaning":
+        return devset_meaning.record(args.report, args.build, args.label, args.model, args.results, wall=args.wall,
+                                     code=args.code, l1=args.l1)
+    for folder, pages, queries in devset_meaning.build(args.tree, args.mirror, args.out, seed=args.seed,
+                                                       per_kind=args.per_kind, threshold=args.overlap,
+                                                       langs=args.only or ("en", "zh")):
+        counts = Counter(str(q["kind"]) for q in queries)
+        print(f"{len(pages)} pages in {folder / 'knowledge_base'}; {len(queries)} queries in "
+              f"{folder / 'queries.jsonl'}")
+        for kind in devset_meaning.KINDS:
+            print(f"  {kind}: {counts[kind]}")
     return 0
 
 

@@ -14,6 +14,8 @@ Inputs (all in docs/):
   optional keys are added by hand: `date` (the day of the run) and `notes` (sentences about that run that the
   benchmark does not measure itself, shown under its tables). A re-run drops both with the old figures, which is
   the point.
+- `devset-results.json` and `devset-meaning-results.json`: the dev sets' figures, kept by `python -m
+  benchmarks.devset record` and `record-meaning` from `kb evaluate --json` reports (no query text).
 - `quality-results.json` and `quality-results-substring.json`: `kb evaluate tests/fixtures/realistic_queries.jsonl
   --sync --json FILE` on a copy of `tests/fixtures/realistic_kb`, without an embedding model (L1 on BM25 only),
   under `KB_L0_MATCHING=words` and `substring`; `--evaluate` runs exactly that and adds a `run` block (date,
@@ -733,6 +735,7 @@ def render_quality(docs: Path = DOCS) -> str:
                 + (f", {_pct(unknown['not_found_pct'])} not found on unknown codes" if unknown else "")
                 + " (see [matching.md](matching.md)).", "", *_quality_table(literal), ""]
     out += _devset(_load(docs, "devset-results.json"))
+    out += _devset_meaning(_load(docs, "devset-meaning-results.json"))
     failures = words.get("failures", [])
     out += [f"## Failed queries under `words` ({len(failures)})", ""]
     for f in failures:
@@ -766,6 +769,67 @@ def _devset(data: dict[str, Any] | None) -> list[str]:
         for label, run in entry["runs"].items():
             out += [f"**{label}** — {run['date']}; L1: {run['l1']}; {_machine(run.get('machine'))}", "",
                     *_quality_table(run), ""]
+    return out
+
+
+_LANGUAGE = {"en": "English", "zh": "Chinese"}
+_MEANING_METRICS = (("right first", "right_first_pct"), ("answered", "answered_pct"), ("named", "named_pct"),
+                    ("high but wrong", "high_but_wrong_pct"), ("in the query's language", "in_language_pct"))
+
+
+def _devset_meaning(data: dict[str, Any] | None) -> list[str]:
+    """The meaning dev set (benchmarks/devset_meaning.py): per build and label, the model off and on side by side."""
+    if not data:
+        return []
+    out = ["## Dev set: meaning (the other language, other words)", ""]
+    out += _para(
+        "Each dev tree built twice with one language's pages only, and asked in the other language (the twin "
+        "page's title, summary, a body sentence of its own, a question of ours wrapping its title) and in the "
+        "page's own language in other words (its title, summary and first sentence rewritten by rule: synonyms "
+        "of a small table of ours, clauses reordered, a question form, function words dropped; kept only when "
+        "at most half of the paraphrase's terms occur in the page, terms that more than half the pages hold "
+        "left out of that count). `benchmarks/devset_meaning.py` says how; `python -m benchmarks.devset "
+        "build-meaning TREE --mirror GIT_DIR --out DIR` rebuilds the sets (outside the repository), `cd "
+        "DIR/TREE-LANG && kb evaluate queries.jsonl --sync` measures, and `python -m benchmarks.devset "
+        "record-meaning` keeps the figures here. Model off: `KB_EMBEDDING_FALLBACK=none` (BM25 only); on: the "
+        "default settings, where the built-in model stands in for an absent BGE-M3. \"In the query's language\" "
+        "is not judged (—) where the build has no page in the query's language.")
+    for build, entry in data["builds"].items():
+        only = _LANGUAGE.get(entry["only"], entry["only"])
+        other = next((name for code, name in _LANGUAGE.items() if code != entry["only"]), "?")
+        out += [f"### {build}: {only} pages only, asked in {other} and in {only} paraphrases — {entry['source']} "
+                f"@ {entry['commit'][:12]} ({entry['licence']})", ""]
+        for label, pair in entry["runs"].items():
+            out += [*_meaning_heading(label, pair), "", *_meaning_table(pair), ""]
+            out += [*_notes(pair), *([""] if pair.get("notes") else [])]
+    return out
+
+
+def _meaning_heading(label: str, pair: dict[str, Any]) -> list[str]:
+    first = pair.get("off") or pair.get("on") or {}
+    walls = " / ".join(f"{pair[m]['wall_seconds']:.0f} s" if m in pair and "wall_seconds" in pair[m] else "—"
+                       for m in ("off", "on"))
+    l1 = " / ".join(pair[m]["l1"] if m in pair else "—" for m in ("off", "on"))
+    code = f"code at {first['code'][:10]}; " if first.get("code") else ""
+    return [f"**{label}** — {first.get('date', 'date not recorded')}; {code}L1 off / on: {l1}; wall time off / on "
+            f"(indexing, embedding and every query): {walls}; {_machine(first.get('machine'))}"]
+
+
+def _meaning_table(pair: dict[str, Any]) -> list[str]:
+    runs = [pair.get("off"), pair.get("on")]
+    rows: dict[str, list[dict[str, Any] | None]] = {}
+    for i, run in enumerate(runs):
+        for k in (*run["kinds"], run["overall"]) if run else ():
+            name = "**all**" if k is run["overall"] else k["kind"]
+            rows.setdefault(name, [None, None])[i] = k
+    head = " | ".join(f"{name} off / on" for name, _ in _MEANING_METRICS)
+    out = [f"| kind | queries | {head} | p50 / p99 off | p50 / p99 on |",
+           "|---|---|" + "---|" * (len(_MEANING_METRICS) + 2)]
+    for name, (off, on) in rows.items():
+        some = off or on or {}
+        cells = [" / ".join(_pct(k.get(key)) if k else "—" for k in (off, on)) for _, key in _MEANING_METRICS]
+        times = [f"{k['p50_ms']:.1f} / {k['p99_ms']:.1f} ms" if k else "—" for k in (off, on)]
+        out.append(f"| {name} | {some.get('queries', '?')} | " + " | ".join(cells + times) + " |")
     return out
 
 
